@@ -1,0 +1,48 @@
+"""tritred-core: the specs, hooks and registry of tritred. Imports neither torch nor triton.
+
+Plugin authors need :data:`hookimpl`, :class:`Reduction`, :class:`ReductionSpec`, :class:`LaunchConfig`
+(and read :class:`Problem`, :class:`DeviceInfo`); see ``docs/plugins.md``.
+"""
+
+from .hookspecs import hookimpl, hookspec
+from .models import (
+    FLOAT_DTYPES,
+    INTEGER_DTYPES,
+    DeviceInfo,
+    LaunchConfig,
+    Problem,
+    Reduction,
+    ReductionSpec,
+)
+from .registry import (
+    DuplicateReductionError,
+    InvalidLaunchConfigError,
+    PluginInfo,
+    Registry,
+    RegistryError,
+    UnknownReductionError,
+    get_registry,
+    set_registry,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "INTEGER_DTYPES",
+    "DeviceInfo",
+    "DuplicateReductionError",
+    "InvalidLaunchConfigError",
+    "LaunchConfig",
+    "PluginInfo",
+    "Problem",
+    "Reduction",
+    "ReductionSpec",
+    "Registry",
+    "RegistryError",
+    "UnknownReductionError",
+    "get_registry",
+    "hookimpl",
+    "hookspec",
+    "set_registry",
+]

@@ -1,0 +1,181 @@
+"""Frozen pydantic models shared by every layer of tritred.
+
+They describe *what* a reduction is (:class:`ReductionSpec`), *which call* is being made in canonical form
+(:class:`Problem`), *where* it runs (:class:`DeviceInfo`) and *how* it is launched (:class:`LaunchConfig`).
+All are frozen with tuple fields, so they are hashable and serve as cache keys. Nothing here imports torch or
+triton: dtypes are spelled as torch spells them without the ``torch.`` prefix (``"bfloat16"``, ``"int64"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Floating dtypes every float reduction accepts.
+FLOAT_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+#: Integer and bool dtypes that sum/prod/amax/amin/max/min also accept.
+INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64")
+
+Family = Literal["reduce", "statistics", "softmax", "normalize"]
+Strategy = Literal["single_pass", "multi_pass", "split"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _is_pow2(v: int) -> bool:
+    return v >= 1 and (v & (v - 1)) == 0
+
+
+class ReductionSpec(_Frozen):
+    """What a reduction is: its name, family, dtypes, outputs and the torch op it mirrors."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    family: Family
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
+    outputs: tuple[str, ...] = ("out",)
+    mirrors: str = Field(description="the torch op this reduction mirrors, e.g. 'torch.softmax'")
+    summary: str = ""
+    plugin: str | None = Field(default=None, description="filled by the registry: the plugin that provided it")
+    version: str | None = Field(default=None, description="filled by the registry: that plugin's version")
+
+    @field_validator("dtypes")
+    @classmethod
+    def _known_dtypes(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = set(v) - set(FLOAT_DTYPES) - set(INTEGER_DTYPES)
+        if unknown or not v:
+            raise ValueError(f"unknown or empty dtypes {sorted(unknown)}; known: {FLOAT_DTYPES + INTEGER_DTYPES}")
+        return v
+
+
+class Problem(_Frozen):
+    """The canonical form of one call: the input viewed as M x N x K, reduced over N.
+
+    ``M`` is the product of the kept dims before the reduced axis, ``K`` of those after it, ``N`` of the reduced
+    dims; ``stride_*`` are element strides of that view (any value: views, transposes and expanded inputs keep
+    their layout). ``layout`` says how the view was obtained: ``"strided"`` is a free view of the caller's
+    tensor, ``"gathered"`` means the reduced dims could not be expressed as one strided axis and were packed
+    into a contiguous buffer first (one extra copy, logged).
+    """
+
+    op: str
+    dtype: str
+    M: int = Field(ge=0)
+    N: int = Field(ge=0)
+    K: int = Field(ge=1)
+    stride_m: int = 0
+    stride_n: int = 1
+    stride_k: int = 1
+    layout: Literal["strided", "gathered"] = "strided"
+
+    @property
+    def outputs(self) -> int:
+        """Number of reduced results (rows): M * K."""
+        return self.M * self.K
+
+    @property
+    def numel(self) -> int:
+        return self.M * self.N * self.K
+
+    @property
+    def inner(self) -> bool:
+        """True when the row kernels apply: the reduced axis has unit stride, or there is no faster kept axis K.
+
+        Otherwise (K > 1, strided N) the column kernels tile along K.
+        """
+        return self.stride_n == 1 or self.K == 1 or self.N <= 1
+
+
+class DeviceInfo(_Frozen):
+    """The device a launch is planned for, read once per device by the ops layer."""
+
+    name: str
+    backend: Literal["cuda", "interpreter"]
+    compute_capability: tuple[int, int] = (0, 0)
+    sm_count: int = Field(default=1, ge=1)
+    max_shared_mem: int = Field(default=48 * 1024, ge=0, description="bytes per block")
+    regs_per_sm: int = Field(default=65536, ge=0)
+    l2_bytes: int = Field(default=0, ge=0)
+    warp_size: int = 32
+
+
+class LaunchConfig(_Frozen):
+    """How one problem is launched.
+
+    ``strategy``: ``single_pass`` (a row lives in registers: needs ``BLOCK_N >= N``), ``multi_pass`` (loop over N
+    with an online combine: Welford, online softmax), ``split`` (``split`` programs per output each reduce a slice
+    of N into partials, a second tiny launch combines them in a fixed order: deterministic).
+    ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent.
+    ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
+    ``tuned`` is set when the config came from a tuning cache.
+    """
+
+    strategy: Strategy
+    BLOCK_M: int = 1
+    BLOCK_N: int = 1024
+    BLOCK_K: int = 1
+    num_warps: int = 4
+    num_stages: int = 1
+    num_programs: int = Field(default=0, ge=0)
+    split: int = Field(default=1, ge=1)
+    decided_by: str | None = None
+    tuned: bool = False
+
+    @field_validator("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps")
+    @classmethod
+    def _pow2(cls, v: int) -> int:
+        if not _is_pow2(v):
+            raise ValueError(f"must be a power of two >= 1, got {v}")
+        return v
+
+    @field_validator("num_warps")
+    @classmethod
+    def _warps(cls, v: int) -> int:
+        if v > 32:
+            raise ValueError(f"num_warps must be <= 32, got {v}")
+        return v
+
+    @field_validator("num_stages")
+    @classmethod
+    def _stages(cls, v: int) -> int:
+        if not 1 <= v <= 8:
+            raise ValueError(f"num_stages must be in [1, 8], got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _split_only_for_split(self) -> LaunchConfig:
+        if self.strategy != "split" and self.split != 1:
+            raise ValueError(f"split={self.split} is only meaningful with strategy='split'")
+        if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
+            raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
+        return self
+
+    def check_fits(self, problem: Problem) -> None:
+        """Raise ValueError when this config cannot compute ``problem`` correctly."""
+        if self.strategy == "single_pass" and self.BLOCK_N < problem.N:
+            raise ValueError(
+                f"single_pass needs BLOCK_N >= N, got BLOCK_N={self.BLOCK_N} for N={problem.N} ({problem.op})"
+            )
+
+
+class Reduction(BaseModel):
+    """A registered reduction: its spec plus the callables the ops layer, the CLI and the bench use.
+
+    - ``impl(*args, **kwargs)``: the op itself, called like the torch op it mirrors.
+    - ``reference(*args, **kwargs)``: a torch implementation to compare against (the CLI's ``check``).
+    - ``make_inputs(shape, dtype, device, dim, seed) -> (args, kwargs)``: a random call of the op.
+    - ``problem(*args, **kwargs) -> Problem``: the canonical problem of a call (``tritred explain``).
+    - ``byte_count(*args, **kwargs) -> int``: bytes read once + written once by a call (the bench).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    spec: ReductionSpec
+    impl: Callable[..., Any]
+    reference: Callable[..., Any]
+    make_inputs: Callable[..., Any]
+    problem: Callable[..., Problem]
+    byte_count: Callable[..., int] | None = None

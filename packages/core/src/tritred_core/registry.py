@@ -1,0 +1,279 @@
+"""The plugin registry: loads ``tritred`` entry points lazily and answers the two hooks.
+
+Nothing happens at import. The first call that needs plugins (``reductions()``, ``get()``, ``launch_config()``,
+``plugins()``) loads every entry point of the group ``tritred`` once, unless ``TRITRED_DISABLE_PLUGIN_AUTOLOAD=1``.
+A plugin that fails to import or whose hook raises is reported in :meth:`Registry.plugins` and skipped; two
+reductions with the same name raise :class:`DuplicateReductionError` naming both plugins.
+Set ``TRITRED_TRACE=1`` to print every hook call.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from . import hookspecs
+from .models import DeviceInfo, LaunchConfig, Problem, Reduction, ReductionSpec
+
+log = logging.getLogger("tritred")
+
+ENTRY_POINT_GROUP = "tritred"
+DISABLE_AUTOLOAD_ENV = "TRITRED_DISABLE_PLUGIN_AUTOLOAD"
+TRACE_ENV = "TRITRED_TRACE"
+
+
+class RegistryError(Exception):
+    """Base class of registry errors."""
+
+
+class DuplicateReductionError(RegistryError):
+    """Two plugins registered a reduction under the same name."""
+
+
+class UnknownReductionError(RegistryError, KeyError):
+    """No registered reduction has the requested name."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class InvalidLaunchConfigError(RegistryError, ValueError):
+    """A plugin's launch-config hook returned something that cannot compute the problem."""
+
+
+class PluginInfo(BaseModel):
+    """One plugin as the registry sees it (``tritred plugins``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: str | None = None
+    hooks: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class _CoreValidation:
+    """Core-owned wrapper around the launch-config hook: validates whatever plugin won."""
+
+    @hookspecs.hookimpl(wrapper=True)
+    def tritred_launch_config(
+        self, spec: ReductionSpec, problem: Problem, device: DeviceInfo
+    ) -> Any:
+        config = yield
+        if config is None:
+            raise InvalidLaunchConfigError(
+                f"no plugin returned a launch config for {spec.name} on {problem!r}"
+            )
+        if not isinstance(config, LaunchConfig):
+            raise InvalidLaunchConfigError(
+                f"plugin {getattr(config, 'decided_by', None) or '?'} returned {type(config).__name__} "
+                f"instead of a LaunchConfig for {spec.name}"
+            )
+        try:
+            config.check_fits(problem)
+        except ValueError as e:
+            raise InvalidLaunchConfigError(f"plugin {config.decided_by!r} returned an invalid config: {e}") from e
+        return config
+
+
+def _tag_launch_config_results(pm: pluggy.PluginManager, plugin_name: str) -> None:
+    """Make ``plugin_name``'s launch-config hook stamp its results with ``decided_by=plugin_name``.
+
+    pluggy's firstresult calls do not say which implementation answered; wrapping each implementation once at
+    registration records it at no cost per call.
+    """
+    for impl in pm.hook.tritred_launch_config.get_hookimpls():
+        if impl.plugin_name != plugin_name or impl.wrapper or impl.hookwrapper:
+            continue
+        inner = impl.function
+
+        @functools.wraps(inner)
+        def tagged(*args: Any, __inner: Callable[..., Any] = inner, **kwargs: Any) -> Any:
+            result = __inner(*args, **kwargs)
+            if isinstance(result, LaunchConfig) and result.decided_by is None:
+                result = result.model_copy(update={"decided_by": plugin_name})
+            return result
+
+        impl.function = tagged
+
+
+class Registry:
+    """Holds the plugin manager, the loaded reductions and the per-problem launch cache.
+
+    ``autoload=None`` follows ``TRITRED_DISABLE_PLUGIN_AUTOLOAD``; tests pass ``autoload=False`` and register
+    plugins by hand with :meth:`register`.
+    """
+
+    def __init__(self, autoload: bool | None = None) -> None:
+        if autoload is None:
+            autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.register(_CoreValidation(), name="tritred-core")
+        if os.environ.get(TRACE_ENV, "") not in ("", "0"):
+            self.pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
+            self.pm.enable_tracing()
+        self._autoload = autoload
+        self._loaded = False
+        self._lock = threading.RLock()
+        self._versions: dict[str, str | None] = {"tritred-core": _dist_version("tritred-core")}
+        self._errors: dict[str, str] = {}
+        self._reductions: dict[str, Reduction] | None = None
+        #: Launch cache owned by the ops layer: problem key -> whatever it needs to launch again.
+        self.cache: dict[Any, Any] = {}
+
+    # -- plugins ---------------------------------------------------------------------------------------------
+    def register(self, plugin: object, name: str | None = None, version: str | None = None) -> str:
+        """Register ``plugin`` (a module or object with hookimpls) and return its name."""
+        with self._lock:
+            registered = self.pm.register(plugin, name=name)
+            if registered is None:  # pluggy returns None for a blocked name
+                raise RegistryError(f"plugin {name!r} is blocked")
+            self._versions[registered] = version
+            _tag_launch_config_results(self.pm, registered)
+            self._invalidate()
+            return registered
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self.pm.unregister(name=name)
+            self._versions.pop(name, None)
+            self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._reductions = None
+        self.cache.clear()
+
+    def load_entrypoints(self) -> None:
+        """Load every ``tritred`` entry point once (a no-op when autoload is off or already done)."""
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            if not self._autoload:
+                return
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                if self.pm.has_plugin(ep.name) or ep.name in self._errors:
+                    continue
+                version = ep.dist.version if ep.dist is not None else None
+                try:
+                    plugin = ep.load()
+                    self.register(plugin, name=ep.name, version=version)
+                except Exception as e:  # a broken plugin must not take tritred down
+                    log.warning("tritred: plugin %r failed to load: %s", ep.name, e)
+                    self._errors[ep.name] = f"{type(e).__name__}: {e}"
+                    self._versions[ep.name] = version
+
+    def plugins(self) -> list[PluginInfo]:
+        """Every plugin seen: registered ones with their hooks, and those that failed with their error."""
+        self.load_entrypoints()
+        self.reductions(strict=False)  # surfaces errors raised by register hooks
+        infos = []
+        for name, plugin in self.pm.list_name_plugin():
+            hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(plugin) or ()))
+            infos.append(PluginInfo(name=name, version=self._versions.get(name), hooks=hooks,
+                                    error=self._errors.get(name)))
+        for name, err in self._errors.items():
+            if not self.pm.has_plugin(name):
+                infos.append(PluginInfo(name=name, version=self._versions.get(name), error=err))
+        return infos
+
+    # -- reductions ------------------------------------------------------------------------------------------
+    def reductions(self, strict: bool = True) -> dict[str, Reduction]:
+        """All registered reductions by name, each spec stamped with its plugin and version.
+
+        Each plugin's hook is called on its own so that one raising is reported (``plugins()``) without hiding
+        the others. Duplicate names raise :class:`DuplicateReductionError` (with ``strict=False`` the first wins).
+        """
+        self.load_entrypoints()
+        with self._lock:
+            if self._reductions is not None:
+                return self._reductions
+            found: dict[str, Reduction] = {}
+            duplicates: list[str] = []
+            for impl in reversed(self.pm.hook.tritred_register_reductions.get_hookimpls()):
+                try:
+                    records = list(impl.function() or ())
+                    for rec in records:
+                        if not isinstance(rec, Reduction):
+                            raise TypeError(f"tritred_register_reductions returned {type(rec).__name__}, "
+                                            "expected tritred_core.Reduction")
+                except Exception as e:
+                    log.warning("tritred: plugin %r failed to register reductions: %s", impl.plugin_name, e)
+                    self._errors[impl.plugin_name] = f"{type(e).__name__}: {e}"
+                    continue
+                for rec in records:
+                    spec = rec.spec.model_copy(
+                        update={"plugin": impl.plugin_name, "version": self._versions.get(impl.plugin_name)}
+                    )
+                    if spec.name in found:
+                        duplicates.append(
+                            f"reduction {spec.name!r} is registered by both plugin {found[spec.name].spec.plugin!r} "
+                            f"and plugin {impl.plugin_name!r}"
+                        )
+                        continue
+                    found[spec.name] = rec.model_copy(update={"spec": spec})
+            if duplicates and strict:
+                raise DuplicateReductionError("; ".join(duplicates))
+            self._reductions = dict(sorted(found.items()))
+            return self._reductions
+
+    def get(self, name: str) -> Reduction:
+        """The reduction called ``name``; raises :class:`UnknownReductionError` listing the known ones."""
+        reds = self.reductions()
+        if name not in reds:
+            raise UnknownReductionError(f"unknown reduction {name!r}; registered: {', '.join(reds) or 'none'}")
+        return reds[name]
+
+    # -- launch configs --------------------------------------------------------------------------------------
+    def launch_config(self, spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> LaunchConfig:
+        """Ask the ``tritred_launch_config`` hook; the winner is validated and carries ``decided_by``.
+
+        Not cached here: the ops layer caches per problem key in :attr:`cache`, so pydantic and pluggy stay off
+        the hot path.
+        """
+        self.load_entrypoints()
+        try:
+            return self.pm.hook.tritred_launch_config(spec=spec, problem=problem, device=device)  # type: ignore[no-any-return]
+        except ValidationError as e:  # a plugin built an invalid LaunchConfig
+            raise InvalidLaunchConfigError(f"a launch-config hook failed validation for {spec.name}: {e}") from e
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The process-wide registry (created on first use; the only global state tritred keeps)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Registry()
+    return _default
+
+
+def set_registry(registry: Registry | None) -> Registry | None:
+    """Replace the process-wide registry (tests); returns the previous one."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, registry
+    return previous

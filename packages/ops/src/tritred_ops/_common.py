@@ -1,0 +1,221 @@
+"""Shared host-side machinery: argument checks, the one canonicalization, device info and the launch decision.
+
+Every op goes through :func:`canonical_view`, which describes its tensors as M x N x K index spaces (reduced over
+N) with per-tensor strides, merging dims exactly like torch's TensorIterator does. Kernels then read the
+caller's layout directly: a transposed, sliced or expanded input is never copied unless its reduced dims cannot
+be expressed as one strided axis (``layout="gathered"``, logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tritred_core import FLOAT_DTYPES, INTEGER_DTYPES, DeviceInfo, LaunchConfig, Problem, ReductionSpec, get_registry
+
+log = logging.getLogger("tritred")
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+ALL_DTYPES = FLOAT_DTYPES + INTEGER_DTYPES
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# -- argument checks ---------------------------------------------------------------------------------------------
+
+def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    return t
+
+
+def check_runnable(op: str, x: torch.Tensor) -> None:
+    """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1)."""
+    if x.device.type == "cuda":
+        return
+    if x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return
+    raise RuntimeError(
+        f"tritred.{op}(): input is on {x.device}; tritred runs on CUDA tensors, or on CPU tensors only under "
+        "the Triton interpreter (set TRITON_INTERPRET=1 before importing tritred_ops)"
+    )
+
+
+def check_same_device(op: str, x: torch.Tensor, **others: torch.Tensor | None) -> None:
+    for name, t in others.items():
+        if t is not None and t.device != x.device:
+            raise RuntimeError(
+                f"{op}(): Expected all tensors to be on the same device, but argument '{name}' is on {t.device} "
+                f"and input is on {x.device}"
+            )
+
+
+def check_float(op: str, x: torch.Tensor, what: str = "input") -> None:
+    if x.dtype not in FLOATS:
+        raise RuntimeError(f"{op}(): {what} dtype must be float16, bfloat16, float32 or float64, got {x.dtype}")
+
+
+def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
+    if x.dtype in FLOATS or (allow_integers and x.dtype in INTEGERS):
+        return
+    kinds = "floating point, integer and bool" if allow_integers else "floating point"
+    # torch raises NotImplementedError for dtypes without a kernel (e.g. complex); so do we.
+    raise NotImplementedError(f"tritred.{op}(): not implemented for dtype {x.dtype}; supported: {kinds} dtypes")
+
+
+def wrap_dim(op: str, dim: int, ndim: int) -> int:
+    """torch's dim wrapping: a 0-d tensor accepts dims -1 and 0."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= dim <= hi:
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
+    return dim % max(ndim, 1)
+
+
+def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """Normalize ``dim`` (None, int, tuple or list) to sorted non-negative dims; None and () mean all dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        dims = [wrap_dim(op, dim, ndim)]
+    elif isinstance(dim, (tuple, list, torch.Size)):
+        dims = [wrap_dim(op, d, ndim) for d in dim]
+        if not dims:  # torch treats dim=() / [] as a full reduction
+            return tuple(range(ndim))
+    else:
+        raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    seen: set[int] = set()
+    for d in dims:
+        if d in seen:
+            raise RuntimeError(f"{op}(): dim {d} appears multiple times in the list of dims")
+        seen.add(d)
+    return tuple(sorted(d for d in dims if ndim > 0))
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> list[int]:
+    return [1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims]
+
+
+# -- canonical view ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class View:
+    """M x N x K index space shared by several tensors; ``strides[i] = (s_m, s_n, s_k)`` of tensor i."""
+
+    M: int
+    N: int
+    K: int
+    strides: tuple[tuple[int, int, int], ...]
+
+
+def canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
+                   reorder_reduced: bool = True) -> View | None:
+    """Describe tensors of one logical ``shape`` (per-tensor ``strides``; 0 on dims a tensor lacks) as M x N x K.
+
+    Dims of size 1 are dropped. Adjacent kept dims merge when they merge in every tensor; reduced dims merge the
+    same way (sorted by the first tensor's strides first when ``reorder_reduced``: fine for order-insensitive
+    reductions, not for ops whose weights are indexed by the reduced position). Returns None when more than one
+    reduced group or more than two kept groups remain (the caller gathers).
+    """
+    red = set(reduced)
+    kept_dims = [d for d in range(len(shape)) if d not in red and shape[d] != 1]
+    red_dims = [d for d in range(len(shape)) if d in red and shape[d] != 1]
+    if reorder_reduced:
+        red_dims.sort(key=lambda d: -abs(strides[0][d]))
+
+    def groups(dims: list[int]) -> list[tuple[int, list[int]]]:
+        out: list[tuple[int, list[int]]] = []  # (size, per-tensor stride of the innermost dim)
+        for d in dims:
+            st = [s[d] for s in strides]
+            if out and all(prev == cur * shape[d] for prev, cur in zip(out[-1][1], st)):
+                out[-1] = (out[-1][0] * shape[d], st)
+            else:
+                out.append((shape[d], st))
+        return out
+
+    kg, rg = groups(kept_dims), groups(red_dims)
+    if len(rg) > 1 or len(kg) > 2:
+        return None
+    ntensors = len(strides)
+    N, sn = (rg[0][0], rg[0][1]) if rg else (1, [0] * ntensors)
+    if len(kg) == 2:
+        (M, sm), (K, sk) = kg
+    elif len(kg) == 1:
+        size, st = kg[0]
+        # A single kept group that moves faster than the reduced axis is the inner one (K): outer reduction.
+        if rg and abs(st[0]) < abs(sn[0]):
+            M, sm, K, sk = 1, [0] * ntensors, size, st
+        else:
+            M, sm, K, sk = size, st, 1, [0] * ntensors
+    else:
+        M, sm, K, sk = 1, [0] * ntensors, 1, [0] * ntensors
+    return View(M, N, K, tuple((sm[i], sn[i], sk[i]) for i in range(ntensors)))
+
+
+# -- device and launch decision ------------------------------------------------------------------------------
+
+def rows_layout(view: View) -> bool:
+    """True when the row kernels apply (reduced axis unit-stride, or no kept axis faster than it).
+
+    Must agree with :attr:`tritred_core.Problem.inner`, which the heuristics read.
+    """
+    return view.strides[0][1] == 1 or view.K == 1 or view.N <= 1
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    """What the heuristics need to know about ``device``; cached per device in the registry's cache."""
+    reg = get_registry()
+    key = ("device", str(device))
+    info = reg.cache.get(key)
+    if info is None:
+        if device.type == "cuda":
+            p = torch.cuda.get_device_properties(device)
+            info = DeviceInfo(
+                name=p.name, backend="cuda", compute_capability=(p.major, p.minor),
+                sm_count=p.multi_processor_count,
+                max_shared_mem=int(getattr(p, "shared_memory_per_block_optin", 48 * 1024)),
+                regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536)),
+                l2_bytes=int(getattr(p, "L2_cache_size", 0)),
+            )
+        else:
+            info = DeviceInfo(name="cpu (TRITON_INTERPRET=1)", backend="interpreter")
+        reg.cache[key] = info
+    return info  # type: ignore[no-any-return]
+
+
+def decide(spec: ReductionSpec, problem: Problem, device: torch.device) -> LaunchConfig:
+    """The launch config for ``problem``: asked from the hook once per problem key, then served from cache."""
+    reg = get_registry()
+    key = (spec.name, problem, str(device))
+    config = reg.cache.get(key)
+    if config is None:
+        config = reg.launch_config(spec, problem, device_info(device))
+        reg.cache[key] = config
+    return config  # type: ignore[no-any-return]
+
+
+def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") -> Problem:
+    sm, sn, sk = view.strides[0]
+    return Problem(op=op, dtype=dtype_name(x.dtype), M=view.M, N=view.N, K=view.K,
+                   stride_m=sm, stride_n=sn, stride_k=sk, layout=layout)  # type: ignore[arg-type]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def prod(xs: Sequence[int]) -> int:
+    return math.prod(xs)

@@ -1,0 +1,134 @@
+"""Triton building blocks shared by the op families: combine functions and dtype helpers.
+
+Each family file (reduce.py, statistics.py, softmax.py, layer_norm.py, batch_norm.py) holds its own kernels;
+what they have in common lives here so that each combine rule is written once.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+# Reduction op codes (constexpr in kernels).
+SUM, PROD, MAX, MIN = 0, 1, 2, 3
+
+TL_DTYPES = {
+    torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32, torch.float64: tl.float64,
+    torch.bool: tl.int1, torch.uint8: tl.uint8, torch.int8: tl.int8, torch.int16: tl.int16, torch.int32: tl.int32,
+    torch.int64: tl.int64,
+}
+
+
+def tl_dtype(dtype: torch.dtype) -> tl.dtype:
+    return TL_DTYPES[dtype]
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulator dtype: fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integers and bool."""
+    if dtype == torch.float64:
+        return torch.float64
+    if dtype.is_floating_point:
+        return torch.float32
+    return torch.int64
+
+
+def identity(op: int, acc: torch.dtype) -> float | int:
+    """The identity of ``op`` in ``acc``: what masked lanes hold so they never change the result."""
+    if op == SUM:
+        return 0
+    if op == PROD:
+        return 1
+    if acc.is_floating_point:
+        return float("-inf") if op == MAX else float("inf")
+    info = torch.iinfo(acc)
+    return info.min if op == MAX else info.max
+
+
+@triton.jit
+def add_fn(a, b):
+    return a + b
+
+
+@triton.jit
+def mul_fn(a, b):
+    return a * b
+
+
+@triton.jit
+def max_fn(a, b):
+    # NaN-propagating max: torch.amax returns NaN when any element is NaN (a != a only for NaN).
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def min_fn(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def combine(a, b, OP: tl.constexpr):
+    """Elementwise combine of two accumulators for op code OP."""
+    if OP == 0:
+        r = a + b
+    elif OP == 1:
+        r = a * b
+    elif OP == 2:
+        r = max_fn(a, b)
+    else:
+        r = min_fn(a, b)
+    return r
+
+
+@triton.jit
+def tile_reduce(x, axis: tl.constexpr, OP: tl.constexpr):
+    """Reduce a tile along ``axis`` with op code OP (a fixed tree: deterministic for a given config)."""
+    if OP == 0:
+        r = tl.sum(x, axis)
+    elif OP == 1:
+        r = tl.reduce(x, axis, mul_fn)
+    elif OP == 2:
+        r = tl.reduce(x, axis, max_fn)
+    else:
+        r = tl.reduce(x, axis, min_fn)
+    return r
+
+
+@triton.jit
+def argmax_fn(va, ia, vb, ib):
+    """(value, index) combine for max: NaN wins (it is the max in torch), ties keep the smaller index."""
+    a_nan = va != va
+    b_nan = vb != vb
+    pick_a = (va > vb) | ((va == vb) & (ia < ib)) | (a_nan & (~b_nan | (ia < ib)))
+    return tl.where(pick_a, va, vb), tl.where(pick_a, ia, ib)
+
+
+@triton.jit
+def argmin_fn(va, ia, vb, ib):
+    a_nan = va != va
+    b_nan = vb != vb
+    pick_a = (va < vb) | ((va == vb) & (ia < ib)) | (a_nan & (~b_nan | (ia < ib)))
+    return tl.where(pick_a, va, vb), tl.where(pick_a, ia, ib)
+
+
+@triton.jit
+def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    """Merge two (mean, M2, count) partial statistics (Chan, Golub & LeVeque 1979); empty sides are exact."""
+    n = n_a + n_b
+    w_b = tl.where(n > 0, n_b / tl.where(n > 0, n, 1), 0)
+    delta = mean_b - mean_a
+    mean = mean_a + delta * w_b
+    m2 = m2_a + m2_b + delta * delta * n_a * w_b
+    return mean, m2, n
+
+
+@triton.jit
+def chunk_stats(x, mask, axis: tl.constexpr):
+    """Two-pass (mean, M2, count) of the valid lanes of a register tile along ``axis``."""
+    n = tl.sum(mask.to(x.dtype), axis)
+    mean = tl.sum(x, axis) / tl.where(n > 0, n, 1)
+    if axis == 0:
+        d = tl.where(mask, x - mean[None, :], 0.0)
+    else:
+        d = tl.where(mask, x - mean[:, None], 0.0)
+    return mean, tl.sum(d * d, axis), n

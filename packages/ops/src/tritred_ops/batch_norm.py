@@ -1,0 +1,228 @@
+"""batch_norm: per-channel statistics over (batch, *spatial), then normalize; training and eval, running stats.
+
+The input ``[B, C, *spatial]`` is viewed as (B, C, S) with its own strides (NCHW, channels-last and sliced
+inputs alike; spatial dims that do not merge are gathered, logged). When the batch stride equals S times the
+spatial stride (channels-last), batch and spatial merge into one axis.
+
+Training runs three launches, all deterministic:
+1. ``_stats_kernel``: programs own BLOCK_K channels and a contiguous range of (batch, spatial-chunk) tiles;
+   each tile [BLOCK_N spatial, BLOCK_K channels] is reduced two-pass and merged (Chan et al. 1979) into
+   per-program partials (mean, M2, count).
+2. ``_finalize_kernel``: merges each channel's partials in a fixed order, writes fp32 mean and rstd, and updates
+   ``running_mean``/``running_var`` in place with ``momentum`` (the unbiased variance, as torch).
+3. ``_apply_kernel``: ``y = (x - mean) * rstd * weight + bias``, tile by tile in the input's layout.
+Eval skips 1 and 2 and normalizes with the running statistics.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from tritred_core import LaunchConfig, Problem, ReductionSpec
+
+from . import _common as C
+from ._kernels import chan_fn, chunk_stats
+
+
+@triton.jit
+def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
+                  SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    c_ok = cs < C
+    s_chunks = tl.cdiv(S, BLOCK_N)
+    t_lo = tl.program_id(1) * tiles_per_split
+    t_hi = tl.minimum(B * s_chunks, t_lo + tiles_per_split)
+    mean = tl.zeros([BLOCK_K], tl.float32)
+    m2 = tl.zeros([BLOCK_K], tl.float32)
+    cnt = tl.zeros([BLOCK_K], tl.float32)
+    for t in range(t_lo, t_hi):
+        b = t // s_chunks  # one scalar division per tile, not per element
+        ss = (t % s_chunks) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = (ss < S)[:, None] & c_ok[None, :]
+        x = tl.load(x_ptr + b.to(tl.int64) * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask,
+                    other=0).to(tl.float32)
+        t_mean, t_m2, t_n = chunk_stats(x, mask, 0)
+        mean, m2, cnt = chan_fn(mean, m2, cnt, t_mean, t_m2, t_n)
+    offs = cs * SPLIT + tl.program_id(1)
+    tl.store(pmean_ptr + offs, mean, mask=c_ok)
+    tl.store(pm2_ptr + offs, m2, mask=c_ok)
+    tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
+
+
+@triton.jit
+def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, momentum,
+                     HAS_RUNNING: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr):
+    cs = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = cs < C
+    sp = tl.arange(0, BLOCK_S)
+    mask = c_ok[:, None] & (sp < SPLIT)[None, :]
+    offs = cs[:, None] * SPLIT + sp[None, :]
+    mean, m2, n = tl.reduce((tl.load(pmean_ptr + offs, mask=mask, other=0),
+                             tl.load(pm2_ptr + offs, mask=mask, other=0),
+                             tl.load(pcnt_ptr + offs, mask=mask, other=0)), 1, chan_fn)
+    rstd = 1.0 / tl.sqrt(m2 / n + eps)  # biased variance normalizes, as torch
+    tl.store(mean_ptr + cs, mean, mask=c_ok)
+    tl.store(rstd_ptr + cs, rstd, mask=c_ok)
+    if HAS_RUNNING:
+        rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+        rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+        unbiased = m2 / (n - 1)  # the running variance tracks the unbiased estimate
+        tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * mean, mask=c_ok)
+        tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
+
+
+@triton.jit
+def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps,
+                  FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    c_blocks = tl.cdiv(C, BLOCK_K)
+    s_chunks = tl.cdiv(S, BLOCK_N)
+    pid = tl.program_id(0)
+    cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    t = pid // c_blocks
+    b = (t // s_chunks).to(tl.int64)
+    ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ok = cs < C
+    mask = (ss < S)[:, None] & c_ok[None, :]
+    mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+    if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
+        rstd = 1.0 / tl.sqrt(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(tl.float32) + eps)
+    else:
+        rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0)
+    scale = rstd
+    if HAS_W:
+        scale = scale * tl.load(w_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+    shift = -mean * scale
+    if HAS_B:
+        shift = shift + tl.load(b_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+    x = tl.load(x_ptr + b * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask, other=0).to(tl.float32)
+    y = x * scale[None, :] + shift[None, :]
+    tl.store(y_ptr + b * y_b + ss[:, None] * y_s + cs[None, :] * y_c, y, mask=mask)
+
+
+SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
+                     mirrors="torch.nn.functional.batch_norm",
+                     summary="per-channel statistics over (batch, *spatial); running stats updated in training")
+
+
+def _bsc(t: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S), or None if the spatial dims don't merge."""
+    spatial = [d for d in range(2, t.dim()) if t.shape[d] != 1]
+    S = C.prod([t.shape[d] for d in spatial])
+    s_s = t.stride(spatial[-1]) if spatial else 1
+    for a, b in zip(spatial, spatial[1:]):
+        if t.stride(a) != t.stride(b) * t.shape[b]:
+            return None
+    return S, t.stride(0), s_s, t.stride(1)
+
+
+def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int], tuple[int, ...],
+                                                          tuple[int, ...]]:
+    """(x, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow it."""
+    vx, vy = _bsc(x), _bsc(y)
+    if vx is None or vy is None:
+        C.log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
+        x = x.contiguous()
+        vx, vy = _bsc(x), _bsc(y)
+        assert vx is not None and vy is not None
+    B, Ch = x.shape[0], x.shape[1]
+    (S, xb, xs, xc), (_, yb, ys, yc) = vx, vy
+    if S == 1:  # [B, C]: the batch is the spatial axis
+        return x, (1, B, Ch), (0, xb, xc), (0, yb, yc)
+    if B == 1 or (xb == S * xs and yb == S * ys):  # channels-last (or one image): batch and spatial merge
+        return x, (1, B * S, Ch), (0, xs, xc), (0, ys, yc)
+    return x, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
+
+
+def problem(x: torch.Tensor) -> Problem:
+    """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
+    y = torch.empty_like(x)
+    _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
+    return Problem(op="batch_norm", dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
+                   stride_k=xc)
+
+
+def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+               weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
+    """Batch normalization — mirrors :func:`torch.nn.functional.batch_norm` (Ioffe & Szegedy 2015).
+
+    Args:
+        input: floating tensor ``[B, C, *spatial]`` (2-D to 5-D and beyond; NCHW, channels-last or any strides).
+        running_mean, running_var: ``[C]`` floating tensors or None. In training they are updated in place:
+            ``r = (1 - momentum) * r + momentum * batch_stat`` with the unbiased batch variance. Required in eval.
+        weight, bias: optional ``[C]`` affine parameters.
+        training: use batch statistics (and update the running ones) instead of the running statistics.
+        momentum: float in the update above. eps: added to the variance inside the square root.
+
+    Returns:
+        Tensor of the input's shape, dtype and memory format. Statistics in fp32.
+
+    Raises:
+        ValueError: training with one value per channel (B * prod(spatial) == 1).
+        RuntimeError: running_mean missing in eval, parameters with the wrong number of elements, non-float
+            dtypes, fewer than 2 dims, tensors on different devices, not on CUDA (outside the interpreter).
+        TypeError: momentum not a number (torch's functional form takes no ``momentum=None``).
+    """
+    op = "batch_norm"
+    C.check_tensor(op, "input", input)
+    if input.dim() < 2:
+        raise RuntimeError(f"{op}(): expected an input with at least 2 dims [B, C, *], got {input.dim()}D")
+    C.check_float(op, input)
+    if momentum is None or isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+        raise TypeError(f"{op}(): argument 'momentum' must be float, not {type(momentum).__name__}")
+    Ch = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is None:
+            continue
+        C.check_tensor(op, name, t)
+        if t.numel() != Ch:
+            raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
+        C.check_float(op, t, what=name)
+    if not training and (running_mean is None or running_var is None):
+        raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
+    C.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if training and input.numel() // max(Ch, 1) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if training and t is not None and not t.is_contiguous():
+            raise RuntimeError(f"{op}(): {name} must be contiguous to be updated in place")
+    C.check_runnable(op, input)
+    y = torch.empty_like(input)
+    if input.numel() == 0:
+        return y
+    x, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
+    prob = Problem(op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc)
+    cfg: LaunchConfig = C.decide(SPEC, prob, x.device)
+    w = weight.reshape(-1) if weight is not None else y
+    b = bias.reshape(-1) if bias is not None else y
+    if training:
+        dev = x.device
+        tiles = B * C.cdiv(S, cfg.BLOCK_N)
+        split = max(1, min(cfg.split, tiles))
+        tiles_per_split = C.cdiv(tiles, split)
+        split = C.cdiv(tiles, tiles_per_split)
+        pm, pm2, pn = (torch.empty((Ch, split), dtype=torch.float32, device=dev) for _ in range(3))
+        _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
+            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, SPLIT=split, BLOCK_N=cfg.BLOCK_N,
+            BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+        mean = torch.empty(Ch, dtype=torch.float32, device=dev)
+        rstd = torch.empty(Ch, dtype=torch.float32, device=dev)
+        has_running = running_mean is not None and running_var is not None
+        block_s = C.next_pow2(split)
+        block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
+        _finalize_kernel[(C.cdiv(Ch, block_c),)](
+            pm, pm2, pn, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
+            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, SPLIT=split, BLOCK_C=block_c,
+            BLOCK_S=block_s)
+        stats = (mean, rstd)
+    else:
+        stats = (running_mean, running_var)  # type: ignore[assignment]
+    grid = (C.cdiv(Ch, cfg.BLOCK_K) * B * C.cdiv(S, cfg.BLOCK_N),)
+    _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, float(eps),
+                        FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None,
+                        BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+    return y
+

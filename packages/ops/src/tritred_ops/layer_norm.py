@@ -1,0 +1,151 @@
+"""layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
+
+``single_pass``: the row stays in registers; mean, then the sum of squared deviations (two-pass, exact), then
+``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
+square root, as torch). ``multi_pass``: a first sweep merges per-chunk two-pass statistics (Chan et al. 1979),
+a second sweep normalizes and writes (the row's second read usually hits L2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+from tritred_core import ReductionSpec
+
+from . import _common as C
+from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
+
+
+@triton.jit
+def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
+                       s_ym, s_yn, s_yk, eps,
+                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
+                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    m_idx = rows // K
+    k_idx = rows % K
+    x_row = x_ptr + m_idx * s_xm + k_idx * s_xk
+    y_row = y_ptr + m_idx * s_ym + k_idx * s_yk
+    if SINGLE:
+        cols = tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = row_ok[:, None] & (cols < N)[None, :]
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+        mean, m2, _ = chunk_stats(x, mask, 1)
+    else:
+        mean = tl.zeros([BLOCK_M], ACC)
+        m2 = tl.zeros([BLOCK_M], ACC)
+        cnt = tl.zeros([BLOCK_M], ACC)
+        for n0 in range(0, N, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            mask = row_ok[:, None] & (cols < N)[None, :]
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            c_mean, c_m2, c_n = chunk_stats(x, mask, 1)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    if STORE_STATS:
+        tl.store(mean_ptr + rows, mean, mask=row_ok)
+        tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+    if SINGLE:
+        y = (x - mean[:, None]) * rstd[:, None]
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+        tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+    else:
+        for n0 in range(0, N, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            mask = row_ok[:, None] & (cols < N)[None, :]
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            y = (x - mean[:, None]) * rstd[:, None]
+            if HAS_W:
+                y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+            if HAS_B:
+                y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+
+
+SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
+                     mirrors="torch.nn.functional.layer_norm",
+                     summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
+
+
+def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+                          bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
+                          ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: leading dims)."""
+    op = "layer_norm"
+    C.check_tensor(op, "input", input)
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    D = len(normalized_shape)
+    if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != normalized_shape:
+        raise RuntimeError(f"{op}(): Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        C.check_tensor(op, name, t)
+        if tuple(t.shape) != normalized_shape:
+            raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                               f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
+        C.check_float(op, t, what=name)
+    C.check_float(op, input)
+    C.check_same_device(op, input, weight=weight, bias=bias)
+    C.check_runnable(op, input)
+    y = torch.empty_like(input)
+    lead = input.shape[: input.dim() - D]
+    rows = C.prod(lead)
+    mean = torch.empty(lead, dtype=torch.float32, device=input.device) if store_stats else None
+    rstd = torch.empty(lead, dtype=torch.float32, device=input.device) if store_stats else None
+    if input.numel() == 0:
+        return y, mean, rstd
+    dims = tuple(range(input.dim() - D, input.dim()))
+    x = input
+    view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+    if view is None:  # exotic strides over the normalized dims: normalize both to contiguous
+        x, y = x.contiguous(), torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+        assert view is not None
+    # Weights are indexed by the flat position in normalized_shape (tiny: a copy only if non-contiguous).
+    w = weight.reshape(-1) if weight is not None else None
+    b = bias.reshape(-1) if bias is not None else None
+    cfg = C.decide(SPEC, C.problem_of(op, x, view), x.device)
+    (sxm, sxn, sxk), (sym, syn, syk) = view.strides
+    R = view.M * view.K
+    assert R == rows
+    dummy = y
+    _layer_norm_kernel[(C.cdiv(R, cfg.BLOCK_M),)](
+        x, w if w is not None else dummy, b if b is not None else dummy, y,
+        mean if mean is not None else dummy, rstd if rstd is not None else dummy,
+        R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, float(eps),
+        HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)),
+        SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps)
+    return y, mean, rstd
+
+
+def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
+    """Layer normalization — mirrors :func:`torch.nn.functional.layer_norm` (Ba, Kiros & Hinton 2016).
+
+    Args:
+        input: floating tensor ``[*, *normalized_shape]`` of any strides (float16/bfloat16/float32/float64).
+        normalized_shape: the trailing dims to normalize over (int or sequence).
+        weight, bias: optional tensors of shape ``normalized_shape`` (any floating dtype, same device).
+        eps: added to the biased variance inside the square root.
+
+    Returns:
+        Tensor of the input's shape and dtype: ``(x - mean) / sqrt(var + eps) * weight + bias``, statistics in
+        fp32 (fp64 for fp64 inputs).
+
+    Raises:
+        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape, non-float
+            dtypes, tensors on different devices, not on CUDA (outside the interpreter).
+        TypeError: a tensor argument that is not a Tensor.
+    """
+    return layer_norm_with_stats(input, normalized_shape, weight, bias, eps, store_stats=False)[0]

@@ -1,0 +1,181 @@
+"""tritred's own plugin: registers every built-in reduction and the built-in (``trylast``) heuristics.
+
+Loaded through the entry point group ``tritred`` exactly like a third-party plugin (see pyproject.toml).
+Each :class:`~tritred_core.Reduction` carries, besides the op, what the CLI and the bench need: a torch
+reference, a random-input maker, the canonical problem of a call and its byte count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
+
+from . import _common as C
+from . import batch_norm as _bn
+from . import layer_norm as _ln
+from . import reduce as _red
+from . import softmax as _sm
+from . import statistics as _st
+from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
+
+Args = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def random_tensor(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device, seed: int) -> torch.Tensor:
+    """Fresh random values for ``dtype``: normal floats, small signed integers, random bools."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    if dtype == torch.bool:
+        t = torch.rand(tuple(shape), generator=g) > 0.5
+    elif not dtype.is_floating_point:
+        lo = 0 if dtype == torch.uint8 else -4
+        t = torch.randint(lo, 5, tuple(shape), generator=g, dtype=torch.int64).to(dtype)
+    else:
+        t = torch.randn(tuple(shape), generator=g, dtype=torch.float32).to(dtype)
+    return t.to(device)
+
+
+def _itemsize(t: torch.Tensor) -> int:
+    return t.element_size()
+
+
+def _bytes(*tensors: Any) -> int:
+    total = 0
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            total += t.numel() * _itemsize(t)
+        elif isinstance(t, (tuple, list)):
+            total += _bytes(*t)
+    return total
+
+
+# -- per-family record builders -----------------------------------------------------------------------------------
+
+def _reduce_inputs(spec: ReductionSpec) -> Callable[..., Args]:
+    def make(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu", dim: Any = -1,
+             seed: int = 0) -> Args:
+        return (random_tensor(shape, dtype, device, seed),), {"dim": dim}
+    return make
+
+
+def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Problem]:
+    def problem(x: torch.Tensor, dim: Any = None, *args: Any, keepdim: bool = False, **kwargs: Any) -> Problem:
+        if isinstance(dim, bool):
+            dim = None
+        dims = C.wrap_dims(name, dim, x.dim())
+        out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), device="meta")
+        src, view, layout = _red._prepare(name, x, dims, out, keepdim, reorder=not keep_order)
+        return C.problem_of(name, x, view, layout)
+    return problem
+
+
+def _meta(a: Any) -> Any:
+    return a.to("meta") if isinstance(a, torch.Tensor) else a
+
+
+def _io_bytes(reference: Callable[..., Any]) -> Callable[..., int]:
+    """Tensor arguments read once + outputs written once; output sizes from torch's op on meta tensors."""
+    def count(*args: Any, **kwargs: Any) -> int:
+        meta_args = [_meta(a) for a in args]
+        meta_kwargs = {k: _meta(v) for k, v in kwargs.items()}
+        return _bytes(*args, *kwargs.values()) + _bytes(reference(*meta_args, **meta_kwargs))
+    return count
+
+
+def _softmax_problem(name: str) -> Callable[..., Problem]:
+    def problem(x: torch.Tensor, dim: int, *args: Any, **kwargs: Any) -> Problem:
+        d = C.wrap_dim(name, dim, x.dim())
+        view = C.canonical_view(x.shape, [x.stride(), torch.empty_like(x).stride()], (d,) if x.dim() else (),
+                                reorder_reduced=False)
+        if view is None:
+            y = x.contiguous()
+            view = C.canonical_view(y.shape, [y.stride(), y.stride()], (d,), reorder_reduced=False)
+            assert view is not None
+        return C.problem_of(name, x, view)
+    return problem
+
+
+def _layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
+                       dim: Any = -1, seed: int = 0) -> Args:
+    x = random_tensor(shape, dtype, device, seed)
+    n = tuple(shape[-1:])
+    w = random_tensor(n, dtype, device, seed + 1)
+    b = random_tensor(n, dtype, device, seed + 2)
+    return (x, n, w, b), {"eps": 1e-5}
+
+
+def _layer_norm_problem(x: torch.Tensor, normalized_shape: Sequence[int], *args: Any, **kwargs: Any) -> Problem:
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
+    view = C.canonical_view(x.shape, [x.stride(), torch.empty_like(x).stride()], dims, reorder_reduced=False)
+    if view is None:
+        y = x.contiguous()
+        view = C.canonical_view(y.shape, [y.stride(), y.stride()], dims, reorder_reduced=False)
+        assert view is not None
+    return C.problem_of("layer_norm", x, view)
+
+
+def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
+                       dim: Any = None, seed: int = 0) -> Args:
+    x = random_tensor(shape, dtype, device, seed)
+    c = shape[1]
+    rm = random_tensor((c,), torch.float32, device, seed + 1)
+    rv = random_tensor((c,), torch.float32, device, seed + 2).abs() + 0.5
+    w = random_tensor((c,), torch.float32, device, seed + 3)
+    b = random_tensor((c,), torch.float32, device, seed + 4)
+    return (x, rm, rv, w, b), {"training": True, "momentum": 0.1, "eps": 1e-5}
+
+
+def _batch_norm_bytes(x: torch.Tensor, rm: Any, rv: Any, w: Any = None, b: Any = None, training: bool = False,
+                      **kwargs: Any) -> int:
+    running = _bytes(rm, rv) * (2 if training else 1)  # read, and written back in training
+    return 2 * _bytes(x) + _bytes(w, b) + running
+
+
+def _torch_reference(name: str) -> Callable[..., Any]:
+    fn = getattr(torch, name)
+
+    def reference(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+    reference.__name__ = f"torch_{name}"
+    return reference
+
+
+def _records() -> list[Reduction]:
+    records = []
+    for name in ("sum", "mean", "prod", "amax", "amin", "max", "min"):
+        impl = getattr(_red, name)
+        records.append(Reduction(spec=_red.SPECS[name], impl=impl, reference=_torch_reference(name),
+                                 make_inputs=_reduce_inputs(_red.SPECS[name]),
+                                 problem=_reduce_problem(name, keep_order=name in ("max", "min")),
+                                 byte_count=_io_bytes(_torch_reference(name))))
+    for name, spec in _st.SPECS.items():
+        impl = getattr(_st, name)
+        records.append(Reduction(spec=spec, impl=impl, reference=_torch_reference(name),
+                                 make_inputs=_reduce_inputs(spec), problem=_reduce_problem(name),
+                                 byte_count=_io_bytes(_torch_reference(name))))
+    for name in ("softmax", "log_softmax"):
+        impl = getattr(_sm, name)
+        records.append(Reduction(spec=_sm.SPECS[name], impl=impl, reference=_torch_reference(name),
+                                 make_inputs=_reduce_inputs(_sm.SPECS[name]), problem=_softmax_problem(name),
+                                 byte_count=_io_bytes(_torch_reference(name))))
+    records.append(Reduction(spec=_sm.SPECS["logsumexp"], impl=_sm.logsumexp, reference=_torch_reference("logsumexp"),
+                             make_inputs=_reduce_inputs(_sm.SPECS["logsumexp"]),
+                             problem=_reduce_problem("logsumexp"), byte_count=_io_bytes(_torch_reference("logsumexp"))))
+    records.append(Reduction(spec=_ln.SPEC, impl=_ln.layer_norm, reference=F.layer_norm,
+                             make_inputs=_layer_norm_inputs, problem=_layer_norm_problem,
+                             byte_count=_io_bytes(F.layer_norm)))
+    records.append(Reduction(spec=_bn.SPEC, impl=_bn.batch_norm, reference=F.batch_norm,
+                             make_inputs=_batch_norm_inputs, problem=lambda x, *a, **k: _bn.problem(x),
+                             byte_count=_batch_norm_bytes))
+    return records
+
+
+@hookimpl
+def tritred_register_reductions() -> list[Reduction]:
+    """Every built-in reduction (the same hook a third-party plugin implements)."""
+    return _records()

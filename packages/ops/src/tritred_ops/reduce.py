@@ -1,0 +1,434 @@
+"""sum, mean, prod, amax, amin, max, min: plain and arg (value + index) reductions.
+
+Two kernel shapes serve every op of this family:
+
+- ``_rows_kernel``: the reduced axis is the fast one (``stride_n == 1``, e.g. ``dim=-1``). A program owns
+  BLOCK_M rows and sweeps N in BLOCK_N chunks, combining elementwise into a [BLOCK_M, BLOCK_N] accumulator and
+  reducing it once at the end (one chunk = single pass, several = multi pass).
+- ``_cols_kernel``: the kept axis K is the fast one (``dim=0`` of a matrix, a middle dim): a program owns BLOCK_K
+  contiguous outputs of one m and sweeps N, so every load is a coalesced row segment: no transpose copy.
+
+With ``strategy="split"`` each output's N range is cut into ``split`` slices reduced by separate programs into a
+partials buffer [outputs, split]; ``_rows_kernel`` then combines the partials in a fixed order (deterministic,
+no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integers and bool.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+from tritred_core import LaunchConfig, ReductionSpec
+
+from . import _common as C
+from ._kernels import (
+    MAX,
+    MIN,
+    PROD,
+    SUM,
+    acc_dtype,
+    argmax_fn,
+    argmin_fn,
+    combine,
+    identity,
+    tile_reduce,
+    tl_dtype,
+)
+
+# --------------------------------------------------------------------------------------------------------------
+# kernels
+# --------------------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr,
+                 MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    m = rows // K
+    k = rows % K
+    x_row = x_ptr + m * s_xm + k * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols < n_hi)[None, :]
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
+        # dtype= converts the input first (torch semantics), then we widen to the accumulator.
+        x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
+        acc = combine(acc, x, OP)
+    r = tile_reduce(acc, 1, OP)
+    if SPLIT > 1:
+        tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
+    else:
+        if MEAN:
+            r = r / divisor
+        tl.store(out_ptr + m * s_om + k * s_ok, r, mask=row_ok)
+
+
+@triton.jit
+def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr,
+                 MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis."""
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m = tl.program_id(0) // k_blocks
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    acc = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0)
+        x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
+        acc = combine(acc, x, OP)
+    r = tile_reduce(acc, 0, OP)
+    if SPLIT > 1:
+        tl.store(out_ptr + (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
+    else:
+        if MEAN:
+            r = r / divisor
+        tl.store(out_ptr + m.to(tl.int64) * s_om + ks * s_ok, r, mask=k_ok)
+
+
+@triton.jit
+def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                     IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
+                     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    m = rows // K
+    k = rows % K
+    row_off = m * s_xm + k * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+    # Masked lanes carry an index past every real one, so a tie with the identity never picks them.
+    acc_i = tl.full([BLOCK_M, BLOCK_N], 0x7FFFFFFFFFFFFFFF, tl.int64)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        cols = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+        mask = row_ok[:, None] & (cols < n_hi)[None, :]
+        offs = row_off[:, None] + cols[None, :] * s_xn
+        v = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0).to(ACC), IDENT)
+        if HAS_IDX_IN:  # combining split partials: the index travels with its value
+            i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
+        else:
+            i = tl.where(mask, cols[None, :], 0x7FFFFFFFFFFFFFFF)
+        if IS_MAX:
+            acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
+        else:
+            acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
+    if IS_MAX:
+        rv, ri = tl.reduce((acc_v, acc_i), 1, argmax_fn)
+    else:
+        rv, ri = tl.reduce((acc_v, acc_i), 1, argmin_fn)
+    if SPLIT > 1:
+        tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
+        tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
+    else:
+        tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
+        tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
+
+
+@triton.jit
+def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                     IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
+                     SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m = tl.program_id(0) // k_blocks
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    acc_v = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
+    acc_i = tl.full([BLOCK_N, BLOCK_K], 0x7FFFFFFFFFFFFFFF, tl.int64)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        v = tl.where(mask, tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC), IDENT)
+        i = tl.where(mask, ns[:, None], 0x7FFFFFFFFFFFFFFF)
+        if IS_MAX:
+            acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
+        else:
+            acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
+    if IS_MAX:
+        rv, ri = tl.reduce((acc_v, acc_i), 0, argmax_fn)
+    else:
+        rv, ri = tl.reduce((acc_v, acc_i), 0, argmin_fn)
+    if SPLIT > 1:
+        offs = (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1)
+        tl.store(val_ptr + offs, rv, mask=k_ok)
+        tl.store(idx_ptr + offs, ri, mask=k_ok)
+    else:
+        tl.store(val_ptr + m.to(tl.int64) * s_om + ks * s_ok, rv, mask=k_ok)
+        tl.store(idx_ptr + m.to(tl.int64) * s_om + ks * s_ok, ri, mask=k_ok)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# host side
+# --------------------------------------------------------------------------------------------------------------
+
+SPECS = {
+    "sum": ReductionSpec(name="sum", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.sum",
+                         summary="sum over dims (integer and bool inputs sum into int64)"),
+    "mean": ReductionSpec(name="mean", family="reduce", mirrors="torch.mean", summary="arithmetic mean over dims"),
+    "prod": ReductionSpec(name="prod", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.prod",
+                          summary="product over dims"),
+    "amax": ReductionSpec(name="amax", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.amax",
+                          summary="maximum over dims (NaN propagates)"),
+    "amin": ReductionSpec(name="amin", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.amin",
+                          summary="minimum over dims (NaN propagates)"),
+    "max": ReductionSpec(name="max", family="reduce", dtypes=C.ALL_DTYPES, outputs=("values", "indices"),
+                         mirrors="torch.max", summary="max, or (values, indices) of the first max along dim"),
+    "min": ReductionSpec(name="min", family="reduce", dtypes=C.ALL_DTYPES, outputs=("values", "indices"),
+                         mirrors="torch.min", summary="min, or (values, indices) of the first min along dim"),
+}
+
+
+class MaxMin(NamedTuple):
+    """(values, indices), like ``torch.return_types.max`` / ``min``."""
+
+    values: torch.Tensor
+    indices: torch.Tensor
+
+
+def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch.Tensor, cast: torch.dtype,
+                   acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig) -> None:
+    """Run one plain reduction of ``x`` (described by ``view``) into ``out`` with config ``cfg``."""
+    (sxm, sxn, sxk), (som, _, sok) = view.strides
+    R = view.M * view.K
+    ident = identity(op, acc)
+    consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps)
+    split = cfg.split if cfg.strategy == "split" else 1
+    nps = C.cdiv(view.N, split) if split > 1 else builtins.max(view.N, 1)
+    if split > 1:
+        nps = C.cdiv(nps, cfg.BLOCK_N) * cfg.BLOCK_N  # whole chunks per slice
+        split = C.cdiv(view.N, nps)
+    target = torch.empty((R, split), dtype=acc, device=x.device) if split > 1 else out
+    if C.rows_layout(view):
+        grid = (C.cdiv(R, cfg.BLOCK_M), split)
+        _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
+                           CAST=tl_dtype(cast), SPLIT=split, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+    else:
+        grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
+        _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
+                           CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+    if split > 1:  # combine the partials of each output in a fixed order
+        block_n = C.next_pow2(split)
+        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
+        _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
+                                              split, mean_divisor, CAST=tl_dtype(acc), SPLIT=1,
+                                              BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+
+
+def _out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool) -> list[int]:
+    """Strides of ``out`` over the input's dims (0 on reduced dims), for the joint canonical view."""
+    strides, j = [], 0
+    for d in range(ndim):
+        if d in dims:
+            strides.append(0)
+            j += keepdim
+        else:
+            strides.append(out.stride(j))
+            j += 1
+    return strides
+
+
+def _prepare(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool,
+             reorder: bool = True) -> tuple[torch.Tensor, C.View, str]:
+    """Joint canonical view of ``x`` and ``out``; gathers ``x`` when its reduced dims are not one strided axis."""
+    strides = [list(x.stride()), _out_strides(out, x.dim(), dims, keepdim)]
+    view = C.canonical_view(x.shape, strides, dims, reorder_reduced=reorder)
+    if view is not None:
+        return x, view, "strided"
+    kept = [d for d in range(x.dim()) if d not in dims]
+    C.log.debug("tritred.%s: reduced dims %s of a %s tensor with strides %s are gathered (one copy)",
+                name, dims, tuple(x.shape), x.stride())
+    g = x.permute(*kept, *dims).reshape(out.numel(), -1)
+    view = C.View(out.numel(), g.shape[1], 1, ((g.stride(0), g.stride(1), 0), (1, 0, 0)))
+    return g, view, "gathered"
+
+
+def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None, keepdim: bool,
+            dtype: torch.dtype | None) -> torch.Tensor:
+    C.check_tensor(name, "input", x)
+    spec = SPECS[name]
+    C.check_supported(name, x, allow_integers=name != "mean")
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
+    cast = dtype if dtype is not None else x.dtype
+    if name == "mean" and cast not in C.FLOATS:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {str(cast).removeprefix('torch.').capitalize()}")
+    if cast not in C.FLOATS + C.INTEGERS:
+        raise NotImplementedError(f"tritred.{name}(): dtype={cast} is not supported")
+    if name in ("sum", "prod") and dtype is None and x.dtype in C.INTEGERS:
+        out_dtype = torch.int64  # torch promotes integer and bool sums/products to int64
+    else:
+        out_dtype = cast
+    dims = C.wrap_dims(name, dim, x.dim())
+    C.check_runnable(name, x)
+    if x.numel() == 0 or any(x.shape[d] == 0 for d in dims):
+        if name in ("amax", "amin") and (x.numel() == 0 and (dim is None or dim == () or dim == [])):
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        for d in dims:
+            if x.shape[d] == 0 and name in ("amax", "amin", "max", "min"):
+                raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+        fill = {"sum": 0, "prod": 1, "mean": float("nan")}.get(name, 0)  # amax/amin: the result is empty
+        return torch.full(C.reduced_shape(x.shape, dims, keepdim), fill, dtype=out_dtype, device=x.device)
+    acc = acc_dtype(cast)
+    out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), dtype=out_dtype, device=x.device)
+    src, view, layout = _prepare(name, x, dims, out, keepdim)
+    problem = C.problem_of(name, x, view, layout)
+    cfg = C.decide(spec, problem, x.device)
+    _launch_reduce(op, name, src, view, out, cast, acc, float(view.N) if name == "mean" else 0.0, cfg)
+    return out
+
+
+def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+        dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Sum of ``input`` over ``dim`` — mirrors :func:`torch.sum`.
+
+    Args:
+        input: tensor of any shape and strides; float16/bfloat16/float32/float64, integer or bool, on CUDA (or
+            CPU under ``TRITON_INTERPRET=1``).
+        dim: int, tuple of ints, or None (all dims; ``()`` also means all dims, as in torch).
+        keepdim: keep reduced dims with size 1.
+        dtype: convert the input to this dtype before summing (and return it).
+
+    Returns:
+        Tensor of the kept shape; dtype: ``dtype``, else int64 for integer/bool inputs, else the input's.
+        fp16/bf16 accumulate in fp32. Empty reductions return 0.
+
+    Raises:
+        TypeError: ``input`` not a Tensor, bad ``dim`` type. IndexError: dim out of range.
+        RuntimeError: repeated dim, tensor not on CUDA (outside the interpreter).
+        NotImplementedError: unsupported dtype (complex).
+
+    Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
+    """
+    return _reduce("sum", SUM, input, dim, keepdim, dtype)
+
+
+def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+         dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Arithmetic mean over ``dim`` — mirrors :func:`torch.mean`.
+
+    Shapes and arguments as :func:`sum`. Floating inputs only (or ``dtype=`` a floating dtype): integer inputs
+    raise RuntimeError like torch. An empty reduction returns NaN. Sum accumulated in fp32 (fp64 for fp64),
+    then divided by the number of reduced elements.
+    """
+    return _reduce("mean", SUM, input, dim, keepdim, dtype)
+
+
+def prod(input: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
+         dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Product over ``dim`` — mirrors :func:`torch.prod` (which takes one int dim or None).
+
+    Shapes/dtypes as :func:`sum` (integer and bool products are int64 and wrap around like torch's); an empty
+    reduction returns 1. Raises as :func:`sum`.
+    """
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    return _reduce("prod", PROD, input, dim, keepdim, dtype)
+
+
+def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """Maximum over ``dim`` (``()``: all dims) — mirrors :func:`torch.amax`.
+
+    Output dtype = input dtype. NaN propagates (any NaN in a slice gives NaN). Raises IndexError when a reduced
+    dim has size 0, RuntimeError for an empty input without ``dim``, plus the errors of :func:`sum`.
+    """
+    return _reduce("amax", MAX, input, dim, keepdim, None)
+
+
+def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
+    return _reduce("amin", MIN, input, dim, keepdim, None)
+
+
+def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Tensor | MaxMin:
+    C.check_tensor(name, "input", x)
+    C.check_supported(name, x, allow_integers=True)
+    if dim is None:
+        if x.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        return _reduce(name, MAX if name == "max" else MIN, x, None, False, None)
+    d = C.wrap_dim(name, dim, x.dim())
+    C.check_runnable(name, x)
+    shape = C.reduced_shape(x.shape, (d,) if x.dim() else (), keepdim)
+    values = torch.empty(shape, dtype=x.dtype, device=x.device)
+    indices = torch.empty(shape, dtype=torch.int64, device=x.device)
+    if x.dim() == 0:
+        values.copy_(x)
+        indices.zero_()
+        return MaxMin(values, indices)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if x.numel() == 0:
+        return MaxMin(values, indices)
+    src, view, layout = _prepare(name, x, (d,), values, keepdim, reorder=False)
+    cfg = C.decide(SPECS[name], C.problem_of(name, x, view, layout), x.device)
+    (sxm, sxn, sxk), (som, _, sok) = view.strides
+    acc = acc_dtype(x.dtype)
+    R = view.M * view.K
+    is_max = name == "max"
+    consts = dict(IS_MAX=is_max, IDENT=identity(MAX if is_max else MIN, acc), ACC=tl_dtype(acc),
+                  num_warps=cfg.num_warps)
+    split = cfg.split if cfg.strategy == "split" else 1
+    nps = view.N
+    if split > 1:
+        nps = C.cdiv(C.cdiv(view.N, split), cfg.BLOCK_N) * cfg.BLOCK_N
+        split = C.cdiv(view.N, nps)
+    if split > 1:
+        pv = torch.empty((R, split), dtype=acc, device=x.device)
+        pi = torch.empty((R, split), dtype=torch.int64, device=x.device)
+    else:
+        pv, pi = values, indices
+    if C.rows_layout(view):
+        _arg_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
+            src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, HAS_IDX_IN=False, SPLIT=split,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+    else:
+        _arg_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
+            src, pv, pi, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, SPLIT=split,
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+    if split > 1:
+        block_n = C.next_pow2(split)
+        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
+        _arg_rows_kernel[(C.cdiv(R, block_m), 1)](
+            pv, pi, values, indices, R, split, view.K, view.K * split, 1, split, som, sok, split,
+            HAS_IDX_IN=True, SPLIT=1, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+    return MaxMin(values, indices)
+
+
+def max(input: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor | MaxMin:
+    """Maximum — mirrors :func:`torch.max` (the reduction overloads).
+
+    ``max(input)`` returns a 0-d tensor (NaN if any element is NaN; RuntimeError on an empty input).
+    ``max(input, dim, keepdim=False)`` returns ``(values, indices)`` (a named tuple): values in the input dtype,
+    int64 indices of the first maximal element along ``dim`` (the first NaN when the slice has one).
+
+    Raises IndexError (dim out of range, or reducing a dim of size 0), TypeError, NotImplementedError (complex).
+    Split strategy: per-slice (value, index) partials combined in index order: ties stay first-occurrence.
+    """
+    return _arg("max", input, dim, keepdim)
+
+
+def min(input: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor | MaxMin:
+    """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
+    return _arg("min", input, dim, keepdim)

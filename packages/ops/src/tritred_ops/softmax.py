@@ -1,0 +1,257 @@
+"""softmax, log_softmax, logsumexp.
+
+The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). When a row fits on chip
+(``single_pass``) it is loaded once, reduced and written from registers: one read, one write. Longer rows use the
+online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per lane, rescaling
+the sum whenever the max grows, and a second sweep writes the output (the row's second read often hits L2).
+
+``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
+stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy).
+NaN/inf follow torch: a row with NaN or +inf gives NaN (softmax) and an all -inf row gives NaN; logsumexp gives
++inf for rows holding +inf and -inf for all -inf rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+from tritred_core import LaunchConfig, ReductionSpec
+
+from . import _common as C
+from ._kernels import acc_dtype, max_fn, tl_dtype
+
+
+@triton.jit
+def _online_fn(m_a, s_a, m_b, s_b):
+    """Merge two (max, sum of exp(x - max)) pairs. An all -inf side has s = 0 and must not produce NaN."""
+    m = max_fn(m_a, m_b)
+    a = tl.where(m_a == float("-inf"), 0.0, s_a * tl.exp(m_a - m))
+    b = tl.where(m_b == float("-inf"), 0.0, s_b * tl.exp(m_b - m))
+    return m, a + b
+
+
+@triton.jit
+def _lse(m, s):
+    """log(sum(exp(x))) from (max, sum of exp(x - max)), with torch's infinite cases."""
+    return tl.where(m == float("inf"), float("inf"), tl.where(m == float("-inf"), float("-inf"), m + tl.log(s)))
+
+
+@triton.jit
+def _emit(x, m, s, MODE: tl.constexpr):
+    """softmax or log_softmax of x given the row's max m and sum of exp s (broadcast to x's shape)."""
+    if MODE == 0:
+        y = tl.exp(x - m) / s
+    else:
+        y = (x - m) - tl.log(s)
+    return y
+
+
+@triton.jit
+def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
+                 MODE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    m_idx = rows // K
+    k_idx = rows % K
+    x_row = x_ptr + m_idx * s_xm + k_idx * s_xk
+    y_row = y_ptr + m_idx * s_ym + k_idx * s_yk
+    if SINGLE:
+        # The whole row is in registers: one read, one write.
+        cols = tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = row_ok[:, None] & (cols < N)[None, :]
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
+        x = x.to(CAST).to(ACC)
+        x = tl.where(mask, x, float("-inf"))
+        m = tl.reduce(x, 1, max_fn)
+        e = tl.where(mask, tl.exp(x - m[:, None]), 0.0)
+        s = tl.sum(e, 1)
+        if MODE == 2:
+            tl.store(y_row, _lse(m, s), mask=row_ok)
+        elif MODE == 0:
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, e / s[:, None], mask=mask)
+        else:
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, (x - m[:, None]) - tl.log(s)[:, None], mask=mask)
+    else:
+        m_l = tl.full([BLOCK_M, BLOCK_N], float("-inf"), ACC)
+        s_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        for n0 in range(0, N, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            mask = row_ok[:, None] & (cols < N)[None, :]
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
+            x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+            m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_M, BLOCK_N], 1.0, ACC))
+        m, s = tl.reduce((m_l, s_l), 1, _online_fn)
+        if MODE == 2:
+            tl.store(y_row, _lse(m, s), mask=row_ok)
+        else:
+            for n0 in range(0, N, BLOCK_N):
+                cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+                mask = row_ok[:, None] & (cols < N)[None, :]
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(CAST).to(ACC)
+                tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)
+
+
+@triton.jit
+def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
+                 MODE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    x_col = x_ptr + m_idx * s_xm + ks * s_xk
+    y_col = y_ptr + m_idx * s_ym + ks * s_yk
+    if SINGLE:
+        ns = tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = (ns < N)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
+        x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+        m = tl.reduce(x, 0, max_fn)
+        e = tl.where(mask, tl.exp(x - m[None, :]), 0.0)
+        s = tl.sum(e, 0)
+        if MODE == 2:
+            tl.store(y_col, _lse(m, s), mask=k_ok)
+        elif MODE == 0:
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, e / s[None, :], mask=mask)
+        else:
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, (x - m[None, :]) - tl.log(s)[None, :], mask=mask)
+    else:
+        m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
+        s_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+        for n0 in range(0, N, BLOCK_N):
+            ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            mask = (ns < N)[:, None] & k_ok[None, :]
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
+            x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+            m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
+        m, s = tl.reduce((m_l, s_l), 0, _online_fn)
+        if MODE == 2:
+            tl.store(y_col, _lse(m, s), mask=k_ok)
+        else:
+            for n0 in range(0, N, BLOCK_N):
+                ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+                mask = (ns < N)[:, None] & k_ok[None, :]
+                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(CAST).to(ACC)
+                tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask)
+
+
+SPECS = {
+    "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
+                             summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
+    "log_softmax": ReductionSpec(name="log_softmax", family="softmax", mirrors="torch.log_softmax",
+                                 summary="x - max - log(sum(exp(x - max)))"),
+    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=C.ALL_DTYPES,
+                               mirrors="torch.logsumexp", summary="log(sum(exp(x))) over dims, max-shifted"),
+}
+
+
+def _launch(mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: torch.dtype,
+            cfg: LaunchConfig) -> None:
+    (sxm, sxn, sxk), (sym, syn, syk) = view.strides
+    single = cfg.strategy == "single_pass"
+    common = dict(MODE=mode, CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)), SINGLE=single,
+                  num_warps=cfg.num_warps)
+    if C.rows_layout(view):
+        R = view.M * view.K
+        _rows_kernel[(C.cdiv(R, cfg.BLOCK_M),)](x, y, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk,
+                                                BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **common)
+    else:
+        _cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K),)](x, y, view.M, view.N, view.K, sxm, sxn, sxk, sym,
+                                                             syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+                                                             **common)
+
+
+def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:
+    C.check_tensor(name, "input", x)
+    if dim is None:
+        raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
+    d = C.wrap_dim(name, dim, x.dim())
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
+    cast = dtype if dtype is not None else x.dtype
+    if x.dtype not in C.FLOATS + C.INTEGERS or cast not in C.FLOATS:
+        raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
+    C.check_runnable(name, x)
+    y = torch.empty_like(x, dtype=cast)  # keeps the input's layout when it is dense
+    if x.numel() == 0:
+        return y
+    dims = (d,) if x.dim() else ()
+    view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+    if view is None:  # only possible for exotic layouts: normalize both to contiguous
+        x, y = x.contiguous(), torch.empty(x.shape, dtype=cast, device=x.device)
+        view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+        assert view is not None
+    cfg = C.decide(SPECS[name], C.problem_of(name, x, view), x.device)
+    _launch(mode, x, view, y, cast, cfg)
+    return y
+
+
+_SOFTMAX_DOC = """
+    Args:
+        input: tensor of any shape and strides on CUDA (or CPU under ``TRITON_INTERPRET=1``); floating, or any
+            dtype when ``dtype`` is a floating dtype.
+        dim: the dim to normalize over (negative dims count from the end).
+        dtype: convert the input to this dtype first; the output has it.
+
+    Returns:
+        Tensor of the input's shape, dtype ``dtype`` or the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
+
+    Raises:
+        IndexError: dim out of range. TypeError: dim missing or not an int.
+        NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
+"""
+
+
+def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """exp(x - max) / sum(exp(x - max)) along ``dim`` — mirrors :func:`torch.softmax`.
+
+    Single pass when the row fits on chip, else the online softmax (Milakov & Gimelshein 2018).
+    """
+    return _softmax("softmax", 0, input, dim, dtype)
+
+
+def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
+    return _softmax("log_softmax", 1, input, dim, dtype)
+
+
+softmax.__doc__ = (softmax.__doc__ or "") + _SOFTMAX_DOC
+log_softmax.__doc__ = (log_softmax.__doc__ or "") + _SOFTMAX_DOC
+
+
+def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
+    """log(sum(exp(x))) over ``dim`` — mirrors :func:`torch.logsumexp`.
+
+    Args:
+        input: tensor of any shape/strides; floating, integer or bool (integers give the default float dtype).
+        dim: int or tuple of ints (``()`` means all dims, as in torch).
+        keepdim: keep reduced dims with size 1.
+
+    Returns:
+        Tensor of the kept shape. Max-shifted: ``m + log(sum(exp(x - m)))``; rows holding +inf give +inf, all -inf
+        rows give -inf, NaN propagates. An empty reduction gives -inf.
+
+    Raises:
+        IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
+    """
+    from .reduce import _prepare
+
+    C.check_tensor("logsumexp", "input", input)
+    C.check_supported("logsumexp", input, allow_integers=True)
+    dims = C.wrap_dims("logsumexp", dim, input.dim())
+    out_dtype = input.dtype if input.dtype in C.FLOATS else torch.get_default_dtype()
+    C.check_runnable("logsumexp", input)
+    out = torch.empty(C.reduced_shape(input.shape, dims, keepdim), dtype=out_dtype, device=input.device)
+    if out.numel() == 0:
+        return out
+    if any(input.shape[d] == 0 for d in dims):
+        return out.fill_(float("-inf"))
+    src, view, layout = _prepare("logsumexp", input, dims, out, keepdim)
+    # The output has no reduced axis: its n-stride is never used.
+    cfg = C.decide(SPECS["logsumexp"], C.problem_of("logsumexp", input, view, layout), input.device)
+    _launch(2, src, view, out, out_dtype if input.dtype not in C.FLOATS else input.dtype, cfg)
+    return out

@@ -1,0 +1,239 @@
+"""var, std, var_mean, std_mean: one-sweep statistics with chunked two-pass + Chan merges.
+
+Each BLOCK_N chunk is held in registers and reduced two-pass (mean, then sum of squared deviations), and chunk
+results are merged with the parallel update of Chan, Golub & LeVeque (1979), the pairwise form of Welford
+(1962). That reads the input once and never forms E[x^2] - E[x]^2, so rows with a large mean keep their
+precision. Split partials (mean, M2) are merged in a fixed order by ``_stats_combine_kernel`` (deterministic);
+their counts are recomputed from the split geometry rather than stored.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+from tritred_core import LaunchConfig, ReductionSpec
+
+from . import _common as C
+from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
+from .reduce import _prepare
+
+
+@triton.jit
+def _finish(mean, m2, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.constexpr, WANT_MEAN: tl.constexpr):
+    """var = M2 / max(N - correction, 0) (inf or NaN when that is 0, as torch), std = sqrt(var)."""
+    var = m2 / divisor
+    if STD:
+        var = tl.sqrt(var)
+    tl.store(out_ptr + offs, var, mask=mask)
+    if WANT_MEAN:
+        tl.store(mean_ptr + offs, mean, mask=mask)
+
+
+@triton.jit
+def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    m = rows // K
+    k = rows % K
+    x_row = x_ptr + m * s_xm + k * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    mean = tl.zeros([BLOCK_M], ACC)
+    m2 = tl.zeros([BLOCK_M], ACC)
+    cnt = tl.zeros([BLOCK_M], ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols < n_hi)[None, :]
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        c_mean, c_m2, c_n = chunk_stats(x, mask, 1)
+        mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+    if SPLIT > 1:
+        offs = rows * SPLIT + tl.program_id(1)
+        tl.store(out_ptr + offs, m2, mask=row_ok)
+        tl.store(mean_ptr + offs, mean, mask=row_ok)
+    else:
+        _finish(mean, m2, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
+
+
+@triton.jit
+def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    x_col = x_ptr + m * s_xm + ks * s_xk
+    n_lo = tl.program_id(1) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    mean = tl.zeros([BLOCK_K], ACC)
+    m2 = tl.zeros([BLOCK_K], ACC)
+    cnt = tl.zeros([BLOCK_K], ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        c_mean, c_m2, c_n = chunk_stats(x, mask, 0)
+        mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+    if SPLIT > 1:
+        offs = (m * K + ks) * SPLIT + tl.program_id(1)
+        tl.store(out_ptr + offs, m2, mask=k_ok)
+        tl.store(mean_ptr + offs, mean, mask=k_ok)
+    else:
+        _finish(mean, m2, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
+
+
+@triton.jit
+def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok, divisor,
+                          ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+    """Merge the SPLIT partial (mean, M2) of each output; slice s holds clamp(N - s*n_per_split) elements."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    s = tl.arange(0, BLOCK_S)
+    mask = row_ok[:, None] & (s < SPLIT)[None, :]
+    offs = rows[:, None] * SPLIT + s[None, :]
+    p_mean = tl.load(pmean_ptr + offs, mask=mask, other=0)
+    p_m2 = tl.load(pm2_ptr + offs, mask=mask, other=0)
+    p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
+    p_n = tl.where(mask, p_n[None, :], 0)
+    mean, m2, cnt = tl.reduce((p_mean, p_m2, p_n), 1, chan_fn)
+    _finish(mean, m2, divisor, out_ptr, mean_ptr, (rows // K) * s_om + (rows % K) * s_ok, row_ok, STD, WANT_MEAN)
+
+
+SPECS = {
+    name: ReductionSpec(name=name, family="statistics", outputs=outputs, mirrors=f"torch.{name}", summary=summary)
+    for name, outputs, summary in (
+        ("var", ("var",), "variance with Bessel-style correction"),
+        ("std", ("std",), "standard deviation with correction"),
+        ("var_mean", ("var", "mean"), "(variance, mean) in one sweep"),
+        ("std_mean", ("std", "mean"), "(standard deviation, mean) in one sweep"),
+    )
+}
+
+
+def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Tensor, divisor: float,
+            std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
+    (sxm, sxn, sxk), (som, _, sok) = view.strides
+    acc = acc_dtype(x.dtype)
+    R = view.M * view.K
+    split = cfg.split if cfg.strategy == "split" else 1
+    nps = builtins.max(view.N, 1)
+    if split > 1:
+        nps = C.cdiv(C.cdiv(view.N, split), cfg.BLOCK_N) * cfg.BLOCK_N
+        split = C.cdiv(view.N, nps)
+    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps)
+    if split > 1:
+        p_m2 = torch.empty((R, split), dtype=acc, device=x.device)
+        p_mean = torch.empty((R, split), dtype=acc, device=x.device)
+    else:
+        p_m2, p_mean = out, mean_out
+    if C.rows_layout(view):
+        _stats_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
+            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+    else:
+        _stats_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
+            x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split,
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+    if split > 1:
+        block_s = C.next_pow2(split)
+        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 2048 // block_s))
+        _stats_combine_kernel[(C.cdiv(R, block_m),)](
+            p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, divisor, SPLIT=split,
+            BLOCK_M=block_m, BLOCK_S=block_s, **consts)
+
+
+def _parse_correction(name: str, dim: object, unbiased: bool | None,
+                      correction: float | None) -> tuple[object, float]:
+    if isinstance(dim, bool):  # torch's legacy overload var(input, unbiased)
+        if unbiased is not None:
+            raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}() received an invalid combination of arguments: "
+                        "got both 'unbiased' and 'correction'")
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(f"{name}(): argument 'correction' must be Number, not {type(correction).__name__}")
+    return dim, float(correction)
+
+
+def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | None, keepdim: bool,
+           correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    C.check_tensor(name, "input", x)
+    dim, corr = _parse_correction(name, dim, unbiased, correction)
+    if x.dtype not in C.FLOATS:
+        if x.dtype.is_complex:
+            raise NotImplementedError(f"tritred.{name}(): complex inputs are not supported")
+        raise RuntimeError(f"{name}(): std and var only support floating point and complex dtypes, got {x.dtype}")
+    dims = C.wrap_dims(name, dim, x.dim())  # type: ignore[arg-type]
+    C.check_runnable(name, x)
+    shape = C.reduced_shape(x.shape, dims, keepdim)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    mean_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    n = C.prod([x.shape[d] for d in dims])
+    if out.numel() == 0:
+        return out, mean_out
+    if n == 0:
+        return out.fill_(float("nan")), mean_out.fill_(float("nan"))
+    src, view, layout = _prepare(name, x, dims, out, keepdim)
+    cfg = C.decide(SPECS[name], C.problem_of(name, x, view, layout), x.device)
+    _launch(src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"),
+            name.endswith("_mean"), cfg)
+    return out, mean_out
+
+
+_ARGS_DOC = """
+    Args:
+        input: floating tensor (float16, bfloat16, float32, float64) of any shape and strides.
+        dim: int, tuple of ints, or None (all dims). ``var(input, True)`` is torch's legacy ``unbiased`` form.
+        unbiased: legacy alias: True is ``correction=1``, False ``correction=0``.
+        keepdim: keep reduced dims with size 1.
+        correction: the divisor is ``max(N - correction, 0)`` (default 1, Bessel). A divisor of 0 gives inf
+            (or NaN when the deviations are 0), as torch does.
+
+    Raises:
+        RuntimeError: integer/bool input, repeated dim, tensor not on CUDA (outside the interpreter).
+        TypeError: both ``unbiased`` and ``correction``. IndexError: dim out of range.
+        NotImplementedError: complex input.
+
+    Algorithm: chunked two-pass in registers merged by Chan et al. (1979) (Welford 1962's pairwise form);
+    fp32 accumulation for fp16/bf16; deterministic split for few outputs.
+"""
+
+
+def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+        keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
+    """Variance over ``dim`` — mirrors :func:`torch.var`. Returns a tensor of the kept shape in the input dtype.
+    """
+    return _stats("var", input, dim, unbiased, keepdim, correction)[0]
+
+
+def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+        keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
+    """Standard deviation (sqrt of :func:`var`) — mirrors :func:`torch.std`."""
+    return _stats("std", input, dim, unbiased, keepdim, correction)[0]
+
+
+def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+             keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(variance, mean) in one sweep — mirrors :func:`torch.var_mean`; both in the input dtype."""
+    return _stats("var_mean", input, dim, unbiased, keepdim, correction)
+
+
+def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+             keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(standard deviation, mean) in one sweep — mirrors :func:`torch.std_mean`."""
+    return _stats("std_mean", input, dim, unbiased, keepdim, correction)
+
+
+for _f in (var, std, var_mean, std_mean):
+    _f.__doc__ = (_f.__doc__ or "") + _ARGS_DOC
