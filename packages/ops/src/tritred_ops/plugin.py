@@ -26,7 +26,12 @@ Args = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 def random_tensor(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device, seed: int) -> torch.Tensor:
-    """Fresh random values for ``dtype``: normal floats, small signed integers, random bools."""
+    """Fresh random values for ``dtype``: normal floats, small signed integers, random bools.
+
+    ``device="meta"`` returns an uninitialized meta tensor (shapes only: ``tritred explain``).
+    """
+    if str(device) == "meta":
+        return torch.empty(tuple(shape), dtype=dtype, device="meta")
     g = torch.Generator(device="cpu").manual_seed(seed)
     if dtype == torch.bool:
         t = torch.rand(tuple(shape), generator=g) > 0.5
