@@ -1,0 +1,98 @@
+"""The installed plugin seen through the real ``tritred`` command, in subprocesses (as a user would run it).
+
+When the package is already installed (``pip install examples/tritred-rmsnorm``, as nox does) the CLI finds its
+entry point as is; otherwise the package is installed here into a temporary ``--target`` directory
+(``pip install --no-deps --no-build-isolation``, offline) that is prepended to ``PYTHONPATH`` of the CLI processes.
+Skipped when the ``tritred`` executable (package tritred-cli) is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import torch
+
+EXAMPLE = Path(__file__).resolve().parents[1]
+
+
+def _tritred_executable() -> str | None:
+    """The ``tritred`` console script of this interpreter's environment, else the first one on PATH."""
+    here = Path(sys.executable).parent / ("tritred.exe" if os.name == "nt" else "tritred")
+    return str(here) if here.exists() else shutil.which("tritred")
+
+
+def _entry_point_installed() -> bool:
+    return any(ep.name == "tritred_rmsnorm" for ep in entry_points(group="tritred"))
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    """The ``tritred`` executable and an environment in which it loads this plugin through its entry point."""
+    exe = _tritred_executable()
+    if exe is None:
+        pytest.skip("the `tritred` command (package tritred-cli) is not installed")
+    env = dict(os.environ)
+    env.pop("TRITRED_DISABLE_PLUGIN_AUTOLOAD", None)
+    env["COLUMNS"] = "200"  # no truncated table cells
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    if not _entry_point_installed():
+        tmp = tmp_path_factory.mktemp("tritred-rmsnorm")
+        src = tmp / "src"  # build from a copy: the checkout gets no build/ or egg-info
+        shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*"))
+        target = tmp / "site"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+             "--disable-pip-version-check", "--target", str(target), str(src)],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH", "")) if p)
+    return exe, env
+
+
+def run(cli: tuple[str, dict[str, str]], *args: str) -> subprocess.CompletedProcess[str]:
+    exe, env = cli
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=600)
+    print(f"$ tritred {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_list_shows_rms_norm_from_the_plugin(cli: tuple[str, dict[str, str]]) -> None:
+    proc = run(cli, "list")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if "rms_norm" in line.split()]
+    assert lines, proc.stdout
+    assert any("tritred_rmsnorm" in line for line in lines), proc.stdout
+    assert "softmax" in proc.stdout  # the built-ins are still there
+
+
+def test_plugins_lists_the_plugin(cli: tuple[str, dict[str, str]]) -> None:
+    proc = run(cli, "plugins")
+    assert proc.returncode == 0, proc.stderr
+    assert "tritred_rmsnorm" in proc.stdout
+
+
+def test_explain_shows_the_plugin_decided(cli: tuple[str, dict[str, str]]) -> None:
+    proc = run(cli, "explain", "rms_norm", "--shape", "8x1000", "--dtype", "float32")
+    assert proc.returncode == 0, proc.stderr
+    assert "tritred_rmsnorm" in proc.stdout
+    assert "single_pass" in proc.stdout  # N=1000 stays in registers on every backend (rms_norm_config)
+
+
+def test_explain_softmax_is_still_decided_by_the_builtins(cli: tuple[str, dict[str, str]]) -> None:
+    proc = run(cli, "explain", "softmax", "--shape", "8x1000", "--dtype", "float32")
+    assert proc.returncode == 0, proc.stderr
+    assert "tritred_ops" in proc.stdout
+    assert "tritred_rmsnorm" not in proc.stdout
+
+
+def test_check_rms_norm_passes(cli: tuple[str, dict[str, str]]) -> None:
+    proc = run(cli, "check", "rms_norm")
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
