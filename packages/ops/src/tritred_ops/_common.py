@@ -23,6 +23,9 @@ log = logging.getLogger("tritred")
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 ALL_DTYPES = FLOAT_DTYPES + INTEGER_DTYPES
+#: torch's own names for integer dtypes in error messages (c10::ScalarType).
+SCALAR_TYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+                     torch.uint8: "Byte", torch.bool: "Bool"}
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -22,26 +22,26 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import chan_fn, chunk_stats
+from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
 
 
 @triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
-                  SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
     t_lo = tl.program_id(1) * tiles_per_split
     t_hi = tl.minimum(B * s_chunks, t_lo + tiles_per_split)
-    mean = tl.zeros([BLOCK_K], tl.float32)
-    m2 = tl.zeros([BLOCK_K], tl.float32)
-    cnt = tl.zeros([BLOCK_K], tl.float32)
+    mean = tl.zeros([BLOCK_K], ACC)
+    m2 = tl.zeros([BLOCK_K], ACC)
+    cnt = tl.zeros([BLOCK_K], ACC)
     for t in range(t_lo, t_hi):
         b = t // s_chunks  # one scalar division per tile, not per element
         ss = (t % s_chunks) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
         mask = (ss < S)[:, None] & c_ok[None, :]
         x = tl.load(x_ptr + b.to(tl.int64) * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask,
-                    other=0).to(tl.float32)
+                    other=0).to(ACC)
         t_mean, t_m2, t_n = chunk_stats(x, mask, 0)
         mean, m2, cnt = chan_fn(mean, m2, cnt, t_mean, t_m2, t_n)
     offs = cs * SPLIT + tl.program_id(1)
@@ -52,7 +52,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, t
 
 @triton.jit
 def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, momentum,
-                     HAS_RUNNING: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr):
+                     HAS_RUNNING: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr,
+                     BLOCK_S: tl.constexpr):
     cs = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cs < C
     sp = tl.arange(0, BLOCK_S)
@@ -65,8 +66,8 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, r
     tl.store(mean_ptr + cs, mean, mask=c_ok)
     tl.store(rstd_ptr + cs, rstd, mask=c_ok)
     if HAS_RUNNING:
-        rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(tl.float32)
-        rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+        rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
+        rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
         unbiased = m2 / (n - 1)  # the running variance tracks the unbiased estimate
         tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * mean, mask=c_ok)
         tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
@@ -74,7 +75,7 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, r
 
 @triton.jit
 def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps,
-                  FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                  FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
@@ -85,19 +86,17 @@ def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, 
     ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cs < C
     mask = (ss < S)[:, None] & c_ok[None, :]
-    mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(tl.float32)
+    mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
-        rstd = 1.0 / tl.sqrt(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(tl.float32) + eps)
+        rstd = 1.0 / tl.sqrt(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps)
     else:
-        rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0)
-    scale = rstd
+        rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0).to(ACC)
+    x = tl.load(x_ptr + b * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
+    y = (x - mean[None, :]) * rstd[None, :]
     if HAS_W:
-        scale = scale * tl.load(w_ptr + cs, mask=c_ok, other=0).to(tl.float32)
-    shift = -mean * scale
+        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
     if HAS_B:
-        shift = shift + tl.load(b_ptr + cs, mask=c_ok, other=0).to(tl.float32)
-    x = tl.load(x_ptr + b * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask, other=0).to(tl.float32)
-    y = x * scale[None, :] + shift[None, :]
+        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
     tl.store(y_ptr + b * y_b + ss[:, None] * y_s + cs[None, :] * y_c, y, mask=mask)
 
 
@@ -157,7 +156,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         momentum: float in the update above. eps: added to the variance inside the square root.
 
     Returns:
-        Tensor of the input's shape, dtype and memory format. Statistics in fp32.
+        Tensor of the input's shape, dtype and memory format. Statistics in fp32 (fp64 for fp64 inputs).
 
     Raises:
         ValueError: training with one value per channel (B * prod(spatial) == 1).
@@ -196,6 +195,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     x, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
     prob = Problem(op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc)
     cfg: LaunchConfig = C.decide(SPEC, prob, x.device)
+    acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     w = weight.reshape(-1) if weight is not None else y
     b = bias.reshape(-1) if bias is not None else y
     if training:
@@ -204,25 +204,25 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         split = max(1, min(cfg.split, tiles))
         tiles_per_split = C.cdiv(tiles, split)
         split = C.cdiv(tiles, tiles_per_split)
-        pm, pm2, pn = (torch.empty((Ch, split), dtype=torch.float32, device=dev) for _ in range(3))
+        pm, pm2, pn = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(3))
         _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
-            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, SPLIT=split, BLOCK_N=cfg.BLOCK_N,
+            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
-        mean = torch.empty(Ch, dtype=torch.float32, device=dev)
-        rstd = torch.empty(Ch, dtype=torch.float32, device=dev)
+        mean = torch.empty(Ch, dtype=acc, device=dev)
+        rstd = torch.empty(Ch, dtype=acc, device=dev)
         has_running = running_mean is not None and running_var is not None
         block_s = C.next_pow2(split)
         block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
             pm, pm2, pn, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
-            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, SPLIT=split, BLOCK_C=block_c,
+            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split, BLOCK_C=block_c,
             BLOCK_S=block_s)
         stats = (mean, rstd)
     else:
         stats = (running_mean, running_var)  # type: ignore[assignment]
     grid = (C.cdiv(Ch, cfg.BLOCK_K) * B * C.cdiv(S, cfg.BLOCK_N),)
     _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, float(eps),
-                        FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None,
+                        FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                         BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
     return y
 

@@ -265,13 +265,13 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
             dtype: torch.dtype | None) -> torch.Tensor:
     C.check_tensor(name, "input", x)
     spec = SPECS[name]
-    C.check_supported(name, x, allow_integers=name != "mean")
+    C.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
     cast = dtype if dtype is not None else x.dtype
     if name == "mean" and cast not in C.FLOATS:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
-                           f"or complex dtype. Got: {str(cast).removeprefix('torch.').capitalize()}")
+                           f"or complex dtype. Got: {C.SCALAR_TYPE_NAMES.get(cast, cast)}")
     if cast not in C.FLOATS + C.INTEGERS:
         raise NotImplementedError(f"tritred.{name}(): dtype={cast} is not supported")
     if name in ("sum", "prod") and dtype is None and x.dtype in C.INTEGERS:

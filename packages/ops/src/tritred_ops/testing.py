@@ -1,0 +1,583 @@
+"""The conformance kit: run a registered reduction against its torch reference (``tritred check``).
+
+Plugin authors run it on their own records::
+
+    from tritred_core import get_registry
+    from tritred_ops.testing import assert_conforms, check_reduction
+
+    results = check_reduction(get_registry().get("my_op"), device="cuda")
+    assert_conforms(get_registry().get("my_op"), device="cuda")   # raises AssertionError listing mismatches
+
+How one check runs (:func:`check_reduction`): ``rec.make_inputs`` builds a random call; a *case* transforms its
+first tensor (``random`` leaves it, ``strided`` gives it a non-contiguous layout with the same values,
+``offset`` adds 1000, ``nan``/``inf`` inject non-finite values). Then
+
+- ``rec.reference`` runs on float64-upcast copies of the floating inputs: the values to compare against;
+- ``rec.reference`` runs on copies in the original dtypes: the output structure, shape and dtype torch gives,
+  and torch's own rounding error in that dtype;
+- ``rec.impl`` runs on the inputs themselves.
+
+:func:`compare` then requires the same structure (tensor, tuple, named tuple with the same field names), shapes
+and dtypes as torch's dtype-exact call, NaN and ±inf in exactly the same positions as the float64 reference
+(cast to the output dtype, so values that overflow that dtype count as inf), integer/bool/index outputs exactly
+equal, and floats within ``atol + rtol * |ref|`` with ``(atol, rtol)`` from :data:`TOLERANCES` for the output
+dtype. ``atol`` is widened to twice torch's own error in the same dtype when that is larger: tritred must be about
+as accurate as torch, not more accurate than the dtype allows.
+
+Inputs must not be modified by ``impl``, except those the reference modifies too (batch_norm's running
+statistics): those must end up as torch's in-place update left them, within the same tolerances. When the
+reference raises for an input, ``impl`` must raise a compatible exception.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tritred_core import Reduction
+
+__all__ = [
+    "CASES",
+    "DEFAULT_SHAPES",
+    "QUICK_SHAPES",
+    "TOLERANCES",
+    "CheckResult",
+    "Comparison",
+    "ShapeCase",
+    "assert_conforms",
+    "check_reduction",
+    "compare",
+    "tolerance",
+]
+
+#: (atol, rtol) per floating output dtype; integer, bool and index outputs must be exactly equal.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (1e-2, 1e-2),
+    "float32": (1e-5, 1e-5),
+    "float64": (1e-10, 1e-10),
+}
+
+#: How much of torch's own error (dtype-exact call vs the float64 reference) tritred may make.
+TORCH_ERROR_SLACK = 2.0
+
+#: The input transformations :func:`check_reduction` applies (``offset``/``nan``/``inf`` to floating inputs only).
+CASES: tuple[str, ...] = ("random", "strided", "offset", "nan", "inf")
+
+
+@dataclass(frozen=True)
+class ShapeCase:
+    """An input shape and the ``dim`` passed to ``make_inputs`` (ops without a dim, e.g. layer_norm, ignore it)."""
+
+    shape: tuple[int, ...]
+    dim: Any = -1
+
+    def label(self) -> str:
+        """``7x33 dim=-1``."""
+        return f"{'x'.join(map(str, self.shape)) or 'scalar'} dim={self.dim}"
+
+
+#: The full set: non-power-of-two rows, a middle dim (column kernels), one long row (split), several long rows
+#: (multi pass) and a tall dim=0 reduction; every branch of the built-in heuristics under the interpreter.
+DEFAULT_SHAPES: tuple[ShapeCase, ...] = (
+    ShapeCase((7, 33), -1),
+    ShapeCase((3, 5, 129), 1),
+    ShapeCase((1000,), -1),
+    ShapeCase((5, 1000), -1),
+    ShapeCase((300, 40), 0),
+)
+
+#: A short set for ``tritred check`` under the CPU interpreter: rows, columns, and one row that needs chunks.
+QUICK_SHAPES: tuple[ShapeCase, ...] = (
+    ShapeCase((7, 33), -1),
+    ShapeCase((3, 5, 17), 1),
+    ShapeCase((300,), -1),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of :func:`compare`: ``ok``, the worst absolute/relative error seen and what went wrong."""
+
+    ok: bool
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of :func:`check_reduction`: an op, a dtype, a shape and a case.
+
+    ``error`` holds the exception (``Type: message``) when ``impl`` or the harness raised; ``skipped`` marks checks
+    that do not apply (``make_inputs`` rejects the shape, dtype outside the spec) and count as ok.
+    """
+
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    case: str
+    ok: bool
+    error: str | None = None
+    message: str = ""
+    dim: Any = -1
+    seed: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    skipped: bool = False
+    plugin: str | None = field(default=None, compare=False)
+
+
+# -- dtypes and tolerances -----------------------------------------------------------------------------------------
+
+def _dtype_name(dtype: torch.dtype | str) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    d = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(d, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return d
+
+
+def tolerance(dtype: torch.dtype | str) -> tuple[float, float]:
+    """``(atol, rtol)`` for outputs of ``dtype``; ``(0, 0)`` (exact) for integer and bool dtypes."""
+    return TOLERANCES.get(_dtype_name(dtype), (0.0, 0.0))
+
+
+# -- compare -------------------------------------------------------------------------------------------------------
+
+def _field_names(obj: Any) -> tuple[str, ...] | None:
+    names = getattr(type(obj), "_fields", None) or getattr(type(obj), "__match_args__", None)
+    return tuple(names) if names else None
+
+
+def _leaves(out: Any, ref: Any, path: str = "out") -> tuple[list[tuple[str, Any, Any]], str | None]:
+    """Pair up the tensors of ``out`` and ``ref``; the second item is a structure mismatch message, if any."""
+    if isinstance(ref, (tuple, list)):
+        if not isinstance(out, (tuple, list)):
+            return [], f"{path}: expected a tuple of {len(ref)} tensors (like torch), got {type(out).__name__}"
+        if len(out) != len(ref):
+            return [], f"{path}: expected {len(ref)} outputs (like torch), got {len(out)}"
+        names = _field_names(ref)
+        if names:
+            for i, name in enumerate(names):
+                if getattr(out, name, None) is not out[i]:
+                    return [], (f"{path}: torch returns a named tuple ({', '.join(names)}); "
+                                f"the output has no field {name!r} at position {i}")
+        pairs: list[tuple[str, Any, Any]] = []
+        for i, (o, r) in enumerate(zip(out, ref)):
+            sub = f"{path}.{names[i]}" if names else f"{path}[{i}]"
+            more, err = _leaves(o, r, sub)
+            if err:
+                return [], err
+            pairs.extend(more)
+        return pairs, None
+    if ref is None:
+        return ([], None) if out is None else ([], f"{path}: expected None, got {type(out).__name__}")
+    if not isinstance(ref, torch.Tensor):
+        ref = torch.as_tensor(ref)
+    if not isinstance(out, torch.Tensor):
+        if isinstance(out, (int, float, bool)):
+            out = torch.as_tensor(out)
+        else:
+            return [], f"{path}: expected a Tensor, got {type(out).__name__}"
+    return [(path, out, ref)], None
+
+
+def _where(mask: torch.Tensor) -> str:
+    idx = mask.nonzero()
+    return str(tuple(idx[0].tolist())) if idx.numel() else "()"
+
+
+def _compare_leaf(path: str, o: torch.Tensor, r: torch.Tensor, tol_dtype: torch.dtype | str | None,
+                  atol: float | None, rtol: float | None, check_dtype: bool, relative_to_max: bool) -> Comparison:
+    if tuple(o.shape) != tuple(r.shape):
+        return Comparison(False, math.inf, math.inf, f"{path}: shape {tuple(o.shape)}, expected {tuple(r.shape)}")
+    if check_dtype and o.dtype != r.dtype:
+        return Comparison(False, math.inf, math.inf, f"{path}: dtype {_dtype_name(o.dtype)}, "
+                                                     f"expected {_dtype_name(r.dtype)}")
+    o, r = o.detach().cpu(), r.detach().cpu()
+    if o.numel() == 0:
+        return Comparison(True)
+    floating = o.dtype.is_floating_point or o.dtype.is_complex
+    if not floating:  # integers, bool, indices: exact
+        rr = r if not r.dtype.is_floating_point else r.to(o.dtype)
+        bad = o.to(torch.int64) != rr.to(torch.int64)
+        if bad.any():
+            first = _where(bad)
+            i = tuple(int(v) for v in bad.nonzero()[0])
+            return Comparison(False, math.inf, math.inf,
+                              f"{path}: {int(bad.sum())} of {o.numel()} values differ; first at {first}: "
+                              f"got {o[i].item()}, expected {rr[i].item()}")
+        return Comparison(True)
+    d_atol, d_rtol = tolerance(tol_dtype if tol_dtype is not None else o.dtype)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    od = o.to(torch.float64)
+    # NaN/inf pattern against the reference rounded to the output dtype: overflow in that dtype is inf.
+    rs = r.to(o.dtype).to(torch.float64) if r.dtype.is_floating_point else r.to(torch.float64)
+    rd = r.to(torch.float64)
+    for what, fo, fr in (("NaN", od.isnan(), rs.isnan()),
+                         ("+inf", od == math.inf, rs == math.inf),
+                         ("-inf", od == -math.inf, rs == -math.inf)):
+        diff = fo != fr
+        if diff.any():
+            i = tuple(int(v) for v in diff.nonzero()[0])
+            return Comparison(False, math.inf, math.inf,
+                              f"{path}: {what} positions differ at {int(diff.sum())} of {o.numel()} elements; "
+                              f"first at {i}: got {o[i].item()}, expected {rs[i].item()}")
+    finite = od.isfinite() & rs.isfinite()
+    if not finite.any():
+        return Comparison(True)
+    err = torch.where(finite, (od - rd).abs(), torch.zeros_like(od))
+    mag = rd.abs()
+    if relative_to_max:  # norm-wise: rtol relative to the largest finite reference value
+        allowed = torch.full_like(mag, atol + rtol * float(mag[finite].max()))
+    else:
+        allowed = atol + rtol * mag
+    bad = finite & (err > allowed)
+    max_abs = float(err.max())
+    rel_mask = finite & (mag > max(atol, 1e-300))
+    max_rel = float((err[rel_mask] / mag[rel_mask]).max()) if rel_mask.any() else 0.0
+    if bad.any():
+        worst = torch.where(bad, err - allowed, torch.full_like(err, -math.inf)).argmax()
+        i = tuple(int(v) for v in torch.unravel_index(worst, od.shape))
+        return Comparison(False, max_abs, max_rel,
+                          f"{path}: {int(bad.sum())} of {o.numel()} values outside atol={atol:.3g} rtol={rtol:.3g}; "
+                          f"worst at {i}: got {o[i].item():.8g}, expected {rd[i].item():.8g} "
+                          f"(abs err {float(err[i]):.3g})")
+    return Comparison(True, max_abs, max_rel)
+
+
+def compare(out: Any, ref: Any, dtype: torch.dtype | str | Sequence[torch.dtype | str | None] | None = None, *,
+            atol: float | Sequence[float | None] | None = None, rtol: float | None = None,
+            check_dtype: bool = True, relative_to_max: bool = False) -> Comparison:
+    """Compare an output (tensor, tuple or named tuple) with a reference result.
+
+    Args:
+        out: what the implementation returned.
+        ref: what the reference returned: the same structure; named tuples must keep their field names.
+        dtype: the dtype whose tolerance (:data:`TOLERANCES`) applies to floating tensors: one dtype for all,
+            one per tensor (in flattening order), or None for each output tensor's own dtype.
+        atol, rtol: override the tolerance (``atol`` may also be given per tensor).
+        check_dtype: require ``out`` tensors to have the reference's dtypes. Pass False when ``ref`` is a
+            float64 reference: NaN/inf positions are then taken from ``ref`` cast to each output's dtype.
+        relative_to_max: scale ``rtol`` by the largest finite ``|ref|`` of each tensor instead of each element's
+            (a norm-wise check, for comparing two results that both carry rounding error, e.g. in the bench).
+
+    Returns:
+        A :class:`Comparison`. Rules: same structure and shapes; integer/bool tensors exactly equal; floating
+        tensors with NaN, +inf and -inf in exactly the same positions and the other values within
+        ``atol + rtol * |ref|`` (computed in float64).
+    """
+    pairs, err = _leaves(out, ref)
+    if err:
+        return Comparison(False, math.inf, math.inf, err)
+    n = len(pairs)
+    dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * n
+    atols = list(atol) if isinstance(atol, (list, tuple)) else [atol] * n
+    if len(dtypes) != n or len(atols) != n:
+        raise ValueError(f"compare(): {n} output tensors but {len(dtypes)} dtypes / {len(atols)} atols")
+    worst_abs = worst_rel = 0.0
+    for (path, o, r), d, a in zip(pairs, dtypes, atols):
+        c = _compare_leaf(path, o, r, d, a, rtol, check_dtype, relative_to_max)
+        if not c.ok:
+            return c
+        worst_abs, worst_rel = max(worst_abs, c.max_abs_err), max(worst_rel, c.max_rel_err)
+    return Comparison(True, worst_abs, worst_rel)
+
+
+# -- check_reduction -----------------------------------------------------------------------------------------------
+
+def _map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_map_tensors(fn, o) for o in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_map_tensors(fn, o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(fn, v) for k, v in obj.items()}
+    return obj
+
+
+def _flat_tensors(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    out = [(f"argument {i}", a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    out += [(f"argument {k!r}", v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    return out
+
+
+def _upcast(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(torch.float64, copy=True) if t.dtype.is_floating_point else t.detach().clone()
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().cpu(), b.detach().cpu()
+    eq = a == b
+    if a.dtype.is_floating_point:
+        eq = eq | (a.isnan() & b.isnan())
+    return bool(eq.all())
+
+
+def _non_contiguous(x: torch.Tensor) -> torch.Tensor:
+    """Same values, another layout: reversed dim order in memory (ndim >= 2), every other element (1-D)."""
+    if x.dim() >= 2:
+        rev = list(range(x.dim()))[::-1]
+        return x.permute(rev).contiguous().permute(rev)
+    if x.dim() == 1:
+        buf = torch.empty(2 * x.shape[0], dtype=x.dtype, device=x.device)
+        buf[::2] = x
+        return buf[::2]
+    return x
+
+
+def _apply_case(case: str, x: torch.Tensor) -> torch.Tensor | None:
+    """``x`` transformed for ``case``; None when the case does not apply to ``x``."""
+    if case == "random":
+        return x
+    if case == "strided":
+        return _non_contiguous(x) if x.dim() >= 1 and x.numel() > 1 else None
+    if not x.dtype.is_floating_point or x.numel() == 0:
+        return None
+    if case == "offset":  # a large mean: catches E[x^2] - E[x]^2 and unshifted exp
+        return x + 1000
+    x = x.clone()
+    flat = x.view(-1)
+    if case == "nan":
+        flat[flat.numel() // 2] = math.nan
+        return x
+    if case == "inf":
+        flat[flat.numel() // 3] = math.inf
+        flat[(2 * flat.numel()) // 3] = -math.inf
+        return x
+    raise ValueError(f"unknown case {case!r}; known: {', '.join(CASES)}")
+
+
+def _shape_cases(shapes: Iterable[Any] | None) -> list[ShapeCase]:
+    if shapes is None:
+        return list(DEFAULT_SHAPES)
+    out = []
+    for s in shapes:
+        if isinstance(s, ShapeCase):
+            out.append(s)
+        elif isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[0], (tuple, list)):
+            out.append(ShapeCase(tuple(int(v) for v in s[0]), s[1]))
+        else:
+            out.append(ShapeCase(tuple(int(v) for v in s), -1))
+    return out
+
+
+def _exc(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _compatible(impl_exc: BaseException, ref_exc: BaseException) -> bool:
+    return isinstance(impl_exc, type(ref_exc)) or isinstance(ref_exc, type(impl_exc))
+
+
+def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc: ShapeCase, case: str,
+             seed: int) -> CheckResult | None:
+    """One check; None when ``case`` does not apply to this input."""
+    name, dt = rec.spec.name, _dtype_name(dtype)
+
+    def result(ok: bool, message: str = "", error: str | None = None, cmp: Comparison | None = None,
+               skipped: bool = False) -> CheckResult:
+        return CheckResult(op=name, dtype=dt, shape=sc.shape, case=case, ok=ok, error=error, message=message,
+                           dim=sc.dim, seed=seed, max_abs_err=cmp.max_abs_err if cmp else 0.0,
+                           max_rel_err=cmp.max_rel_err if cmp else 0.0, skipped=skipped, plugin=rec.spec.plugin)
+
+    try:
+        args, kwargs = rec.make_inputs(sc.shape, dtype, device=device, dim=sc.dim, seed=seed)
+    except Exception as e:
+        return result(True, f"not applicable: make_inputs rejects this shape ({_exc(e)})", skipped=True)
+    args = list(args)
+    if not args or not isinstance(args[0], torch.Tensor):
+        return result(False, "make_inputs must return the input tensor first", error="harness")
+    x = _apply_case(case, args[0])
+    if x is None:
+        return None
+    args[0] = x
+
+    pristine = [(label, t.detach().clone()) for label, t in _flat_tensors(args, kwargs)]
+    # float64 reference (values) and dtype-exact reference (structure, dtypes, torch's own error).
+    args64 = [_upcast(a) if isinstance(a, torch.Tensor) else a for a in args]
+    kwargs64 = {k: _upcast(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    before64 = [t.clone() for _, t in _flat_tensors(args64, kwargs64)]
+    native_args = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    native_kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    ref64: Any = None
+    ref64_exc: BaseException | None = None
+    native: Any = None
+    native_exc: BaseException | None = None
+    try:
+        ref64 = rec.reference(*args64, **kwargs64)
+    except Exception as e:
+        ref64_exc = e
+    try:
+        native = rec.reference(*native_args, **native_kwargs)
+    except Exception as e:
+        native_exc = e
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the interpreter's numpy warns on NaN/inf
+        try:
+            out = rec.impl(*args, **kwargs)
+            impl_exc: BaseException | None = None
+        except Exception as e:
+            out, impl_exc = None, e
+
+    if ref64_exc is not None and native_exc is not None:  # the reference rejects this input: so must impl
+        if impl_exc is None:
+            return result(False, f"torch raises {_exc(native_exc)} but the implementation returned a result")
+        if _compatible(impl_exc, native_exc):
+            return result(True, f"both raise ({type(native_exc).__name__} / {type(impl_exc).__name__})")
+        return result(False, f"torch raises {type(native_exc).__name__}, the implementation {_exc(impl_exc)}",
+                      error=_exc(impl_exc))
+    if impl_exc is not None:
+        return result(False, "the implementation raised", error=_exc(impl_exc))
+
+    # Structure, shapes, dtypes: torch's dtype-exact call (or its meta kernel when CPU torch lacks the dtype).
+    expected = native
+    if native_exc is not None:
+        try:
+            expected = rec.reference(*_map_tensors(lambda t: t.to("meta"), native_args),
+                                     **_map_tensors(lambda t: t.to("meta"), native_kwargs))
+        except Exception:
+            expected = None
+    values_ref = ref64 if ref64_exc is None else native
+    if expected is not None:
+        shape_check = _structure(out, expected, device)
+        if shape_check:
+            return result(False, shape_check)
+    pairs, err = _leaves(out, values_ref)
+    if err:
+        return result(False, err)
+    out_dtypes = [o.dtype for _, o, _ in pairs]
+    exp_pairs = _leaves(expected, values_ref)[0] if expected is not None else []
+    tol_dtypes = [o.dtype for _, o, _ in exp_pairs] if len(exp_pairs) == len(pairs) else out_dtypes
+    atols = [None] * len(pairs)
+    if native_exc is None and values_ref is ref64:
+        npairs = _leaves(native, ref64)[0]
+        atols = [_slack_atol(n, r, d) for (_, n, r), d in zip(npairs, tol_dtypes)] if len(npairs) == len(pairs) \
+            else atols
+    cmp = compare(out, values_ref, tol_dtypes, atol=atols, check_dtype=False)
+    if not cmp.ok:
+        return result(False, cmp.message, cmp=cmp)
+
+    # Inputs: untouched, unless the reference updates them in place too (batch_norm's running statistics).
+    after = _flat_tensors(args, kwargs)
+    after64 = _flat_tensors(args64, kwargs64)
+    native_after = _flat_tensors(native_args, native_kwargs)
+    for i, ((label, orig), (_, now)) in enumerate(zip(pristine, after)):
+        ref_changed = ref64_exc is None and not _same_bits(before64[i], after64[i][1])
+        if not ref_changed:
+            if not _same_bits(orig, now):
+                return result(False, f"{label} was modified by the implementation (torch leaves it untouched)",
+                              cmp=cmp)
+            continue
+        a = None
+        if native_exc is None:
+            a = _slack_atol(native_after[i][1], after64[i][1], now.dtype)
+        c = compare(now, after64[i][1], now.dtype, atol=a, check_dtype=False)
+        if not c.ok:
+            return result(False, f"in-place update of {label} differs from torch's: {c.message}", cmp=c)
+    return result(True, cmp=cmp)
+
+
+def _slack_atol(native: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -> float | None:
+    """``atol`` widened to TORCH_ERROR_SLACK x torch's own error in ``dtype`` (None: the dtype's default)."""
+    if not dtype.is_floating_point or native.shape != ref64.shape or native.numel() == 0:
+        return None
+    n, r = native.detach().cpu().to(torch.float64), ref64.detach().cpu().to(torch.float64)
+    ok = n.isfinite() & r.isfinite()
+    if not ok.any():
+        return None
+    torch_err = float((n - r).abs()[ok].max())
+    return max(tolerance(dtype)[0], TORCH_ERROR_SLACK * torch_err)
+
+
+def _structure(out: Any, expected: Any, device: str | torch.device) -> str:
+    """'' when ``out`` has torch's structure, shapes and dtypes (and lives on ``device``), else the mismatch."""
+    pairs, err = _leaves(out, expected)
+    if err:
+        return err
+    want = torch.device(device)
+    for path, o, e in pairs:
+        if tuple(o.shape) != tuple(e.shape):
+            return f"{path}: shape {tuple(o.shape)}, torch gives {tuple(e.shape)}"
+        if o.dtype != e.dtype:
+            return f"{path}: dtype {_dtype_name(o.dtype)}, torch gives {_dtype_name(e.dtype)}"
+        if o.device.type != want.type:
+            return f"{path}: on {o.device}, expected {want}"
+    return ""
+
+
+def check_reduction(rec: Reduction, device: str | torch.device = "cpu",
+                    dtypes: Iterable[torch.dtype | str] | None = None, shapes: Iterable[Any] | None = None,
+                    seed: int | None = None, cases: Iterable[str] | None = None) -> list[CheckResult]:
+    """Run ``rec.impl`` against ``rec.reference`` over dtypes x shapes x cases; one :class:`CheckResult` each.
+
+    Args:
+        rec: a registered reduction (``get_registry().get(name)``).
+        device: where inputs are built and everything runs (``"cuda"``, or ``"cpu"`` under
+            ``TRITON_INTERPRET=1``).
+        dtypes: dtypes to check (names or torch dtypes); default ``rec.spec.dtypes``. Dtypes outside the spec
+            give a skipped result.
+        shapes: :class:`ShapeCase` objects, ``(shape, dim)`` pairs or plain shapes (``dim=-1``); default
+            :data:`DEFAULT_SHAPES`.
+        seed: base seed (check ``i`` uses ``seed + i``); default a fresh random seed per call. Each result
+            records its seed, so a failure reproduces with ``rec.make_inputs(shape, dtype, ..., seed=seed)``.
+        cases: a subset of :data:`CASES`; default all of them.
+
+    Returns:
+        Results in order; ``all(r.ok for r in results)`` means the reduction conforms.
+    """
+    base = random.SystemRandom().randrange(1 << 30) if seed is None else int(seed)
+    wanted_cases = tuple(CASES if cases is None else cases)
+    unknown = set(wanted_cases) - set(CASES)
+    if unknown:
+        raise ValueError(f"unknown cases {sorted(unknown)}; known: {', '.join(CASES)}")
+    results: list[CheckResult] = []
+    i = 0
+    for dt in (rec.spec.dtypes if dtypes is None else dtypes):
+        name = _dtype_name(dt)
+        if name not in rec.spec.dtypes:
+            results.append(CheckResult(op=rec.spec.name, dtype=name, shape=(), case="-", ok=True, skipped=True,
+                                       message=f"dtype {name} is not in the spec ({', '.join(rec.spec.dtypes)})",
+                                       plugin=rec.spec.plugin))
+            continue
+        dtype = _torch_dtype(dt)
+        for sc in _shape_cases(shapes):
+            for case in wanted_cases:
+                try:
+                    r = _run_one(rec, device, dtype, sc, case, base + i)
+                except Exception as e:  # a bug of the harness or of a record's helper: report, keep going
+                    r = CheckResult(op=rec.spec.name, dtype=name, shape=sc.shape, case=case, ok=False,
+                                    error=_exc(e), message="the check itself failed", dim=sc.dim, seed=base + i,
+                                    plugin=rec.spec.plugin)
+                i += 1
+                if r is not None:
+                    results.append(r)
+    return results
+
+
+def assert_conforms(rec: Reduction, device: str | torch.device = "cpu", **kwargs: Any) -> list[CheckResult]:
+    """:func:`check_reduction`, raising AssertionError that lists every mismatch; returns the results."""
+    results = check_reduction(rec, device, **kwargs)
+    bad = [r for r in results if not r.ok]
+    if bad:
+        lines = [f"{r.op} {r.dtype} shape={r.shape} dim={r.dim} case={r.case} seed={r.seed}: "
+                 f"{r.error or ''} {r.message}".strip() for r in bad]
+        raise AssertionError(f"{rec.spec.name}: {len(bad)} of {len(results)} checks failed:\n" + "\n".join(lines))
+    return results

@@ -1,0 +1,75 @@
+"""Test setup for tritred_ops: CPU interpreter by default, compiled CUDA with TRITRED_TEST_DEVICE=cuda.
+
+TRITON_INTERPRET must be set before tritred_ops (and its @triton.jit kernels) is imported, so it is decided here,
+at conftest import time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+_DEVICE = os.environ.get("TRITRED_TEST_DEVICE") or (
+    "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") else "cpu"
+)
+if _DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, os.path.dirname(__file__))  # ops_helpers (pytest runs in importlib mode)
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=15, deadline=None, derandomize=False,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("gpu", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if _DEVICE == "cpu" else "gpu"))
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    return _DEVICE
+
+
+@pytest.fixture(autouse=True)
+def poison(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tensor tritred allocates starts as NaN (or a sentinel): an element a kernel forgets stays visible."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+
+    def fill(t: torch.Tensor) -> torch.Tensor:
+        if t.numel() and t.device.type != "meta":
+            if t.dtype.is_floating_point:
+                t.fill_(float("nan"))
+            elif t.dtype == torch.bool:
+                t.fill_(True)
+            else:
+                t.fill_(-77)
+        return t
+
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: fill(real_empty(*a, **k)))
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: fill(real_empty_like(*a, **k)))
+
+
+@pytest.fixture
+def force(monkeypatch: pytest.MonkeyPatch):
+    """force(op, **config): register a plugin whose launch config wins for ``op`` (every dispatch branch)."""
+    from tritred_core import LaunchConfig, get_registry, hookimpl
+
+    reg = get_registry()
+    names: list[str] = []
+
+    def _force(op: str, **cfg: object) -> None:
+        config = LaunchConfig(**cfg)  # type: ignore[arg-type]
+
+        class Forced:
+            @hookimpl
+            def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+                return config if spec.name == op else None
+
+        names.append(reg.register(Forced(), name=f"test-force-{op}-{len(names)}"))
+
+    yield _force
+    for n in names:
+        reg.unregister(n)

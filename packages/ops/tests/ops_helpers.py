@@ -1,0 +1,59 @@
+"""Shared test helpers: fp64 references, tolerances and input layouts."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# (rtol, atol) of one rounding of the output dtype, scaled per check.
+EPS = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 2e-6, torch.float64: 1e-13}
+
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+
+
+def seed() -> int:
+    """A fresh seed per call (tests draw new inputs every run), printed on failure by the assert messages."""
+    return int(torch.randint(0, 2**31 - 1, (1,)).item())
+
+
+def randn(shape, dtype, device, layout="contiguous", gen_seed=None, offset=0.0, scale=1.0):
+    """Random values of ``shape`` in a given memory layout (the logical values do not depend on the layout)."""
+    g = torch.Generator().manual_seed(seed() if gen_seed is None else gen_seed)
+    shape = tuple(shape)
+    if dtype.is_floating_point:
+        base = torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset
+    elif dtype == torch.bool:
+        base = (torch.rand(shape, generator=g) > 0.5).to(torch.float64)
+    else:
+        base = torch.randint(-20, 20, shape, generator=g).to(torch.float64)
+    base = base.to(dtype)
+    if layout == "contiguous" or len(shape) == 0:
+        return base.to(device)
+    if layout == "transposed":  # same values, reversed memory order of dims
+        return base.permute(*reversed(range(len(shape)))).contiguous().to(device).permute(
+            *reversed(range(len(shape))))
+    if layout == "sliced":  # every other element of a wider last dim, and an offset start
+        wide = torch.zeros(shape[:-1] + (2 * shape[-1] + 1,), dtype=dtype)
+        wide[..., 1::2] = base
+        return wide.to(device)[..., 1::2]
+    if layout == "expanded":  # a stride-0 dim: the first dim broadcast from size 1
+        return base[:1].to(device).expand(shape)
+    raise ValueError(layout)
+
+
+def assert_close(out, ref, *, n: int = 1, scale: float = 1.0, what: str = "") -> None:
+    """``out`` (any float dtype) vs an fp64 reference: NaN/inf positions equal, values within ~sqrt(n) roundings."""
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    o, r = out.detach().cpu().double(), ref.detach().cpu().double()
+    assert torch.equal(o.isnan(), r.isnan()), f"{what}: NaN positions differ\n{o}\n{r}"
+    fin = r.isfinite()
+    assert torch.equal(o[~fin & ~r.isnan()], r[~fin & ~r.isnan()]), f"{what}: inf values differ"
+    eps = EPS[out.dtype] if out.dtype in EPS else 0.0
+    tol = eps * (1 + math.sqrt(max(n, 1))) * max(scale, 1e-30)
+    err = (o[fin] - r[fin]).abs()
+    bound = tol + eps * 4 * r[fin].abs()
+    if err.numel():
+        worst = (err - bound).argmax()
+        assert bool((err <= bound).all()), (f"{what}: max error {err.max().item():.3e} > tolerance "
+                                            f"(at {worst.item()}: out {o[fin][worst].item()} ref {r[fin][worst].item()})")

@@ -1,0 +1,102 @@
+"""batch_norm: training/eval, running stats, 2-D to 5-D, channels-last, errors; vs torch in fp64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from ops_helpers import assert_close, randn
+
+
+def _params(c, device, dtype=torch.float32):
+    rm = randn((c,), dtype, device)
+    rv = randn((c,), dtype, device).abs() + 0.5
+    return rm, rv, randn((c,), dtype, device), randn((c,), dtype, device)
+
+
+def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5):
+    c = x.shape[1]
+    rm, rv, w, b = _params(c, x.device)
+    if not affine:
+        w = b = None
+    if not running:
+        rm = rv = None
+    d = lambda t: None if t is None else t.double().cpu().clone()  # noqa: E731
+    rm_ref, rv_ref = d(rm), d(rv)
+    ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, d(w), d(b), training, momentum, eps)
+    before = x.clone()
+    out = tr.batch_norm(x, rm, rv, w, b, training, momentum, eps)
+    assert torch.equal(x, before), "input mutated"
+    assert out.dtype == x.dtype and out.shape == x.shape
+    n = x.numel() // c
+    assert_close(out, ref, n=16, scale=8, what=f"y {tuple(x.shape)} training={training}")
+    if running:
+        assert_close(rm, rm_ref, n=n, scale=2, what="running_mean")
+        assert_close(rv, rv_ref, n=n, scale=4, what="running_var")
+    return out
+
+
+@pytest.mark.parametrize("shape", [(8, 3), (4, 3, 17), (2, 5, 6, 7), (2, 3, 2, 3, 4), (1, 4, 9, 9)])
+@pytest.mark.parametrize("training", [True, False])
+def test_shapes(shape, training, device):
+    _run(randn(shape, torch.float32, device, offset=3.0), training)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_dtypes(dtype, device):
+    _run(randn((4, 3, 5, 5), dtype, device), True)
+
+
+def test_channels_last(device):
+    x = randn((3, 8, 5, 6), torch.float32, device).to(memory_format=torch.channels_last)
+    out = _run(x, True)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    x3 = randn((2, 8, 3, 4, 5), torch.float32, device).to(memory_format=torch.channels_last_3d)
+    _run(x3, True)
+
+
+def test_strided_input(device):
+    x = randn((4, 6, 10, 10), torch.float32, device)[:, ::2, 1:9, ::3]
+    _run(x, True)
+    _run(x, False)
+
+
+@pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_N=8, BLOCK_K=1, split=5),
+                                 dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=1),
+                                 dict(strategy="split", BLOCK_N=2, BLOCK_K=2, split=200)], ids=str)
+def test_forced_configs(cfg, force, device):
+    force("batch_norm", **cfg)
+    _run(randn((3, 5, 7, 3), torch.float32, device), True)
+    _run(randn((3, 5, 7, 3), torch.float32, device).to(memory_format=torch.channels_last), True)
+
+
+def test_without_affine_or_running(device):
+    x = randn((4, 3, 6), torch.float32, device)
+    _run(x, True, affine=False)
+    _run(x, True, running=False)
+
+
+def test_momentum_values(device):
+    x = randn((4, 3, 6), torch.float32, device)
+    for m in (0.0, 1.0, 0.37):
+        _run(x, True, momentum=m)
+
+
+def test_errors(device):
+    x = randn((1, 3), torch.float32, device)
+    rm, rv, w, b = _params(3, device)
+    snapshot = (rm.clone(), rv.clone())
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        tr.batch_norm(x, rm, rv, w, b, True)
+    assert torch.equal(rm, snapshot[0]) and torch.equal(rv, snapshot[1])
+    x = randn((4, 3, 2), torch.float32, device)
+    with pytest.raises(RuntimeError, match="running_mean"):
+        tr.batch_norm(x, None, None, training=False)
+    with pytest.raises(RuntimeError, match="running_mean should contain 3 elements not 4"):
+        tr.batch_norm(x, torch.zeros(4, device=device), torch.ones(4, device=device), training=True)
+    with pytest.raises(RuntimeError, match="weight"):
+        tr.batch_norm(x, rm, rv, torch.ones(2, device=device), None, True)
+    with pytest.raises(TypeError, match="momentum"):
+        tr.batch_norm(x, rm, rv, training=True, momentum=None)
+    assert torch.equal(rm, snapshot[0]) and torch.equal(rv, snapshot[1])

@@ -1,0 +1,75 @@
+"""layer_norm: fp64 reference, weights/bias present or not, strided inputs, single and multi pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from ops_helpers import LAYOUTS, assert_close, randn
+
+CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128), dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)]
+
+
+def _ref(x, shape, w, b, eps=1e-5):
+    d = lambda t: None if t is None else t.double().cpu()  # noqa: E731
+    return F.layer_norm(x.double().cpu(), shape, d(w), d(b), eps)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else c["strategy"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_branches_dtypes(cfg, dtype, force, device):
+    if cfg is not None:
+        force("layer_norm", **cfg)
+    x = randn((6, 100), dtype, device, offset=50.0)  # a large mean: the variance must be two-pass
+    w, b = randn((100,), dtype, device), randn((100,), dtype, device)
+    for args in ((w, b), (w, None), (None, b), (None, None)):
+        out = tr.layer_norm(x, (100,), *args)
+        assert out.dtype == dtype and out.shape == x.shape
+        assert_close(out, _ref(x, (100,), *args), n=16, scale=8, what=f"{dtype} {cfg} {[a is None for a in args]}")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layouts_and_multi_dim_shapes(layout, device):
+    x = randn((4, 6, 10), torch.float32, device, layout)
+    for shape in ((10,), (6, 10)):
+        w, b = randn(shape, torch.float32, device), randn(shape, torch.float32, device)
+        assert_close(tr.layer_norm(x, shape, w, b, eps=1e-3), _ref(x, shape, w, b, 1e-3), n=16, scale=8,
+                     what=f"{layout} {shape}")
+
+
+def test_mixed_precision_weights(device):
+    x = randn((3, 64), torch.bfloat16, device)
+    w, b = randn((64,), torch.float32, device), randn((64,), torch.float32, device)
+    out = tr.layer_norm(x, [64], w, b)
+    assert out.dtype == torch.bfloat16
+    assert_close(out, _ref(x, (64,), w, b), n=16, scale=8, what="mixed")
+
+
+def test_with_stats(device):
+    x = randn((5, 33), torch.float32, device)
+    y, mean, rstd = tr.layer_norm_with_stats(x, (33,))
+    xd = x.double().cpu()
+    assert_close(mean, xd.mean(1), n=33, what="mean")
+    assert_close(rstd, 1 / (xd.var(1, unbiased=False) + 1e-5).sqrt(), n=33, scale=2, what="rstd")
+
+
+def test_constant_rows_and_nan(device):
+    x = torch.full((2, 40), 7.0, device=device)
+    x[1, 3] = float("nan")
+    out = tr.layer_norm(x, (40,)).cpu()
+    assert torch.equal(out[0], torch.zeros(40)) and out[1].isnan().all()
+
+
+def test_errors(device):
+    x = randn((3, 4), torch.float32, device)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        tr.layer_norm(x, (5,))
+    with pytest.raises(RuntimeError, match="weight"):
+        tr.layer_norm(x, (4,), torch.ones(3, device=device))
+    with pytest.raises(RuntimeError, match="bias"):
+        tr.layer_norm(x, (4,), None, torch.ones(2, 2, device=device))
+    with pytest.raises(RuntimeError, match="layer_norm"):
+        tr.layer_norm(torch.ones(3, 4, dtype=torch.int64, device=device), (4,))
+    with pytest.raises(TypeError, match="input"):
+        tr.layer_norm([1.0, 2.0], (2,))

@@ -1,0 +1,88 @@
+"""max/min with indices: first occurrence on ties, first NaN, every strategy and layout."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import LAYOUTS, randn
+
+CONFIGS = [
+    None,
+    dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=64),
+    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=8),
+    dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=4),
+    dict(strategy="single_pass", BLOCK_N=64, BLOCK_K=4),
+    dict(strategy="multi_pass", BLOCK_N=4, BLOCK_K=8),
+    dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=6),
+]
+
+
+def _check(name, x, dim, keepdim=False):
+    out = getattr(tr, name)(x, dim, keepdim)
+    ref = getattr(torch, name)(x.cpu(), dim, keepdim)
+    assert out.values.dtype == ref.values.dtype and out.indices.dtype == torch.int64
+    assert torch.equal(out.indices.cpu(), ref.indices), f"{name} dim={dim}\n{out.indices}\n{ref.indices}"
+    assert torch.equal(out.values.cpu().isnan(), ref.values.isnan())
+    ok = ~ref.values.isnan()
+    assert torch.equal(out.values.cpu()[ok], ref.values[ok])
+    assert isinstance(out, tuple) and out[0] is out.values
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else f"{c['strategy']}-{c.get('BLOCK_K', 1)}")
+def test_ties_and_nans_every_strategy(name, cfg, force, device):
+    if cfg is not None:
+        force(name, **cfg)
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        x = randn((6, 45), dtype, device)
+        if dtype.is_floating_point:
+            x = (x * 2).round()  # many ties
+            x[1, 30] = float("nan")
+            x[1, 40] = float("nan")
+            x[2, :] = float("-inf") if name == "max" else float("inf")
+            x[3, 44] = float("nan")
+        else:
+            x = x.clamp(-2, 2)
+        _check(name, x, 1)
+        _check(name, x.t().contiguous(), 0)  # the column kernels
+        _check(name, x, 1, keepdim=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_layouts(layout, dim, device):
+    x = randn((5, 6, 20), torch.float32, device, layout)
+    _check("max", x, dim)
+    _check("min", x, dim)
+
+
+def test_bool_and_uint8(device):
+    b = randn((4, 33), torch.bool, device)
+    _check("max", b, 1)
+    _check("min", b, 0)
+    u = randn((4, 33), torch.uint8, device)
+    _check("max", u, 1)
+
+
+def test_no_dim_returns_tensor(device):
+    x = randn((7, 9), torch.float32, device)
+    assert tr.max(x).item() == x.max().item() and tr.min(x).shape == ()
+    with pytest.raises(RuntimeError, match="max"):
+        tr.max(torch.empty(0, device=device))
+
+
+def test_empty_and_zero_dim(device):
+    e = torch.empty(0, 3, device=device)
+    r = tr.max(e, 1)
+    assert r.values.shape == (0,) and r.indices.shape == (0,)
+    with pytest.raises(IndexError, match="max"):
+        tr.max(e, 0)
+    s = torch.tensor(4.0, device=device)
+    r = tr.min(s, 0)
+    assert r.values.item() == 4.0 and r.indices.item() == 0 and r.indices.shape == ()
+
+
+def test_single_element_dim(device):
+    x = randn((5, 1), torch.float32, device)
+    _check("max", x, 1)

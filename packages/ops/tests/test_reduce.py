@@ -1,0 +1,209 @@
+"""sum, mean, prod, amax, amin: values vs an fp64 reference on every layout and every dispatch branch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import LAYOUTS, assert_close, randn
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+# (shape, dim): inner (dim=-1), outer (dim=0), middle, tuples, full.
+CASES = [
+    ((7, 33), -1), ((7, 33), 0), ((5, 300), 1), ((300, 6), 0), ((3, 37, 10), 1), ((4, 6, 9), (0, 2)),
+    ((2, 3, 4, 5), (1, 3)), ((1000,), None), ((6, 70), None), ((3, 4, 5), ()), ((1, 129), 1), ((9, 1), 1),
+]
+
+
+def _ref(name, x, dim, keepdim=False):
+    xd = x.double() if x.dtype.is_floating_point else x
+    if name in ("amax", "amin"):
+        return getattr(torch, name)(xd, dim=() if dim is None else dim, keepdim=keepdim)
+    if dim is None:
+        return getattr(torch, name)(xd)
+    if name == "prod":
+        return torch.prod(xd, dim, keepdim=keepdim)
+    return getattr(torch, name)(xd, dim, keepdim=keepdim)
+
+
+def _call(name, x, dim, keepdim=False, **kw):
+    fn = getattr(tr, name)
+    if name in ("amax", "amin"):
+        return fn(x, () if dim is None else dim, keepdim)
+    if dim is None:
+        return fn(x, **kw)
+    return fn(x, dim, keepdim, **kw)
+
+
+def _inputs(name, shape, dtype, device, layout):
+    if name == "prod":  # keep products finite: values near 1
+        return randn(shape, dtype, device, layout, scale=0.05, offset=1.0)
+    return randn(shape, dtype, device, layout)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("shape,dim", CASES)
+def test_float_ops_match_fp64(name, shape, dim, device):
+    if name == "prod" and not isinstance(dim, (int, type(None))):
+        pytest.skip("torch.prod takes one int dim")
+    for dtype in FLOAT_DTYPES:
+        x = _inputs(name, shape, dtype, device, "contiguous")
+        out = _call(name, x, dim)
+        ref = _ref(name, x, dim)
+        assert out.dtype == _call_torch_dtype(name, x, dim)
+        n = max(x.numel() // max(out.numel(), 1), 1)
+        assert_close(out, ref, n=n, scale=2.0 if name != "sum" else n ** 0.5, what=f"{name} {shape} {dim} {dtype}")
+
+
+def _call_torch_dtype(name, x, dim):
+    return _ref(name, x, dim).dtype if not x.dtype.is_floating_point else x.dtype
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "prod"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, -1, (0, 2), None])
+def test_layouts(name, layout, dim, device):
+    if name == "prod" and isinstance(dim, tuple):
+        pytest.skip("torch.prod takes one int dim")
+    x = _inputs(name, (6, 5, 40), torch.float32, device, layout)
+    out = _call(name, x, dim)
+    assert_close(out, _ref(name, x, dim), n=240, scale=4.0, what=f"{name} {layout} {dim}")
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_keepdim_shapes(keepdim, device):
+    x = randn((3, 4, 5), torch.float32, device)
+    for dim in (0, 1, 2, -1, (0, 2), (0, 1, 2)):
+        assert tr.sum(x, dim, keepdim).shape == x.sum(dim, keepdim).shape
+        assert tr.amax(x, dim, keepdim).shape == x.amax(dim, keepdim).shape
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("name", ["sum", "prod", "amax", "amin"])
+def test_integer_and_bool(name, dtype, device):
+    for shape, dim in (((5, 37), 1), ((40, 3), 0), ((300,), None)):
+        x = randn(shape, dtype, device)
+        if name == "prod":
+            x = x.clamp(-2, 2) if dtype != torch.bool else x
+        ref = _ref(name, x.cpu(), dim)
+        out = _call(name, x, dim)
+        assert out.dtype == ref.dtype, (name, dtype)
+        assert torch.equal(out.cpu(), ref), (name, dtype, shape, dim)
+
+
+def test_integer_promotion_past_narrow_range(device):
+    x = torch.full((1000,), 100, dtype=torch.int8, device=device)
+    assert tr.sum(x).item() == 100_000 and tr.sum(x).dtype == torch.int64
+    b = torch.ones(700, dtype=torch.bool, device=device)
+    assert tr.sum(b).item() == 700
+    assert tr.sum(x, dtype=torch.int8).item() == torch.sum(x.cpu(), dtype=torch.int8).item()
+
+
+def test_half_accumulates_in_fp32(device):
+    # an fp16 accumulator stalls at 2048 (2048 + 1 rounds back to 2048)
+    x = torch.ones(5000, dtype=torch.float16, device=device)
+    assert tr.sum(x).item() == 5000
+    assert tr.sum(x.view(50, 100), 1).eq(100).all()
+
+
+def test_dtype_argument(device):
+    x = randn((6, 50), torch.float16, device)
+    out = tr.sum(x, 1, dtype=torch.float32)
+    assert out.dtype == torch.float32
+    assert_close(out, x.double().sum(1), n=50, what="sum dtype=float32")
+    m = tr.mean(torch.arange(12, device=device).view(3, 4), 1, dtype=torch.float64)
+    assert m.dtype == torch.float64 and torch.equal(m.cpu(), torch.arange(12).view(3, 4).double().mean(1))
+
+
+# -- every dispatch branch, forced through a plugin ---------------------------------------------------------------
+
+ROW_CONFIGS = [
+    dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128, num_warps=2),
+    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16, num_warps=1),
+    dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
+    dict(strategy="split", BLOCK_M=2, BLOCK_N=8, split=64),  # more slices than chunks: empty slices
+]
+COL_CONFIGS = [
+    dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
+    dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=8),
+    dict(strategy="split", BLOCK_N=8, BLOCK_K=4, split=5),
+]
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("cfg", ROW_CONFIGS, ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}")
+def test_row_branches(name, cfg, force, device):
+    force(name, **cfg)
+    x = _inputs(name, (5, 100), torch.float32, device, "contiguous")
+    assert_close(_call(name, x, 1), _ref(name, x, 1), n=100, scale=10, what=f"{name} {cfg}")
+    # ints take the same paths with int64 accumulation
+    if name != "mean":
+        xi = randn((5, 100), torch.int32, device).clamp(-1, 1)
+        assert torch.equal(_call(name, xi, 1).cpu(), _ref(name, xi.cpu(), 1))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("cfg", COL_CONFIGS, ids=lambda c: f"cols-{c['strategy']}")
+def test_col_branches(name, cfg, force, device):
+    force(name, **cfg)
+    x = _inputs(name, (100, 13), torch.float32, device, "contiguous")
+    assert_close(_call(name, x, 0), _ref(name, x, 0), n=100, scale=10, what=f"{name} {cfg}")
+    x3 = _inputs(name, (3, 50, 7), torch.bfloat16, device, "contiguous")
+    assert_close(_call(name, x3, 1), _ref(name, x3, 1), n=50, scale=10, what=f"{name} 3d {cfg}")
+
+
+def test_gathered_layout(device):
+    # dims (0, 2) of a transposed-and-sliced tensor cannot be one strided axis: gathered, still exact
+    x = randn((6, 7, 8), torch.float32, device, "sliced").transpose(0, 1)
+    assert_close(tr.sum(x, (0, 2)), x.double().sum((0, 2)), n=48, scale=7, what="gathered")
+
+
+def test_nan_propagates(device):
+    x = randn((4, 50), torch.float32, device)
+    x[1, 7] = float("nan")
+    x[2, 49] = float("nan")
+    for name in ("sum", "mean", "prod", "amax", "amin"):
+        out = _call(name, x, 1).cpu()
+        assert out[1].isnan() and out[2].isnan() and not out[0].isnan() and not out[3].isnan(), name
+    assert tr.amax(x).isnan() and tr.max(x).isnan()
+
+
+def test_masked_lanes_hold_identity(device):
+    # all-negative rows of non-power-of-two length: a 0 in a padded lane would win amax
+    x = -randn((3, 37), torch.float32, device).abs() - 1
+    assert torch.equal(tr.amax(x, 1).cpu(), x.cpu().amax(1))
+    assert torch.equal(tr.amin(-x, 1).cpu(), (-x).cpu().amin(1))
+    y = torch.full((3, 37), 3.0, device=device)
+    assert torch.equal(tr.prod(y[:, :5], 1).cpu(), torch.full((3,), 243.0))
+
+
+def test_empty(device):
+    e = torch.empty(0, 3, device=device)
+    assert torch.equal(tr.sum(e, 0).cpu(), torch.zeros(3))
+    assert torch.equal(tr.prod(e, 0).cpu(), torch.ones(3))
+    assert tr.mean(e).isnan()
+    assert tr.amax(e, 1).shape == (0,)
+    with pytest.raises(IndexError, match="amax"):
+        tr.amax(e, 0)
+    with pytest.raises(RuntimeError, match="amax"):
+        tr.amax(e)
+
+
+def test_zero_dim(device):
+    s = torch.tensor(2.5, device=device)
+    assert tr.sum(s).item() == 2.5 and tr.sum(s, 0).item() == 2.5 and tr.amax(s, -1).item() == 2.5
+    assert tr.sum(s).shape == ()
+
+
+def test_does_not_mutate_input(device):
+    x = randn((5, 33), torch.float32, device, "transposed")
+    before = x.clone()
+    tr.sum(x, 0), tr.amax(x, 1), tr.prod(x, 1)
+    assert torch.equal(x, before)
+
+
+def test_deterministic(device):
+    x = randn((3, 5000), torch.float32, device)
+    a = [tr.sum(x, 1) for _ in range(3)] + [tr.sum(x) for _ in range(3)]
+    assert all(torch.equal(a[0], t) for t in a[1:3]) and all(torch.equal(a[3], t) for t in a[4:])

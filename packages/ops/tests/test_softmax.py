@@ -1,0 +1,106 @@
+"""softmax, log_softmax, logsumexp: fp64 references, inf/NaN rows, huge logits, every branch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import LAYOUTS, assert_close, randn
+
+INF = float("inf")
+CONFIGS = [
+    None,
+    dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
+    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+    dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
+    dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=4),
+]
+
+
+def _ref(name, x, *args, **kwargs):
+    return getattr(torch, name)(x.double().cpu(), *args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else f"{c['strategy']}-{c.get('BLOCK_K', 1)}")
+def test_branches(name, cfg, force, device):
+    if cfg is not None:
+        force(name, **cfg)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        x = randn((5, 100), dtype, device, scale=3)
+        for dim in (1, 0):
+            xx = x if dim == 1 else x.t().contiguous()
+            out = getattr(tr, name)(xx, dim)
+            assert out.dtype == dtype
+            assert_close(out, _ref(name, xx, dim), n=8, scale=4, what=f"{name} {dtype} {dim}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layouts_and_dims(name, layout, device):
+    x = randn((4, 6, 33), torch.float32, device, layout)
+    for dim in (0, 1, 2, -1):
+        assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
+
+
+def test_logsumexp_dims(device):
+    x = randn((4, 6, 33), torch.float32, device)
+    for dim in (0, 2, (0, 2), (1,), (0, 1, 2)):
+        for keepdim in (False, True):
+            out = tr.logsumexp(x, dim, keepdim)
+            assert_close(out, _ref("logsumexp", x, dim, keepdim), n=8, scale=8, what=f"lse {dim} {keepdim}")
+    # dim=() reduces every dim, like sum/amax (torch 2.13's logsumexp raises there: a documented difference)
+    assert_close(tr.logsumexp(x, ()), _ref("logsumexp", x.flatten(), 0), n=8, scale=8, what="lse ()")
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4)], ids=["single", "online"])
+def test_inf_nan_rows(cfg, force, device):
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        if cfg is not None:
+            force(name, **cfg)
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0],
+                      [-INF, -INF, -INF, -INF, -INF],     # all -inf: NaN softmax, -inf logsumexp
+                      [INF, 1.0, 2.0, -INF, 0.0],          # +inf: NaN softmax, +inf logsumexp
+                      [1.0, float("nan"), 2.0, 3.0, 4.0],  # NaN propagates
+                      [-INF, 0.0, -INF, 1.0, -INF],        # some -inf: zeros there
+                      [INF, -INF, -INF, -INF, -INF]], device=device)
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        out = getattr(tr, name)(x, 1).cpu().double()
+        ref = getattr(torch, name)(x.cpu(), 1).double()
+        assert torch.equal(out.isnan(), ref.isnan()), (name, out, ref)
+        fin = ref.isfinite()
+        assert torch.equal(out[~fin & ~ref.isnan()], ref[~fin & ~ref.isnan()]), (name, out, ref)
+        assert torch.allclose(out[fin], ref[fin], atol=1e-6), name
+
+
+def test_huge_logits(device):
+    x = randn((3, 300), torch.float32, device) * 1e6
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        out = getattr(tr, name)(x, -1)
+        assert not out.isnan().any(), name
+        ref = _ref(name, x, -1)
+        assert_close(out, ref, n=8, scale=ref.abs().max().item(), what=name)
+
+
+def test_dtype_argument(device):
+    x = randn((4, 50), torch.float16, device)
+    out = tr.softmax(x, -1, dtype=torch.float32)
+    assert out.dtype == torch.float32
+    assert_close(out, torch.softmax(x.cpu().float().double(), -1), n=4, what="softmax dtype")
+    xi = torch.randint(-3, 3, (4, 9), device=device)
+    assert_close(tr.log_softmax(xi, 1, dtype=torch.float64), _ref("log_softmax", xi, 1), n=4, what="int dtype")
+    assert tr.logsumexp(xi, 1).dtype == torch.float32
+    with pytest.raises(NotImplementedError, match="softmax"):
+        tr.softmax(xi, 1)
+
+
+def test_empty_and_scalar(device):
+    assert tr.softmax(torch.empty(0, 5, device=device), 1).shape == (0, 5)
+    assert torch.equal(tr.logsumexp(torch.empty(3, 0, device=device), 1).cpu(), torch.full((3,), -INF))
+    s = torch.tensor(3.0, device=device)
+    assert tr.softmax(s, 0).item() == 1.0 and tr.log_softmax(s, -1).item() == 0.0
+
+
+def test_rows_sum_to_one(device):
+    x = randn((7, 257), torch.float32, device, scale=5)
+    assert torch.allclose(tr.softmax(x, 1).sum(1).cpu(), torch.ones(7), atol=1e-5)
