@@ -95,6 +95,26 @@ def tile_reduce(x, axis: tl.constexpr, OP: tl.constexpr):
 
 
 @triton.jit
+def div_exact(a, b, ACC: tl.constexpr):
+    """IEEE-rounded a / b in ACC (fp32 or fp64): compiled Triton's fp32 '/' is approximate, and a constant row
+    must get exactly its value as mean. Used per row or per chunk, never per element."""
+    if ACC == tl.float64:
+        r = tl.cast(a, tl.float64) / tl.cast(b, tl.float64)
+    else:
+        r = tl.div_rn(tl.cast(a, tl.float32), tl.cast(b, tl.float32))
+    return r
+
+
+@triton.jit
+def sqrt_exact(a, ACC: tl.constexpr):
+    if ACC == tl.float64:
+        r = tl.sqrt(tl.cast(a, tl.float64))
+    else:
+        r = tl.sqrt_rn(tl.cast(a, tl.float32))
+    return r
+
+
+@triton.jit
 def argmax_fn(va, ia, vb, ib):
     """(value, index) combine for max: NaN wins (it is the max in torch), ties keep the smaller index."""
     a_nan = va != va
@@ -115,7 +135,7 @@ def argmin_fn(va, ia, vb, ib):
 def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     """Merge two (mean, M2, count) partial statistics (Chan, Golub & LeVeque 1979); empty sides are exact."""
     n = n_a + n_b
-    w_b = tl.where(n > 0, n_b / tl.where(n > 0, n, 1), 0)
+    w_b = tl.where(n > 0, div_exact(n_b, tl.where(n > 0, n, 1), n.dtype), 0)
     delta = mean_b - mean_a
     mean = mean_a + delta * w_b
     m2 = m2_a + m2_b + delta * delta * n_a * w_b
@@ -126,7 +146,7 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 def chunk_stats(x, mask, axis: tl.constexpr):
     """Two-pass (mean, M2, count) of the valid lanes of a register tile along ``axis``."""
     n = tl.sum(mask.to(x.dtype), axis)
-    mean = tl.sum(x, axis) / tl.where(n > 0, n, 1)
+    mean = div_exact(tl.sum(x, axis), tl.where(n > 0, n, 1), x.dtype)
     if axis == 0:
         d = tl.where(mask, x - mean[None, :], 0.0)
     else:

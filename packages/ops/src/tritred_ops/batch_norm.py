@@ -22,7 +22,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
 
 
 @triton.jit
@@ -62,13 +62,13 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, r
     mean, m2, n = tl.reduce((tl.load(pmean_ptr + offs, mask=mask, other=0),
                              tl.load(pm2_ptr + offs, mask=mask, other=0),
                              tl.load(pcnt_ptr + offs, mask=mask, other=0)), 1, chan_fn)
-    rstd = 1.0 / tl.sqrt(m2 / n + eps)  # biased variance normalizes, as torch
+    rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
     tl.store(mean_ptr + cs, mean, mask=c_ok)
     tl.store(rstd_ptr + cs, rstd, mask=c_ok)
     if HAS_RUNNING:
         rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
         rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
-        unbiased = m2 / (n - 1)  # the running variance tracks the unbiased estimate
+        unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
         tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * mean, mask=c_ok)
         tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
 
@@ -88,7 +88,7 @@ def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, 
     mask = (ss < S)[:, None] & c_ok[None, :]
     mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
-        rstd = 1.0 / tl.sqrt(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps)
+        rstd = div_exact(1.0, sqrt_exact(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
     else:
         rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0).to(ACC)
     x = tl.load(x_ptr + b * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask, other=0).to(ACC)

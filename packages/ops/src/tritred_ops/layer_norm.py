@@ -16,7 +16,7 @@ import triton.language as tl
 from tritred_core import ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
 
 
 @triton.jit
@@ -45,7 +45,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
             c_mean, c_m2, c_n = chunk_stats(x, mask, 1)
             mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
-    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)

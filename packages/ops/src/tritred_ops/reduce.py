@@ -34,6 +34,7 @@ from ._kernels import (
     argmax_fn,
     argmin_fn,
     combine,
+    div_exact,
     identity,
     tile_reduce,
     tl_dtype,
@@ -69,7 +70,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
         if MEAN:
-            r = r / divisor
+            r = div_exact(r, divisor, ACC)
         tl.store(out_ptr + m * s_om + k * s_ok, r, mask=row_ok)
 
 
@@ -97,7 +98,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         tl.store(out_ptr + (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
         if MEAN:
-            r = r / divisor
+            r = div_exact(r, divisor, ACC)
         tl.store(out_ptr + m.to(tl.int64) * s_om + ks * s_ok, r, mask=k_ok)
 
 

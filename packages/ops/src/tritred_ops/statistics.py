@@ -18,16 +18,16 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
 from .reduce import _prepare
 
 
 @triton.jit
 def _finish(mean, m2, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.constexpr, WANT_MEAN: tl.constexpr):
     """var = M2 / max(N - correction, 0) (inf or NaN when that is 0, as torch), std = sqrt(var)."""
-    var = m2 / divisor
+    var = div_exact(m2, divisor, m2.dtype)
     if STD:
-        var = tl.sqrt(var)
+        var = sqrt_exact(var, m2.dtype)
     tl.store(out_ptr + offs, var, mask=mask)
     if WANT_MEAN:
         tl.store(mean_ptr + offs, mean, mask=mask)
