@@ -1,0 +1,165 @@
+"""Reports of a :class:`~tritred_bench.runner.BenchReport`: a rich table, JSON, CSV and a matplotlib PNG."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .runner import BenchReport, CaseResult, geomean
+
+CSV_FIELDS = ("label", "op", "shape", "dim", "dtype", "bytes", "provider", "status", "ms", "gbps", "pct_copy",
+              "tritred_speedup", "message")
+
+
+def _fmt(v: float | None, spec: str = ".0f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _cell(r: CaseResult, provider: str, percent: bool) -> str:
+    m = r.measurements.get(provider)
+    if m is None or m.status == "skipped":
+        return "[dim]-[/]"
+    if m.status == "failed":
+        return "[red]failed[/]"
+    if percent and m.pct_copy is not None:
+        return f"{m.pct_copy:.0f}%"
+    return f"{m.ms:.3g}ms" if m.ms is not None else "?"
+
+
+def _speedup_cell(s: float | None) -> str:
+    if s is None:
+        return "[dim]-[/]"
+    color = "green" if s >= 1.0 else "red"
+    return f"[{color}]{s:.2f}x[/]"
+
+
+def print_report(report: BenchReport, console: Any = None, show_failures: bool = True) -> None:
+    """Print the report as a rich table: % of copy bandwidth (and ms) per provider, tritred's speedup over the
+    best peer, then a geometric-mean summary and the failures' messages."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    peers = [p for p in report.providers if p != "tritred"]
+    percent = report.backend == "cuda"  # under the CPU interpreter only the times mean something (little)
+    what = "% of the copy bandwidth" if percent else "median time"
+    title = f"tritred bench on {report.device} (copy {report.copy_gbps:.0f} GB/s): {what}"
+    table = Table(title=title, show_lines=False)
+    table.add_column("case", no_wrap=True)
+    table.add_column("MB", justify="right", no_wrap=True)
+    for p in report.providers:
+        table.add_column(p, justify="right", no_wrap=True)
+    table.add_column("vs best", justify="right", no_wrap=True)
+    for r in report.results:
+        table.add_row(f"{r.case.op_label} {r.case.shape_label} {r.case.dtype}", f"{r.bytes / 1e6:.3g}",
+                      *(_cell(r, p, percent) for p in report.providers), _speedup_cell(r.speedup_vs_best(peers)))
+    console.print(table)
+    for p in peers:
+        g = geomean(r.speedup(p) for r in report.results)
+        if g is not None:
+            console.print(f"tritred vs {p}: geometric-mean speedup {g:.2f}x")
+    g = geomean(r.speedup_vs_best(peers) for r in report.results)
+    if g is not None:
+        console.print(f"tritred vs best peer: geometric-mean speedup {g:.2f}x")
+    if show_failures:
+        for r in report.results:
+            for m in r.measurements.values():
+                if m.status == "failed":
+                    console.print(f"[red]failed[/] {m.provider} on {r.case.label}: {escape(m.message)}",
+                                  markup=True, highlight=False)
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN/inf: they become None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_json(report: BenchReport, path: str | Path) -> Path:
+    """Write ``report.to_dict()`` as JSON (``{"meta": ..., "cases": [...]}``); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(report.to_dict()), indent=1) + "\n")
+    return path
+
+
+def write_csv(report: BenchReport, path: str | Path) -> Path:
+    """Write one row per (case, provider) with :data:`CSV_FIELDS`; ``tritred_speedup`` is the provider's time
+    over tritred's (> 1: tritred is faster). Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for r in report.results:
+            c = r.case
+            dim = "" if not c.has_dim else ("all" if c.dim is None else str(c.dim))
+            for p, m in r.measurements.items():
+                w.writerow({
+                    "label": c.label, "op": c.op, "shape": c.shape_label, "dim": dim, "dtype": c.dtype,
+                    "bytes": r.bytes, "provider": p, "status": m.status,
+                    "ms": "" if m.ms is None else f"{m.ms:.6g}", "gbps": "" if m.gbps is None else f"{m.gbps:.6g}",
+                    "pct_copy": "" if m.pct_copy is None else f"{m.pct_copy:.4g}",
+                    "tritred_speedup": _fmt(r.speedup(p), ".4g") if p != "tritred" else "",
+                    "message": m.message,
+                })
+    return path
+
+
+#: Bar colours per provider (matplotlib's tab10).
+COLORS = {"tritred": "tab:red", "eager": "tab:blue", "compile": "tab:orange", "liger": "tab:green",
+          "flaggems": "tab:purple"}
+
+
+def write_plot(report: BenchReport, path: str | Path) -> Path:
+    """Horizontal bars: % of copy bandwidth per case (rows) and provider (bars), written as a PNG.
+
+    Uses the Agg canvas directly (no pyplot, no display needed). Providers that failed or were skipped have no
+    bar. ``path`` may be a directory (existing, or without a suffix): the file is then ``bench.png`` in it.
+    Returns the path written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / "bench.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    providers = report.providers
+    n_cases, n_prov = len(report.results), max(1, len(providers))
+    bar_h = 0.8 / n_prov
+    height = min(600.0, max(3.0, 0.16 * n_cases * n_prov + 0.3 * n_cases + 1.5))
+    fig = Figure(figsize=(11, height))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for j, p in enumerate(providers):
+        ys, xs = [], []
+        for i, r in enumerate(report.results):
+            m = r.measurements.get(p)
+            if m is not None and m.status == "ok" and m.pct_copy is not None:
+                ys.append(i + (j - (n_prov - 1) / 2) * bar_h)
+                xs.append(m.pct_copy)
+        bars = ax.barh(ys, xs, height=bar_h, label=p, color=COLORS.get(p))
+        if n_cases * n_prov <= 600:
+            ax.bar_label(bars, fmt="%.0f", fontsize=5, padding=1)
+    ax.set_yticks(range(n_cases))
+    ax.set_yticklabels([f"{r.case.op_label} {r.case.shape_label} {r.case.dtype}" for r in report.results],
+                       fontsize=7)
+    ax.set_ylim(n_cases - 0.5, -0.5)  # first case on top
+    ax.axvline(100, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel(f"% of copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + written)")
+    ax.set_title(f"tritred bench: {report.device}", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=100, format="png")
+    return path

@@ -1,0 +1,131 @@
+"""Benchmark cases and suites.
+
+A suite is a JSON file ``{"about": "...", "cases": [...]}`` (a bare list of cases works too). Each case has ``op``,
+``shape`` and ``dtype``; reductions with a dim give ``dim`` (``null`` = every dim, e.g. ``sum (all)``);
+``layer_norm`` gives ``normalized_shape`` and ``weight``/``bias`` flags; ``batch_norm`` gives ``training``
+(the training forward updates the running statistics) and ``weight``/``bias`` flags.
+
+Built-in suites, shipped as package data: ``h200`` (the public suite, see ``docs`` and peers-h200.md) and
+``quick`` (a handful of small cases that run in seconds under the CPU interpreter). ``public`` is an alias of
+``h200``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+#: Other names of the built-in suites.
+ALIASES = {"public": "h200"}
+
+#: Keys of a case entry that are not op parameters.
+_CORE_KEYS = ("op", "shape", "dtype", "dim")
+
+
+@dataclass
+class Case:
+    """One benchmark case: an op, an input shape and dtype, the reduced dim and op-specific parameters.
+
+    ``has_dim`` is False for ops called without a dim (layer_norm, batch_norm); ``dim=None`` with ``has_dim``
+    means a full reduction. ``params`` holds the other keys of the suite entry (``normalized_shape``,
+    ``weight``, ``bias``, ``training``...).
+    """
+
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    dim: Any = None
+    has_dim: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Case:
+        """Parse one suite entry; raises ValueError naming the missing or malformed key."""
+        for key in ("op", "shape", "dtype"):
+            if key not in d:
+                raise ValueError(f"suite case {d!r} lacks {key!r}")
+        shape = d["shape"]
+        if isinstance(shape, int):
+            shape = [shape]
+        if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise ValueError(f"suite case {d!r}: shape must be a list of non-negative ints")
+        dim = d.get("dim")
+        if isinstance(dim, list):
+            dim = tuple(dim)
+        params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k not in _CORE_KEYS}
+        return cls(op=str(d["op"]), shape=tuple(shape), dtype=str(d["dtype"]).removeprefix("torch."), dim=dim,
+                   has_dim="dim" in d, params=params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The suite-entry form (JSON-serializable)."""
+        d: dict[str, Any] = {"op": self.op, "shape": list(self.shape)}
+        if self.has_dim:
+            d["dim"] = list(self.dim) if isinstance(self.dim, tuple) else self.dim
+        d.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()})
+        d["dtype"] = self.dtype
+        return d
+
+    @property
+    def shape_label(self) -> str:
+        """``16384x4096``."""
+        return "x".join(map(str, self.shape)) or "scalar"
+
+    @property
+    def op_label(self) -> str:
+        """``softmax dim=-1``, ``sum (all)``, ``batch_norm (train)``, ``layer_norm``: as peers-h200.md spells it."""
+        if self.has_dim:
+            if self.dim is None:
+                return f"{self.op} (all)"
+            dim = ",".join(map(str, self.dim)) if isinstance(self.dim, tuple) else self.dim
+            return f"{self.op} dim={dim}"
+        if self.op == "batch_norm":
+            return f"{self.op} ({'train' if self.params.get('training', True) else 'eval'})"
+        return self.op
+
+    @property
+    def label(self) -> str:
+        """``softmax dim=-1 16384x4096 bfloat16``: unique within the public suite."""
+        return f"{self.op_label} {self.shape_label} {self.dtype}"
+
+
+def builtin_suites() -> list[str]:
+    """Names of the suites shipped with tritred-bench (``h200``, ``quick``)."""
+    root = resources.files("tritred_bench") / "suites"
+    return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def load_suite(suite: str | Path) -> tuple[list[Case], str]:
+    """Load a suite: a built-in name (``h200`` alias ``public``, ``quick``) or a JSON file path.
+
+    Returns ``(cases, about)``; raises ValueError (unknown name, malformed JSON or case) or FileNotFoundError.
+    """
+    text: str
+    path = Path(suite)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise FileNotFoundError(f"suite file {str(path)!r} does not exist")
+        text = path.read_text()
+    else:
+        name = ALIASES.get(str(suite), str(suite))
+        if name not in builtin_suites():
+            raise ValueError(f"unknown suite {name!r}: give a JSON file or one of {', '.join(builtin_suites())}")
+        text = (resources.files("tritred_bench") / "suites" / f"{name}.json").read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"suite {str(suite)!r} is not valid JSON: {e}") from e
+    about = ""
+    if isinstance(data, dict):
+        about = str(data.get("about", ""))
+        data = data.get("cases")
+    if not isinstance(data, list):
+        raise ValueError(f"suite {str(suite)!r}: expected a list of cases or {{'cases': [...]}}")
+    return [Case.from_dict(d) for d in data], about
+
+
+def filter_cases(cases: list[Case], ops: list[str] | None = None, dtypes: list[str] | None = None) -> list[Case]:
+    """The cases whose op is in ``ops`` and dtype in ``dtypes`` (None or empty: no filter)."""
+    return [c for c in cases if (not ops or c.op in ops) and (not dtypes or c.dtype in dtypes)]

@@ -1,0 +1,3 @@
+from .main import run
+
+run()

@@ -1,0 +1,454 @@
+"""The ``tritred`` command.
+
+::
+
+    tritred list                          # every registered reduction
+    tritred plugins                       # plugins, their hooks, versions and load errors
+    tritred explain softmax --shape 4096x32768 --dtype bfloat16 --device h200
+    tritred check softmax sum             # each op against its torch reference (exit 1 on a mismatch)
+    tritred bench --quick --json out.json # the benchmark suite (tritred-bench)
+
+Nothing heavy is imported at module level: the registry loads ``tritred_ops`` (and torch) through the
+``tritred`` entry points when a command needs them, after :func:`prepare_backend` has set ``TRITON_INTERPRET=1``
+on machines without CUDA. Usage errors (unknown op, bad shape...) print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from tritred_core import Registry, RegistryError, get_registry
+
+log = logging.getLogger("tritred.cli")
+
+app = typer.Typer(
+    name="tritred",
+    help="Triton reduction kernels that mirror torch: list, explain, check and benchmark them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Short dtype names for tables.
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "bool": "bool", "uint8": "u8",
+          "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64"}
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit status 2."""
+
+
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False)
+
+
+def _clean_errors(fn: F) -> F:
+    """Turn usage errors (unknown op, bad option values, missing files) into one line and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (UsageError, RegistryError, ValueError, FileNotFoundError) as e:
+            _console(stderr=True).print(f"[bold red]error:[/] {escape(str(e))}", markup=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def prepare_backend() -> None:
+    """Set ``TRITON_INTERPRET=1`` when there is no CUDA device, before anything imports ``tritred_ops``.
+
+    Left alone when the variable is already set (either way). Imports torch (which tritred_ops needs anyway).
+    """
+    if "TRITON_INTERPRET" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        if "tritred_ops" in sys.modules:
+            log.warning("tritred_ops was imported before TRITON_INTERPRET=1 could be set: CPU runs will fail")
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _registry() -> Registry:
+    prepare_backend()
+    return get_registry()
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """``["a,b", "c"]`` -> ``["a", "b", "c"]``."""
+    out: list[str] = []
+    for v in values or ():
+        out.extend(s.strip() for s in v.split(",") if s.strip())
+    return out
+
+
+def _dtype_list(dtypes: tuple[str, ...]) -> str:
+    return ",".join(_SHORT.get(d, d) for d in dtypes)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages (tritred.*).")] = False,
+         ) -> None:
+    """tritred: Triton reduction kernels that mirror torch."""
+    level = logging.DEBUG if verbose else logging.WARNING
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=_console(stderr=True), show_time=False, show_path=False)
+    logger = logging.getLogger("tritred")
+    logger.handlers = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+# -- list / plugins ------------------------------------------------------------------------------------------------
+
+@app.command("list")
+@_clean_errors
+def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+             ) -> None:
+    """Every registered reduction: name, family, mirrored torch op, dtypes, outputs and the plugin providing it."""
+    reg = _registry()
+    reds = reg.reductions(strict=False)
+    if as_json:
+        typer.echo(json.dumps([r.spec.model_dump() for r in reds.values()], indent=1))
+        return
+    table = Table(title=f"{len(reds)} reductions")
+    for col in ("name", "family", "mirrors", "dtypes", "plugin", "version"):
+        table.add_column(col, no_wrap=col in ("name", "plugin"), overflow="fold")
+    for name, rec in reds.items():
+        s = rec.spec
+        table.add_row(name, s.family, s.mirrors, _dtype_list(s.dtypes), s.plugin or "?", s.version or "?")
+    con = _console()
+    con.print(table)
+    _print_load_errors(reg, con)
+
+
+def _print_load_errors(reg: Registry, con: Console) -> None:
+    for p in reg.plugins():
+        if p.error:
+            con.print(f"[yellow]plugin {p.name} failed:[/] {escape(p.error)}", markup=True)
+
+
+@app.command("plugins")
+@_clean_errors
+def plugins_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+                ) -> None:
+    """Every plugin the registry knows: version, implemented hooks, and the error of those that failed."""
+    reg = _registry()
+    infos = reg.plugins()
+    if as_json:
+        typer.echo(json.dumps([p.model_dump() for p in infos], indent=1))
+        return
+    table = Table(title=f"{len(infos)} plugins")
+    table.add_column("name", no_wrap=True)
+    table.add_column("version", no_wrap=True)
+    table.add_column("hooks")
+    table.add_column("status")
+    for p in infos:
+        status = f"[red]error: {escape(p.error)}[/]" if p.error else "[green]ok[/]"
+        table.add_row(p.name, p.version or "-", ", ".join(p.hooks) or "-", status)
+    _console().print(table)
+
+
+# -- explain -------------------------------------------------------------------------------------------------------
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``4096x32768`` (or ``4096,32768``; ``scalar`` or ``""`` for 0-d) -> ``(4096, 32768)``."""
+    t = text.strip().lower()
+    if t in ("", "scalar", "()"):
+        return ()
+    parts = t.replace(",", "x").replace("*", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"bad --shape {text!r}: expected sizes like 4096x32768") from None
+    if any(s < 0 for s in shape):
+        raise UsageError(f"bad --shape {text!r}: sizes must be >= 0")
+    return shape
+
+
+def parse_dim(text: str) -> int | tuple[int, ...] | None:
+    """``-1`` -> -1, ``0,1`` -> (0, 1), ``none``/``all`` -> None (every dim)."""
+    t = text.strip().lower()
+    if t in ("none", "all", ""):
+        return None
+    try:
+        if "," in t:
+            return tuple(int(p) for p in t.split(",") if p.strip())
+        return int(t)
+    except ValueError:
+        raise UsageError(f"bad --dim {text!r}: expected an int, a comma-separated list or 'none'") from None
+
+
+def _device_info(device: str) -> Any:
+    """The DeviceInfo to plan for: ``h200`` (FAKE_H200), ``cuda`` (the real GPU), ``cpu`` (interpreter)."""
+    from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER
+
+    d = device.lower()
+    if d == "h200":
+        return FAKE_H200
+    if d == "auto":
+        import torch
+
+        d = "cuda" if torch.cuda.is_available() else "cpu"
+    if d.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: no CUDA device here (use --device h200 to plan for an H200)")
+        from tritred_ops._common import device_info
+
+        return device_info(torch.device(d))
+    if d in ("cpu", "interpreter"):
+        return FAKE_INTERPRETER
+    raise UsageError(f"bad --device {device!r}: expected auto, cuda, cpu or h200")
+
+
+def _fields_table(title: str, obj: Any, extra: dict[str, Any] | None = None) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value")
+    data = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
+    data.update(extra or {})
+    for k, v in data.items():
+        table.add_row(str(k), str(v))
+    return table
+
+
+@app.command("explain")
+@_clean_errors
+def explain_cmd(
+    op: Annotated[str, typer.Argument(help="Reduction name (see `tritred list`).")],
+    shape: Annotated[str, typer.Option("--shape", "-s", help="Input shape, e.g. 4096x32768.")] = "4096x32768",
+    dtype: Annotated[str, typer.Option("--dtype", "-t", help="Input dtype, e.g. bfloat16.")] = "float32",
+    dim: Annotated[str, typer.Option("--dim", "-d", help="Reduced dim: int, 0,1 or none.")] = "-1",
+    device: Annotated[str, typer.Option("--device", help="auto, cuda, cpu (interpreter) or h200 (planned).")]
+    = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """How OP would run: its canonical Problem, the device, and the LaunchConfig the plugins decide (and who).
+
+    Inputs are meta tensors (no memory, no kernel launch), so any shape works on any machine.
+    """
+    reg = _registry()
+    rec = reg.get(op)
+    import torch
+
+    dt = getattr(torch, dtype.removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype):
+        raise UsageError(f"bad --dtype {dtype!r}: expected a torch dtype name like bfloat16")
+    if dtype.removeprefix("torch.") not in rec.spec.dtypes:
+        raise UsageError(f"{op} does not support {dtype}; supported: {', '.join(rec.spec.dtypes)}")
+    shp, d = parse_shape(shape), parse_dim(dim)
+    try:
+        args, kwargs = rec.make_inputs(shp, dt, device="meta", dim=d)
+        problem = rec.problem(*args, **kwargs)
+    except (IndexError, RuntimeError, TypeError) as e:
+        raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
+    info = _device_info(device)
+    config = reg.launch_config(rec.spec, problem, info)
+    nbytes = None
+    if rec.byte_count is not None:
+        try:
+            nbytes = rec.byte_count(*args, **kwargs)
+        except Exception as e:  # informational
+            log.debug("byte_count failed: %s", e)
+    if as_json:
+        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": d, "spec": rec.spec.model_dump(),
+                               "problem": problem.model_dump(), "device": info.model_dump(),
+                               "config": config.model_dump(), "bytes": nbytes}, indent=1, default=str))
+        return
+    con = _console()
+    con.print(f"[bold]{op}[/] ({rec.spec.mirrors}) from plugin [bold]{rec.spec.plugin}[/] {rec.spec.version or ''}"
+              f"\ncall: shape {shp}, dtype {dtype}, dim {d}" + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
+              markup=True)
+    con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
+                            {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
+    con.print(_fields_table("DeviceInfo", info))
+    con.print(_fields_table("LaunchConfig", config))
+    tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
+    con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
+
+
+# -- check ---------------------------------------------------------------------------------------------------------
+
+@app.command("check")
+@_clean_errors
+def check_cmd(
+    ops: Annotated[list[str] | None, typer.Argument(help="Reductions to check (default: all).")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Dtypes (repeat or comma-separate).")]
+    = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed (default: a fresh one).")] = None,
+    full: Annotated[bool | None, typer.Option("--full/--quick", help="Every dtype of the spec and all shapes "
+                                              "(default on CUDA); --quick: float32+bfloat16, small shapes "
+                                              "(default on CPU).")] = None,
+    case: Annotated[list[str] | None, typer.Option("--case", help="Cases to run (random, strided, offset, nan, "
+                                                   "inf); default all.")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List every check, not only the failures.")] = False,
+) -> None:
+    """Check each reduction against its torch reference (float64), with edge cases; exit 1 on any mismatch."""
+    reg = _registry()
+    names = list(ops or [])
+    if names:
+        for n in names:
+            reg.get(n)  # UnknownReductionError -> exit 2
+    else:
+        names = list(reg.reductions(strict=False))
+        if not names:
+            raise UsageError("no reductions are registered (see `tritred plugins`)")
+    from tritred_ops import testing
+
+    device = "cpu" if _interpreting() else "cuda"
+    if full is None:
+        full = device == "cuda"
+    dtypes = _split(dtype)
+    shapes = testing.DEFAULT_SHAPES if full else testing.QUICK_SHAPES
+    cases = _split(case) or None
+    if cases:
+        bad = set(cases) - set(testing.CASES)
+        if bad:
+            raise UsageError(f"unknown --case {sorted(bad)}; known: {', '.join(testing.CASES)}")
+    con = _console()
+    results: list[Any] = []
+    from rich.progress import Progress
+
+    with Progress(console=con, transient=True) as bar:
+        task = bar.add_task("checking", total=len(names))
+        for n in names:
+            rec = reg.get(n)
+            bar.update(task, description=f"checking {n}")
+            want = dtypes or ([d for d in rec.spec.dtypes if d in ("float32", "bfloat16")] if not full else None)
+            if want == []:  # an op without float32/bfloat16 (e.g. integer-only): its first dtype
+                want = [rec.spec.dtypes[0]]
+            results.extend(testing.check_reduction(rec, device, dtypes=want, shapes=shapes, seed=seed,
+                                                   cases=cases))
+            bar.advance(task)
+    _print_check(results, con, show_all, device, full)
+    if any(not r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def _print_check(results: list[Any], con: Console, show_all: bool, device: str, full: bool) -> None:
+    summary = Table(title=f"tritred check on {device} ({'full' if full else 'quick'})")
+    for col in ("op", "dtype", "passed", "skipped", "worst abs err", "status"):
+        summary.add_column(col, no_wrap=True, justify="right" if col in ("passed", "skipped") else "left")
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in results:
+        groups.setdefault((r.op, r.dtype), []).append(r)
+    for (op, dt), rs in groups.items():
+        run = [r for r in rs if not r.skipped]
+        passed = sum(r.ok for r in run)
+        worst = max((r.max_abs_err for r in run if r.ok), default=0.0)
+        status = "[green]ok[/]" if passed == len(run) else "[red]FAIL[/]"
+        if not run:
+            status = "[dim]skipped[/]"
+        summary.add_row(op, dt, f"{passed}/{len(run)}", str(len(rs) - len(run)), f"{worst:.3g}", status)
+    con.print(summary)
+    if show_all:
+        for r in results:
+            verdict = "[dim]skip[/]" if r.skipped else "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+            con.print(f"{verdict} {_check_label(r)}: {_check_detail(r)}", markup=True, soft_wrap=True)
+    else:  # failures, one line per (op, dtype, error): the first check of each group reproduces it
+        seen: dict[tuple[str, str, str], list[Any]] = {}
+        for r in results:
+            if not r.ok:
+                seen.setdefault((r.op, r.dtype, _check_detail(r)), []).append(r)
+        for (_, _, detail), rs in seen.items():
+            more = f" [dim](and {len(rs) - 1} more checks)[/]" if len(rs) > 1 else ""
+            con.print(f"[red]FAIL[/] {_check_label(rs[0])}: {detail}{more}", markup=True, soft_wrap=True)
+    failed = sum(not r.ok for r in results)
+    total = sum(not r.skipped for r in results)
+    con.print(f"[{'red' if failed else 'green'}]{total - failed}/{total} checks passed[/]", markup=True)
+
+
+def _check_label(r: Any) -> str:
+    shape = "x".join(map(str, r.shape)) or "scalar"
+    return f"{r.op} {r.dtype} {shape} dim={r.dim} case={r.case} seed={r.seed}"
+
+
+def _check_detail(r: Any) -> str:
+    text = " ".join(x for x in (r.error or "", r.message) if x) or "ok"
+    text = " ".join(text.split())  # one line
+    return escape(text if len(text) <= 400 else text[:400] + "...")
+
+
+# -- bench ---------------------------------------------------------------------------------------------------------
+
+@app.command("bench")
+@_clean_errors
+def bench_cmd(
+    ops: Annotated[list[str] | None, typer.Argument(help="Only cases of these ops (default: all).")] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="A suite JSON file, or a built-in name (h200, quick)."
+                                              )] = None,
+    peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems "
+                                              "(default: all four on CUDA, eager on CPU).")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Only cases of these dtypes.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write one CSV row per case and provider.")] = None,
+    plot_out: Annotated[Path | None, typer.Option("--plot", help="Write a PNG: % of copy bandwidth per case.")]
+    = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The quick suite (unless --suite) and short timing.")]
+    = False,
+    seed: Annotated[int, typer.Option("--seed", help="Inputs of case i use seed + i.")] = 0,
+    warmup: Annotated[int | None, typer.Option("--warmup", help="do_bench warmup in ms (CUDA).")] = None,
+    rep: Annotated[int | None, typer.Option("--rep", help="do_bench rep in ms (CUDA) / calls (CPU).")] = None,
+) -> None:
+    """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check."""
+    prepare_backend()
+    import tritred_bench as tb
+
+    on_cuda = not _interpreting()
+    if suite is None:
+        suite = "quick" if quick or not on_cuda else "h200"
+    cases, _about = tb.load_suite(suite)
+    cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=_split(dtype) or None)
+    if not cases:
+        raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
+    providers = _split([peers]) if peers else (list(tb.PEERS) if on_cuda else ["eager"])
+    for p in providers:
+        if p not in tb.PROVIDERS:
+            raise UsageError(f"unknown peer {p!r}; known: {', '.join(tb.PEERS)}")
+    con = _console()
+    if not on_cuda:
+        con.print("[yellow]no CUDA: running under the Triton interpreter on CPU (times are not meaningful)[/]",
+                  markup=True)
+    report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=seed,
+                    console=con, suite=str(suite), warmup=warmup, rep=rep)
+    tb.print_report(report, console=con)
+    for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
+        if path is not None:
+            con.print(f"wrote {writer(report, path)}")
+    if any(r.measurements.get("tritred") is not None and r.measurements["tritred"].status == "failed"
+           for r in report.results):
+        raise typer.Exit(1)
+
+
+def run() -> None:
+    """Entry point for ``python -m tritred_cli``."""
+    app()
+
+
+if __name__ == "__main__":
+    run()

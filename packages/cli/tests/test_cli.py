@@ -1,0 +1,182 @@
+"""The tritred command: list, plugins, explain (and a plugin overriding the launch config), check, bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from cli_helpers import fake_reduction
+from tritred_core import LaunchConfig, Registry, hookimpl
+
+BUILTINS = ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
+            "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm")
+
+
+def test_help(cli: Callable[..., Any]) -> None:
+    r = cli("--help")
+    assert r.exit_code == 0
+    for cmd in ("list", "plugins", "explain", "check", "bench"):
+        assert cmd in r.output
+
+
+def test_list_shows_every_builtin_and_its_plugin(cli: Callable[..., Any]) -> None:
+    r = cli("list")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    for op in BUILTINS:
+        row = [ln for ln in lines if f" {op} " in ln]
+        assert row and "tritred_ops" in row[0], f"{op} missing from:\n{r.output}"
+    specs = json.loads(cli("list", "--json").output)
+    by_name = {s["name"]: s for s in specs}
+    assert set(BUILTINS) <= set(by_name)
+    assert all(by_name[op]["plugin"] == "tritred_ops" and by_name[op]["version"] for op in BUILTINS)
+    assert by_name["layer_norm"]["mirrors"] == "torch.nn.functional.layer_norm"
+
+
+def test_plugins(cli: Callable[..., Any]) -> None:
+    r = cli("plugins")
+    assert r.exit_code == 0, r.output
+    assert "tritred_ops" in r.output and "tritred-core" in r.output
+    infos = {p["name"]: p for p in json.loads(cli("plugins", "--json").output)}
+    assert set(infos["tritred_ops"]["hooks"]) == {"tritred_launch_config", "tritred_register_reductions"}
+    assert infos["tritred_ops"]["error"] is None and infos["tritred-core"]["version"]
+
+
+def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:
+    r = cli("explain", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16", "--device", "h200")
+    assert r.exit_code == 0, r.output
+    for text in ("Problem", "32768", "DeviceInfo", "NVIDIA H200", "LaunchConfig", "strategy",
+                 "decided by plugin tritred_ops", "not tuned"):
+        assert text in r.output, text
+    data = json.loads(cli("explain", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16", "--device", "h200",
+                          "--json").output)
+    assert data["problem"]["M"] == 4096 and data["problem"]["N"] == 32768 and data["problem"]["K"] == 1
+    assert data["config"]["decided_by"] == "tritred_ops" and data["device"]["sm_count"] == 132
+    assert data["bytes"] == 2 * 4096 * 32768 * 2
+    # dim=0 of a matrix: an outer reduction (K > 1); 'none' reduces everything; the interpreter device.
+    outer = json.loads(cli("explain", "sum", "--shape", "64x4096x256", "--dim", "1", "--json").output)
+    assert (outer["problem"]["M"], outer["problem"]["N"], outer["problem"]["K"]) == (64, 4096, 256)
+    full = json.loads(cli("explain", "sum", "--shape", "1000x10", "--dim", "none", "--device", "cpu",
+                          "--json").output)
+    assert full["problem"]["N"] == 10000 and full["device"]["backend"] == "interpreter"
+
+
+class OverrideSoftmax:
+    """A third-party plugin that decides softmax's launch config (and leaves every other op alone)."""
+
+    @hookimpl
+    def tritred_launch_config(self, spec: Any, problem: Any, device: Any) -> LaunchConfig | None:
+        if spec.name != "softmax":
+            return None
+        return LaunchConfig(strategy="multi_pass", BLOCK_N=2048, num_warps=8, tuned=True)
+
+
+def test_plugin_hook_changes_explain(cli: Callable[..., Any], use_registry: Callable[[Registry], Registry]) -> None:
+    reg = use_registry(Registry())  # a fresh registry that loads the entry points (tritred_ops)
+    args = ("explain", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16", "--device", "h200")
+    before = json.loads(cli(*args, "--json").output)["config"]
+    assert before["decided_by"] == "tritred_ops" and before["strategy"] == "single_pass"
+
+    reg.register(OverrideSoftmax(), name="test-override", version="9.9")
+    after = json.loads(cli(*args, "--json").output)["config"]
+    assert after["decided_by"] == "test-override"
+    assert (after["strategy"], after["BLOCK_N"], after["num_warps"], after["tuned"]) == ("multi_pass", 2048, 8, True)
+    text = cli(*args).output
+    assert "decided by plugin test-override" in text and "tuned (from a tuning cache)" in text
+    # other ops still get the built-in heuristic
+    other = json.loads(cli("explain", "sum", "--shape", "4096x32768", "--device", "h200", "--json").output)
+    assert other["config"]["decided_by"] == "tritred_ops"
+    plugins = cli("plugins").output
+    assert "test-override" in plugins and "9.9" in plugins
+
+
+def test_plugin_from_an_installed_entry_point(tmp_path: Path) -> None:
+    """A tiny package on sys.path with a `tritred` entry point: the real `python -m tritred_cli` picks it up."""
+    site = tmp_path / "site"
+    (site / "tritred_test_override-0.3.dist-info").mkdir(parents=True)
+    (site / "tritred_test_override-0.3.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tritred-test-override\nVersion: 0.3\n")
+    (site / "tritred_test_override-0.3.dist-info" / "entry_points.txt").write_text(
+        "[tritred]\noverride = tritred_test_override\n")
+    (site / "tritred_test_override.py").write_text(textwrap.dedent("""
+        from tritred_core import LaunchConfig, hookimpl
+
+        @hookimpl
+        def tritred_launch_config(spec, problem, device):
+            if spec.name == "softmax" and problem.N > 1024:
+                return LaunchConfig(strategy="multi_pass", BLOCK_N=1024, num_warps=4)
+            return None
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               COLUMNS="200", TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
+    cmd = [sys.executable, "-m", "tritred_cli"]
+    out = subprocess.run([*cmd, "explain", "softmax", "--shape", "8x4096", "--device", "h200", "--json"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    config = json.loads(out.stdout)["config"]
+    assert config["decided_by"] == "override" and config["BLOCK_N"] == 1024
+
+
+def test_cli_module_imports_no_torch() -> None:
+    code = ("import sys, tritred_cli.main; "
+            "assert 'tritred_ops' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_usage_errors_exit_2_without_traceback(cli: Callable[..., Any]) -> None:
+    for args in (("explain", "nope"), ("check", "nope"), ("explain", "softmax", "--shape", "4xq"),
+                 ("explain", "softmax", "--dtype", "float8"), ("explain", "softmax", "--dim", "x"),
+                 ("explain", "softmax", "--device", "tpu"), ("explain", "softmax", "--shape", "4x5", "--dim", "3"),
+                 ("bench", "--suite", "nope"), ("bench", "--quick", "--peers", "nope"),
+                 ("check", "sum", "--case", "x")):
+        r = cli(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "Traceback" not in r.output and "error" in r.output.lower(), (args, r.output)
+    assert "unknown reduction 'nope'" in cli("explain", "nope").output
+
+
+def test_check_passes_for_builtin_ops(cli: Callable[..., Any]) -> None:
+    r = cli("check", "softmax", "sum", "--dtype", "float32", "--seed", "0")
+    assert r.exit_code == 0, r.output
+    assert "softmax" in r.output and "sum" in r.output and "checks passed" in r.output and "FAIL" not in r.output
+
+
+def test_check_fails_on_a_broken_reduction(cli: Callable[..., Any], fake_registry: Callable[..., Registry]) -> None:
+    good = fake_reduction("good_sum", lambda x, dim=None: torch.sum(x, dim))
+    broken = fake_reduction("broken_sum", lambda x, dim=None: torch.sum(x, dim) * 1.01)
+    fake_registry(good, broken)
+    r = cli("check", "good_sum", "--seed", "1")
+    assert r.exit_code == 0, r.output
+    r = cli("check", "broken_sum", "--seed", "1")
+    assert r.exit_code == 1, r.output
+    assert "FAIL" in r.output and "broken_sum" in r.output and "outside atol" in r.output
+    r = cli("check", "--seed", "1")  # all registered ops
+    assert r.exit_code == 1 and "good_sum" in r.output and "broken_sum" in r.output
+
+
+def test_bench_quick_writes_reports(cli: Callable[..., Any], tmp_path: Path) -> None:
+    j, c, p = tmp_path / "b.json", tmp_path / "b.csv", tmp_path / "b.png"
+    r = cli("bench", "--quick", "sum", "softmax", "--json", str(j), "--csv", str(c), "--plot", str(p))
+    assert r.exit_code == 0, r.output
+    data = json.loads(j.read_text())
+    assert data["cases"] and {case["case"]["op"] for case in data["cases"]} == {"sum", "softmax"}
+    for case in data["cases"]:
+        assert case["providers"]["tritred"]["status"] == "ok" and case["providers"]["eager"]["status"] == "ok"
+    assert c.read_text().startswith("label,op,shape") and p.read_bytes()[:4] == b"\x89PNG"
+    assert "tritred vs eager" in r.output
+
+
+@pytest.mark.parametrize("shape,expected", [("4096x32768", (4096, 32768)), ("7,33", (7, 33)), ("scalar", ())])
+def test_parse_shape(shape: str, expected: tuple[int, ...]) -> None:
+    from tritred_cli.main import parse_dim, parse_shape
+
+    assert parse_shape(shape) == expected
+    assert parse_dim("-1") == -1 and parse_dim("0,1") == (0, 1) and parse_dim("none") is None
