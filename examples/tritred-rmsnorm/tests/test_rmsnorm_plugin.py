@@ -96,3 +96,14 @@ def test_entry_point_declared() -> None:
     assert [(ep.group, ep.name, ep.value) for ep in eps if ep.group == "tritred"] == [
         ("tritred", "tritred_rmsnorm", "tritred_rmsnorm.plugin")
     ]
+
+
+def test_conformance_kit(registry: tritred_core.Registry, device: str) -> None:
+    """tritred's conformance kit (what ``tritred check`` runs): every dtype x shape x case against torch."""
+    kit = pytest.importorskip("tritred_ops.testing")
+    if not hasattr(kit, "assert_conforms"):
+        pytest.skip("tritred_ops.testing has no assert_conforms")
+    # Rows in one pass, two normalized dims (dim=1: [5, 129]), and a row long enough for the multi-pass branch.
+    shapes = [((7, 33), -1), ((3, 5, 129), 1), ((2, 3000), -1)]
+    results = kit.assert_conforms(registry.get("rms_norm"), device=device, shapes=shapes, seed=0)
+    assert results and not any(r.skipped for r in results)

@@ -16,9 +16,12 @@ Two strategies, chosen by the ``tritred_launch_config`` hook (this package's own
 - ``multi_pass``: one sweep accumulates ``x**2`` lane-wise in a ``BLOCK_M x BLOCK_N`` fp32 tile (reduced once at
   the end), a second sweep normalizes and writes (its read usually hits L2).
 
-Masked lanes load 0, which adds nothing to the sum of squares. This module uses only the public API of
-``tritred_core``; the host-side helpers below (device info, canonical problem, cached decision) are small copies
-of what ``tritred_ops`` keeps private.
+A ``split`` config (from some other plugin) runs as ``multi_pass``; ``BLOCK_K`` and ``num_programs`` are not used
+(the problem is always ``M x N x 1``, one program per ``BLOCK_M`` rows). Masked lanes load 0, which adds nothing
+to the sum of squares.
+
+This module uses only the public API of ``tritred_core``; the host-side helpers below (device info, canonical
+problem, cached decision) are small copies of what ``tritred_ops`` keeps private.
 """
 
 from __future__ import annotations
