@@ -60,3 +60,9 @@ def fake_registry(use_registry: Callable[[Registry], Registry]) -> Callable[...,
         return use_registry(reg)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    """Where tritred's kernels run: CUDA when present, else the CPU interpreter."""
+    return "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") else "cpu"

@@ -317,7 +317,8 @@ def check_cmd(
     else:
         names = list(reg.reductions(strict=False))
         if not names:
-            raise UsageError("no reductions are registered (see `tritred plugins`)")
+            errors = "; ".join(f"{p.name}: {p.error}" for p in reg.plugins() if p.error)
+            raise UsageError("no reductions are registered" + (f" (plugin errors: {errors})" if errors else ""))
     from tritred_ops import testing
 
     device = "cpu" if _interpreting() else "cuda"
