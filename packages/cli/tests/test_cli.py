@@ -180,3 +180,16 @@ def test_parse_shape(shape: str, expected: tuple[int, ...]) -> None:
 
     assert parse_shape(shape) == expected
     assert parse_dim("-1") == -1 and parse_dim("0,1") == (0, 1) and parse_dim("none") is None
+
+
+def test_bench_exits_1_when_tritred_is_wrong(cli: Callable[..., Any], fake_registry: Callable[..., Registry],
+                                             tmp_path: Path) -> None:
+    fake_registry(fake_reduction("sum", lambda x, dim=None: torch.sum(x, dim) + 1))
+    j = tmp_path / "b.json"
+    r = cli("bench", "--quick", "sum", "--json", str(j))
+    assert r.exit_code == 1, r.output
+    cases = json.loads(j.read_text())["cases"]
+    assert cases and all(c["providers"]["tritred"]["status"] == "failed" for c in cases)
+    assert all(c["providers"]["eager"]["status"] == "ok" and c["bytes"] > 0 for c in cases)
+    assert "wrong result" in cases[0]["providers"]["tritred"]["message"]
+    assert cli("bench", "--quick", "no_such_op").exit_code == 2

@@ -411,7 +411,7 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
                          suite=suite, started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                          timing=timing, versions=versions)
 
-    def one(i: int, case: Case) -> CaseResult:
+    def _one_case(i: int, case: Case) -> CaseResult:
         try:
             rec = reg.get(case.op)
         except Exception as e:
@@ -438,11 +438,11 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
             task = bar.add_task("", total=len(cases))
             for i, case in enumerate(cases):
                 bar.update(task, description=case.label)
-                report.results.append(one(i, case))
+                report.results.append(_one_case(i, case))
                 bar.advance(task)
     else:
         for i, case in enumerate(cases):
-            report.results.append(one(i, case))
+            report.results.append(_one_case(i, case))
     return report
 
 

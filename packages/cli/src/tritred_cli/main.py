@@ -203,8 +203,9 @@ def parse_dim(text: str) -> int | tuple[int, ...] | None:
 
 
 def _device_info(device: str) -> Any:
-    """The DeviceInfo to plan for: ``h200`` (FAKE_H200), ``cuda`` (the real GPU), ``cpu`` (interpreter)."""
-    from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER
+    """The DeviceInfo to plan for: ``h200`` (``tritred_core.testing.FAKE_H200``), ``cuda`` (the real GPU) or ``cpu``
+    (the Triton interpreter), the latter two as ``tritred_ops._common.device_info`` reads them."""
+    from tritred_core.testing import FAKE_H200
 
     d = device.lower()
     if d == "h200":
@@ -222,7 +223,10 @@ def _device_info(device: str) -> Any:
 
         return device_info(torch.device(d))
     if d in ("cpu", "interpreter"):
-        return FAKE_INTERPRETER
+        import torch
+        from tritred_ops._common import device_info
+
+        return device_info(torch.device("cpu"))  # what the ops plan with under the interpreter
     raise UsageError(f"bad --device {device!r}: expected auto, cuda, cpu or h200")
 
 

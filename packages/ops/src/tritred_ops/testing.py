@@ -211,7 +211,7 @@ def _compare_leaf(path: str, o: torch.Tensor, r: torch.Tensor, tol_dtype: torch.
     if check_dtype and o.dtype != r.dtype:
         return Comparison(False, math.inf, math.inf, f"{path}: dtype {_dtype_name(o.dtype)}, "
                                                      f"expected {_dtype_name(r.dtype)}")
-    o, r = o.detach().cpu(), r.detach().cpu()
+    o, r = o.detach(), r.detach().to(o.device)  # compared where they are (a GPU is faster at it)
     if o.numel() == 0:
         return Comparison(True)
     floating = o.dtype.is_floating_point or o.dtype.is_complex
@@ -329,7 +329,7 @@ def _upcast(t: torch.Tensor) -> torch.Tensor:
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    a, b = a.detach().cpu(), b.detach().cpu()
+    a, b = a.detach(), b.detach().to(a.device)
     eq = a == b
     if a.dtype.is_floating_point:
         eq = eq | (a.isnan() & b.isnan())
@@ -397,7 +397,7 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
     """One check; None when ``case`` does not apply to this input."""
     name, dt = rec.spec.name, _dtype_name(dtype)
 
-    def result(ok: bool, message: str = "", error: str | None = None, cmp: Comparison | None = None,
+    def _result(ok: bool, message: str = "", error: str | None = None, cmp: Comparison | None = None,
                skipped: bool = False) -> CheckResult:
         return CheckResult(op=name, dtype=dt, shape=sc.shape, case=case, ok=ok, error=error, message=message,
                            dim=sc.dim, seed=seed, max_abs_err=cmp.max_abs_err if cmp else 0.0,
@@ -406,10 +406,10 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
     try:
         args, kwargs = rec.make_inputs(sc.shape, dtype, device=device, dim=sc.dim, seed=seed)
     except Exception as e:
-        return result(True, f"not applicable: make_inputs rejects this shape ({_exc(e)})", skipped=True)
+        return _result(True, f"not applicable: make_inputs rejects this shape ({_exc(e)})", skipped=True)
     args = list(args)
     if not args or not isinstance(args[0], torch.Tensor):
-        return result(False, "make_inputs must return the input tensor first", error="harness")
+        return _result(False, "make_inputs must return the input tensor first", error="harness")
     x = _apply_case(case, args[0])
     if x is None:
         return None
@@ -445,13 +445,13 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
 
     if ref64_exc is not None and native_exc is not None:  # the reference rejects this input: so must impl
         if impl_exc is None:
-            return result(False, f"torch raises {_exc(native_exc)} but the implementation returned a result")
+            return _result(False, f"torch raises {_exc(native_exc)} but the implementation returned a result")
         if _compatible(impl_exc, native_exc):
-            return result(True, f"both raise ({type(native_exc).__name__} / {type(impl_exc).__name__})")
-        return result(False, f"torch raises {type(native_exc).__name__}, the implementation {_exc(impl_exc)}",
+            return _result(True, f"both raise ({type(native_exc).__name__} / {type(impl_exc).__name__})")
+        return _result(False, f"torch raises {type(native_exc).__name__}, the implementation {_exc(impl_exc)}",
                       error=_exc(impl_exc))
     if impl_exc is not None:
-        return result(False, "the implementation raised", error=_exc(impl_exc))
+        return _result(False, "the implementation raised", error=_exc(impl_exc))
 
     # Structure, shapes, dtypes: torch's dtype-exact call (or its meta kernel when CPU torch lacks the dtype).
     expected = native
@@ -465,10 +465,10 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
     if expected is not None:
         shape_check = _structure(out, expected, device)
         if shape_check:
-            return result(False, shape_check)
+            return _result(False, shape_check)
     pairs, err = _leaves(out, values_ref)
     if err:
-        return result(False, err)
+        return _result(False, err)
     out_dtypes = [o.dtype for _, o, _ in pairs]
     exp_pairs = _leaves(expected, values_ref)[0] if expected is not None else []
     tol_dtypes = [o.dtype for _, o, _ in exp_pairs] if len(exp_pairs) == len(pairs) else out_dtypes
@@ -481,7 +481,7 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
         atols = [_offset_atol(a, d) for a, d in zip(atols, tol_dtypes)]
     cmp = compare(out, values_ref, tol_dtypes, atol=atols, check_dtype=False)
     if not cmp.ok:
-        return result(False, cmp.message, cmp=cmp)
+        return _result(False, cmp.message, cmp=cmp)
 
     # Inputs: untouched, unless the reference updates them in place too (batch_norm's running statistics).
     after = _flat_tensors(args, kwargs)
@@ -491,7 +491,7 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
         ref_changed = ref64_exc is None and not _same_bits(before64[i], after64[i][1])
         if not ref_changed:
             if not _same_bits(orig, now):
-                return result(False, f"{label} was modified by the implementation (torch leaves it untouched)",
+                return _result(False, f"{label} was modified by the implementation (torch leaves it untouched)",
                               cmp=cmp)
             continue
         a = None
@@ -499,8 +499,8 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
             a = _slack_atol(native_after[i][1], after64[i][1], now.dtype)
         c = compare(now, after64[i][1], now.dtype, atol=a, check_dtype=False)
         if not c.ok:
-            return result(False, f"in-place update of {label} differs from torch's: {c.message}", cmp=c)
-    return result(True, cmp=cmp)
+            return _result(False, f"in-place update of {label} differs from torch's: {c.message}", cmp=c)
+    return _result(True, cmp=cmp)
 
 
 def _offset_atol(atol: float | None, dtype: torch.dtype) -> float | None:
@@ -514,7 +514,7 @@ def _slack_atol(native: torch.Tensor, ref64: torch.Tensor, dtype: torch.dtype) -
     """``atol`` widened to TORCH_ERROR_SLACK x torch's own error in ``dtype`` (None: the dtype's default)."""
     if not dtype.is_floating_point or native.shape != ref64.shape or native.numel() == 0:
         return None
-    n, r = native.detach().cpu().to(torch.float64), ref64.detach().cpu().to(torch.float64)
+    n, r = native.detach().to(torch.float64), ref64.detach().to(native.device, torch.float64)
     ok = n.isfinite() & r.isfinite()
     if not ok.any():
         return None
