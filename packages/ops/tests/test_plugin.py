@@ -1,0 +1,41 @@
+"""tritred_ops registers through the entry point like any plugin; records and heuristics are complete."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tritred_core import get_registry
+from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER, assert_valid_launch_configs, problem_grid
+
+BUILTINS = {"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean", "softmax",
+            "log_softmax", "logsumexp", "layer_norm", "batch_norm"}
+
+
+def test_every_builtin_registered_by_tritred_ops():
+    reds = get_registry().reductions()
+    assert BUILTINS <= set(reds)
+    for name in BUILTINS:
+        assert reds[name].spec.plugin == "tritred_ops", name
+        assert reds[name].spec.version == "0.1.0"
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_record_problem_and_bytes_on_meta(name):
+    rec = get_registry().get(name)
+    shape = (4, 6, 10) if name != "batch_norm" else (4, 6, 5, 5)
+    args, kwargs = rec.make_inputs(shape, torch.float32, device="meta", dim=-1 if name != "batch_norm" else None)
+    problem = rec.problem(*args, **kwargs)
+    assert problem.op == name and problem.numel == 240 if name != "batch_norm" else problem.numel == 600
+    assert rec.byte_count(*args, **kwargs) >= 4 * 240
+
+
+@pytest.mark.parametrize("device", [FAKE_H200, FAKE_INTERPRETER], ids=["h200", "interpreter"])
+@pytest.mark.parametrize("name", sorted(BUILTINS - {"batch_norm"}))
+def test_builtin_heuristic_answers_the_grid(name, device):
+    reg = get_registry()
+    configs = assert_valid_launch_configs(reg, reg.get(name).spec, device, problem_grid(name, "bfloat16"))
+    assert {c.decided_by for c in configs} == {"tritred_ops"}
+    strategies = {c.strategy for c in configs}
+    assert "single_pass" in strategies and "multi_pass" in strategies
+    if reg.get(name).spec.family in ("reduce", "statistics"):
+        assert "split" in strategies  # few outputs with long rows split N
