@@ -105,39 +105,42 @@ SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
                      summary="per-channel statistics over (batch, *spatial); running stats updated in training")
 
 
-def _bsc(t: torch.Tensor) -> tuple[int, int, int, int] | None:
-    """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S), or None if the spatial dims don't merge."""
-    spatial = [d for d in range(2, t.dim()) if t.shape[d] != 1]
-    S = C.prod([t.shape[d] for d in spatial])
-    s_s = t.stride(spatial[-1]) if spatial else 1
-    for a, b in zip(spatial, spatial[1:]):
+def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
+    """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S) with its spatial dims merged in ``order``
+    (any order: the statistics ignore it and the output uses the same one), or None if they don't merge."""
+    S = C.prod([t.shape[d] for d in order])
+    s_s = t.stride(order[-1]) if order else 1
+    for a, b in zip(order, order[1:]):
         if t.stride(a) != t.stride(b) * t.shape[b]:
             return None
     return S, t.stride(0), s_s, t.stride(1)
 
 
-def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int], tuple[int, ...],
-                                                          tuple[int, ...]]:
-    """(x, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow it."""
-    vx, vy = _bsc(x), _bsc(y)
+def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
+                                                          tuple[int, ...], tuple[int, ...]]:
+    """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow."""
+    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride(d))
+    vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
         C.log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
         x = x.contiguous()
-        vx, vy = _bsc(x), _bsc(y)
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        order = [d for d in range(2, x.dim()) if x.shape[d] != 1]
+        vx, vy = _bsc(x, order), _bsc(y, order)
         assert vx is not None and vy is not None
     B, Ch = x.shape[0], x.shape[1]
     (S, xb, xs, xc), (_, yb, ys, yc) = vx, vy
     if S == 1:  # [B, C]: the batch is the spatial axis
-        return x, (1, B, Ch), (0, xb, xc), (0, yb, yc)
+        return x, y, (1, B, Ch), (0, xb, xc), (0, yb, yc)
     if B == 1 or (xb == S * xs and yb == S * ys):  # channels-last (or one image): batch and spatial merge
-        return x, (1, B * S, Ch), (0, xs, xc), (0, ys, yc)
-    return x, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
+        return x, y, (1, B * S, Ch), (0, xs, xc), (0, ys, yc)
+    return x, y, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
 
 
 def problem(x: torch.Tensor) -> Problem:
     """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
     y = torch.empty_like(x)
-    _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
+    _, _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
     return Problem(op="batch_norm", dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
                    stride_k=xc)
 
@@ -192,7 +195,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     y = torch.empty_like(input)
     if input.numel() == 0:
         return y
-    x, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
+    x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
     prob = Problem(op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc)
     cfg: LaunchConfig = C.decide(SPEC, prob, x.device)
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs

@@ -23,13 +23,17 @@ from .reduce import _prepare
 
 
 @triton.jit
-def _finish(mean, m2, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.constexpr, WANT_MEAN: tl.constexpr):
+def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.constexpr, WANT_MEAN: tl.constexpr):
     """var = M2 / max(N - correction, 0) (inf or NaN when that is 0, as torch), std = sqrt(var)."""
     var = div_exact(m2, divisor, m2.dtype)
     if STD:
         var = sqrt_exact(var, m2.dtype)
     tl.store(out_ptr + offs, var, mask=mask)
     if WANT_MEAN:
+        # torch's Welford mean turns NaN as soon as an infinity meets any other element (inf - inf); ours is
+        # a sum, which stays infinite: follow torch.
+        mean = tl.where((var != var) & ((mean == float("inf")) | (mean == float("-inf"))) & (cnt > 1),
+                        float("nan"), mean)
         tl.store(mean_ptr + offs, mean, mask=mask)
 
 
@@ -58,7 +62,7 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(out_ptr + offs, m2, mask=row_ok)
         tl.store(mean_ptr + offs, mean, mask=row_ok)
     else:
-        _finish(mean, m2, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
+        _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
 
 
 @triton.jit
@@ -86,7 +90,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(out_ptr + offs, m2, mask=k_ok)
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
-        _finish(mean, m2, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
+        _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
 
 
 @triton.jit
@@ -104,7 +108,8 @@ def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_
     p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
     p_n = tl.where(mask, p_n[None, :], 0)
     mean, m2, cnt = tl.reduce((p_mean, p_m2, p_n), 1, chan_fn)
-    _finish(mean, m2, divisor, out_ptr, mean_ptr, (rows // K) * s_om + (rows % K) * s_ok, row_ok, STD, WANT_MEAN)
+    _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, (rows // K) * s_om + (rows % K) * s_ok, row_ok, STD,
+            WANT_MEAN)
 
 
 SPECS = {
