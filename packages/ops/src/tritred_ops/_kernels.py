@@ -143,15 +143,29 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
-def chunk_stats(x, mask, axis: tl.constexpr):
-    """(mean, M2, count) of the valid lanes of a register tile along ``axis``: the corrected two-pass algorithm.
+def welford_update(mean, m2, cnt, x, mask):
+    """Per-lane Welford (1962) step: each lane takes one new element; masked lanes are unchanged.
+
+    Loops use this instead of reducing every chunk across lanes (no cross-warp traffic inside the loop); the
+    lanes are merged once at the end with :func:`chan_fn`.
+    """
+    cnt = cnt + mask.to(cnt.dtype)
+    delta = x - mean
+    mean = mean + tl.where(mask, delta / tl.where(cnt > 0, cnt, 1), 0.0)
+    m2 = m2 + tl.where(mask, delta * (x - mean), 0.0)
+    return mean, m2, cnt
+
+
+@triton.jit
+def chunk_stats(x, mask, axis: tl.constexpr, n):
+    """(mean, M2) of the ``n`` valid lanes of a register tile along ``axis``: the corrected two-pass algorithm.
 
     The first mean carries the rounding of a sum of large values (rows far from 0); the deviations' own sum
     ``c`` corrects it: mean += c / n and M2 = sum(d^2) - c^2 / n (Chan, Golub & LeVeque 1983). The tile is in
-    registers, so the extra reduction reads no memory.
+    registers, so the extra reduction reads no memory. ``n`` (> 0) is given: counting the mask would cost a
+    fourth reduction.
     """
-    n = tl.sum(mask.to(x.dtype), axis)
-    n_safe = tl.where(n > 0, n, 1)
+    n_safe = n
     mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
     if axis == 0:
         d = tl.where(mask, x - mean[None, :], 0.0)
@@ -159,4 +173,4 @@ def chunk_stats(x, mask, axis: tl.constexpr):
         d = tl.where(mask, x - mean[:, None], 0.0)
     c = tl.sum(d, axis)
     corr = div_exact(c, n_safe, x.dtype)
-    return mean + corr, tl.sum(d * d, axis) - c * corr, n
+    return mean + corr, tl.sum(d * d, axis) - c * corr

@@ -5,9 +5,9 @@ inputs alike; spatial dims that do not merge are gathered, logged). When the bat
 spatial stride (channels-last), batch and spatial merge into one axis.
 
 Training runs three launches, all deterministic:
-1. ``_stats_kernel``: programs own BLOCK_K channels and a contiguous range of (batch, spatial-chunk) tiles;
-   each tile [BLOCK_N spatial, BLOCK_K channels] is reduced two-pass and merged (Chan et al. 1979) into
-   per-program partials (mean, M2, count).
+1. ``_stats_kernel``: programs own BLOCK_K channels and a contiguous range of [BLOCK_M batch, BLOCK_N
+   spatial, BLOCK_K channel] tiles; every lane runs Welford's update, lanes are merged (Chan et al. 1979) into
+   per-program partials (mean, M2, count). NCHW tiles run along the spatial axis, channels-last along C.
 2. ``_finalize_kernel``: merges each channel's partials in a fixed order, writes fp32 mean and rstd, and updates
    ``running_mean``/``running_var`` in place with ``momentum`` (the unbiased variance, as torch).
 3. ``_apply_kernel``: ``y = (x - mean) * rstd * weight + bias``, tile by tile in the input's layout.
@@ -22,28 +22,31 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
+from ._kernels import acc_dtype, chan_fn, div_exact, sqrt_exact, tl_dtype, welford_update
 
 
 @triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
-                  ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    """Partial (mean, M2, count) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles."""
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
     t_lo = tl.program_id(1) * tiles_per_split
-    t_hi = tl.minimum(B * s_chunks, t_lo + tiles_per_split)
-    mean = tl.zeros([BLOCK_K], ACC)
-    m2 = tl.zeros([BLOCK_K], ACC)
-    cnt = tl.zeros([BLOCK_K], ACC)
+    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    mean = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
+    m2 = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
+    cnt = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
     for t in range(t_lo, t_hi):
-        b = t // s_chunks  # one scalar division per tile, not per element
-        ss = (t % s_chunks) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = (ss < S)[:, None] & c_ok[None, :]
-        x = tl.load(x_ptr + b.to(tl.int64) * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask,
-                    other=0).to(ACC)
-        t_mean, t_m2, t_n = chunk_stats(x, mask, 0)
-        mean, m2, cnt = chan_fn(mean, m2, cnt, t_mean, t_m2, t_n)
+        bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # one scalar division per tile
+        ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
+        offs = bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c
+        x = tl.load(x_ptr + offs, mask=mask, other=0).to(ACC)
+        mean, m2, cnt = welford_update(mean, m2, cnt, x, mask)
+    mean, m2, cnt = tl.reduce((mean, m2, cnt), 1, chan_fn)
+    mean, m2, cnt = tl.reduce((mean, m2, cnt), 0, chan_fn)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
@@ -76,28 +79,30 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, r
 @triton.jit
 def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps,
                   FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile."""
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
     cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     t = pid // c_blocks
-    b = (t // s_chunks).to(tl.int64)
+    bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cs < C
-    mask = (ss < S)[:, None] & c_ok[None, :]
+    mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
     mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
         rstd = div_exact(1.0, sqrt_exact(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
     else:
         rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0).to(ACC)
-    x = tl.load(x_ptr + b * s_b + ss[:, None] * s_s + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
-    y = (x - mean[None, :]) * rstd[None, :]
+    x = tl.load(x_ptr + bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c, mask=mask,
+                other=0).to(ACC)
+    y = (x - mean[None, None, :]) * rstd[None, None, :]
     if HAS_W:
-        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
+        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, None, :]
     if HAS_B:
-        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
-    tl.store(y_ptr + b * y_b + ss[:, None] * y_s + cs[None, :] * y_c, y, mask=mask)
+        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, None, :]
+    tl.store(y_ptr + bs[:, None, None] * y_b + ss[None, :, None] * y_s + cs[None, None, :] * y_c, y, mask=mask)
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
@@ -203,14 +208,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     b = bias.reshape(-1) if bias is not None else y
     if training:
         dev = x.device
-        tiles = B * C.cdiv(S, cfg.BLOCK_N)
+        tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
         split = max(1, min(cfg.split, tiles))
         tiles_per_split = C.cdiv(tiles, split)
         split = C.cdiv(tiles, tiles_per_split)
         pm, pm2, pn = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(3))
         _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
-            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
         mean = torch.empty(Ch, dtype=acc, device=dev)
         rstd = torch.empty(Ch, dtype=acc, device=dev)
         has_running = running_mean is not None and running_var is not None
@@ -218,14 +224,14 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
             pm, pm2, pn, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
-            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split, BLOCK_C=block_c,
-            BLOCK_S=block_s)
+            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split,
+            BLOCK_C=block_c, BLOCK_S=block_s)
         stats = (mean, rstd)
     else:
         stats = (running_mean, running_var)  # type: ignore[assignment]
-    grid = (C.cdiv(Ch, cfg.BLOCK_K) * B * C.cdiv(S, cfg.BLOCK_N),)
+    grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
     _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, float(eps),
                         FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
-                        BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+                        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
     return y
 

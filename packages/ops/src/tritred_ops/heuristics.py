@@ -74,16 +74,19 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 
 def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
-    """batch_norm statistics: Problem is (M=batch, N=spatial, K=channels) with the strides of the input."""
+    """batch_norm: Problem is (M=batch, N=spatial, K=channels) with the input's strides; tiles are
+    [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channels] along whichever of spatial (NCHW) or channels
+    (channels-last) is contiguous."""
     N, K = max(problem.N, 1), problem.K
     channels_fast = problem.stride_k == 1 and problem.stride_n != 1
     block_k = min(next_pow2(K), 64 if caps.tile >= 4096 else 16) if channels_fast else 1
     block_n = max(1, min(next_pow2(N), caps.tile // block_k))
-    tiles = problem.M * cdiv(N, block_n)
+    block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
+    tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
     channel_blocks = cdiv(K, block_k)
     split = max(1, min(tiles, cdiv(caps.programs, channel_blocks)))
-    return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=_warps(block_n * block_k, caps))
+    return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                        num_warps=_warps(block_m * block_n * block_k, caps))
 
 
 @hookimpl(trylast=True)

@@ -2,7 +2,7 @@
 
 ``single_pass``: the row stays in registers; mean, then the sum of squared deviations (two-pass, exact), then
 ``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
-square root, as torch). ``multi_pass``: a first sweep merges per-chunk two-pass statistics (Chan et al. 1979),
+square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics merged once (Chan et al. 1979),
 a second sweep normalizes and writes (the row's second read usually hits L2).
 """
 
@@ -16,7 +16,7 @@ import triton.language as tl
 from tritred_core import ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype, welford_update
 
 
 @triton.jit
@@ -34,17 +34,17 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
-        mean, m2, _ = chunk_stats(x, mask, 1)
-    else:
-        mean = tl.zeros([BLOCK_M], ACC)
-        m2 = tl.zeros([BLOCK_M], ACC)
-        cnt = tl.zeros([BLOCK_M], ACC)
+        mean, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
+    else:  # per-lane Welford sweep, lanes merged once
+        mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        cnt_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         for n0 in range(0, N, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
-            c_mean, c_m2, c_n = chunk_stats(x, mask, 1)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
+        mean, m2, _ = tl.reduce((mean_l, m2_l, cnt_l), 1, chan_fn)
     rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -125,7 +125,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         mean if mean is not None else dummy, rstd if rstd is not None else dummy,
         R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, float(eps),
         HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)),
-        SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps)
+        SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
     return y, mean, rstd
 
 

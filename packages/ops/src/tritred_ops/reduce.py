@@ -34,6 +34,8 @@ from ._kernels import (
     argmax_fn,
     argmin_fn,
     combine,
+    max_fn,
+    min_fn,
     div_exact,
     identity,
     tile_reduce,
@@ -105,41 +107,57 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 @triton.jit
 def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
-                     SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                     SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
     row_off = m * s_xm + k * s_xk
-    n_lo = tl.program_id(1) * n_per_split
-    n_hi = tl.minimum(N, n_lo + n_per_split)
-    acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
-    # Masked lanes carry an index past every real one, so a tie with the identity never picks them.
-    acc_i = tl.full([BLOCK_M, BLOCK_N], 0x7FFFFFFFFFFFFFFF, tl.int64)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        cols = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
-        mask = row_ok[:, None] & (cols < n_hi)[None, :]
-        offs = row_off[:, None] + cols[None, :] * s_xn
-        v = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0).to(ACC), IDENT)
-        if HAS_IDX_IN:  # combining split partials: the index travels with its value
-            i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
-        else:
-            i = tl.where(mask, cols[None, :], 0x7FFFFFFFFFFFFFFF)
+    if SINGLE:
+        # Whole row in registers: the extreme value first, then the smallest index holding it (two plain
+        # reductions are cheaper than one reduction of (value, index) pairs).
+        cols = tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols < N)[None, :]
+        v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask,
+                                   other=0).to(ACC), IDENT)
         if IS_MAX:
-            acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
+            best = tl.reduce(v, 1, max_fn)
         else:
-            acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
-    if IS_MAX:
-        rv, ri = tl.reduce((acc_v, acc_i), 1, argmax_fn)
-    else:
-        rv, ri = tl.reduce((acc_v, acc_i), 1, argmin_fn)
-    if SPLIT > 1:
-        tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
-        tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
-    else:
-        tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
+            best = tl.reduce(v, 1, min_fn)
+        hit = (v == best[:, None]) | ((v != v) & (best != best)[:, None])
+        ri = tl.min(tl.where(hit & mask, cols[None, :], BLOCK_N), 1).to(tl.int64)
+        tl.store(val_ptr + m * s_om + k * s_ok, best, mask=row_ok)
         tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
+    else:
+        n_lo = tl.program_id(1) * n_per_split
+        n_hi = tl.minimum(N, n_lo + n_per_split)
+        acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        # Masked lanes carry an index past every real one, so a tie with the identity never picks them.
+        acc_i = tl.full([BLOCK_M, BLOCK_N], 0x7FFFFFFFFFFFFFFF, tl.int64)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            cols = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+            mask = row_ok[:, None] & (cols < n_hi)[None, :]
+            offs = row_off[:, None] + cols[None, :] * s_xn
+            v = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0).to(ACC), IDENT)
+            if HAS_IDX_IN:  # combining split partials: the index travels with its value
+                i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
+            else:
+                i = tl.where(mask, cols[None, :], 0x7FFFFFFFFFFFFFFF)
+            if IS_MAX:
+                acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
+            else:
+                acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
+        if IS_MAX:
+            rv, ri = tl.reduce((acc_v, acc_i), 1, argmax_fn)
+        else:
+            rv, ri = tl.reduce((acc_v, acc_i), 1, argmin_fn)
+        if SPLIT > 1:
+            tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
+            tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
+        else:
+            tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
+            tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
 
 
 @triton.jit
@@ -211,7 +229,8 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     R = view.M * view.K
     ident = identity(op, acc)
-    consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps)
+    consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps,
+                  num_stages=cfg.num_stages)
     split = cfg.split if cfg.strategy == "split" else 1
     nps = C.cdiv(view.N, split) if split > 1 else builtins.max(view.N, 1)
     if split > 1:
@@ -389,7 +408,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Te
     R = view.M * view.K
     is_max = name == "max"
     consts = dict(IS_MAX=is_max, IDENT=identity(MAX if is_max else MIN, acc), ACC=tl_dtype(acc),
-                  num_warps=cfg.num_warps)
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     split = cfg.split if cfg.strategy == "split" else 1
     nps = view.N
     if split > 1:
@@ -403,7 +422,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Te
     if C.rows_layout(view):
         _arg_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
             src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, HAS_IDX_IN=False, SPLIT=split,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+            SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         _arg_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
             src, pv, pi, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, SPLIT=split,
@@ -413,7 +432,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Te
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
         _arg_rows_kernel[(C.cdiv(R, block_m), 1)](
             pv, pi, values, indices, R, split, view.K, view.K * split, 1, split, som, sok, split,
-            HAS_IDX_IN=True, SPLIT=1, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+            HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
     return MaxMin(values, indices)
 
 

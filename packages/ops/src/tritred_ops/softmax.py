@@ -76,15 +76,19 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         else:
             tl.store(y_row[:, None] + cols[None, :] * s_yn, (x - m[:, None]) - tl.log(s)[:, None], mask=mask)
     else:
-        m_l = tl.full([BLOCK_M, BLOCK_N], float("-inf"), ACC)
-        s_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        # Online softmax with one exp per element: each chunk's max rescales the running sum once per row.
+        m = tl.full([BLOCK_M], float("-inf"), ACC)
+        s = tl.zeros([BLOCK_M], ACC)
         for n0 in range(0, N, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
             x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
-            m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_M, BLOCK_N], 1.0, ACC))
-        m, s = tl.reduce((m_l, s_l), 1, _online_fn)
+            m_new = max_fn(m, tl.reduce(x, 1, max_fn))
+            # -inf lanes add 0 even while the row max is still -inf (where exp(-inf - -inf) would be NaN)
+            e = tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new[:, None]))
+            s = tl.where(m == float("-inf"), 0.0, s * tl.exp(m - m_new)) + tl.sum(e, 1)
+            m = m_new
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
@@ -154,7 +158,7 @@ def _launch(mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: tor
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)), SINGLE=single,
-                  num_warps=cfg.num_warps)
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if C.rows_layout(view):
         R = view.M * view.K
         _rows_kernel[(C.cdiv(R, cfg.BLOCK_M),)](x, y, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk,

@@ -1,8 +1,9 @@
-"""var, std, var_mean, std_mean: one-sweep statistics with chunked two-pass + Chan merges.
+"""var, std, var_mean, std_mean: one-sweep statistics, Welford lanes merged by Chan's formula.
 
-Each BLOCK_N chunk is held in registers and reduced two-pass (mean, then sum of squared deviations), and chunk
-results are merged with the parallel update of Chan, Golub & LeVeque (1979), the pairwise form of Welford
-(1962). That reads the input once and never forms E[x^2] - E[x]^2, so rows with a large mean keep their
+``single_pass``: the row is one register tile, reduced by the corrected two-pass algorithm (exact for rows far
+from 0). ``multi_pass``/``split``: each lane of the [BLOCK_M, BLOCK_N] tile runs Welford's (1962) update over
+the chunks, and the lanes are merged once at the end with the parallel formula of Chan, Golub & LeVeque (1979).
+Either way the input is read once and E[x^2] - E[x]^2 is never formed, so rows with a large mean keep their
 precision. Split partials (mean, M2) are merged in a fixed order by ``_stats_combine_kernel`` (deterministic);
 their counts are recomputed from the split geometry rather than stored.
 """
@@ -18,7 +19,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype, welford_update
 from .reduce import _prepare
 
 
@@ -40,7 +41,7 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 @triton.jit
 def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -48,15 +49,22 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
     x_row = x_ptr + m * s_xm + k * s_xk
     n_lo = tl.program_id(1) * n_per_split
     n_hi = tl.minimum(N, n_lo + n_per_split)
-    mean = tl.zeros([BLOCK_M], ACC)
-    m2 = tl.zeros([BLOCK_M], ACC)
-    cnt = tl.zeros([BLOCK_M], ACC)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & (cols < n_hi)[None, :]
+    if SINGLE:  # the row is one register tile: exact corrected two-pass
+        cols = tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
-        c_mean, c_m2, c_n = chunk_stats(x, mask, 1)
-        mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+        cnt = tl.full([BLOCK_M], N, ACC)
+        mean, m2 = chunk_stats(x, mask, 1, cnt)
+    else:  # per-lane Welford over the chunks, lanes merged once at the end
+        mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        cnt_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N)
+            mask = row_ok[:, None] & (cols < n_hi)[None, :]
+            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
+        mean, m2, cnt = tl.reduce((mean_l, m2_l, cnt_l), 1, chan_fn)
     if SPLIT > 1:
         offs = rows * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=row_ok)
@@ -68,7 +76,7 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
 @triton.jit
 def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = (tl.program_id(0) // k_blocks).to(tl.int64)
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -76,15 +84,22 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1) * n_per_split
     n_hi = tl.minimum(N, n_lo + n_per_split)
-    mean = tl.zeros([BLOCK_K], ACC)
-    m2 = tl.zeros([BLOCK_K], ACC)
-    cnt = tl.zeros([BLOCK_K], ACC)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        ns = n0 + tl.arange(0, BLOCK_N)
-        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+    if SINGLE:
+        ns = tl.arange(0, BLOCK_N)
+        mask = (ns < N)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
-        c_mean, c_m2, c_n = chunk_stats(x, mask, 0)
-        mean, m2, cnt = chan_fn(mean, m2, cnt, c_mean, c_m2, c_n)
+        cnt = tl.full([BLOCK_K], N, ACC)
+        mean, m2 = chunk_stats(x, mask, 0, cnt)
+    else:
+        mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+        m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+        cnt_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            ns = n0 + tl.arange(0, BLOCK_N)
+            mask = (ns < n_hi)[:, None] & k_ok[None, :]
+            x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
+        mean, m2, cnt = tl.reduce((mean_l, m2_l, cnt_l), 0, chan_fn)
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
@@ -133,7 +148,9 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
     if split > 1:
         nps = C.cdiv(C.cdiv(view.N, split), cfg.BLOCK_N) * cfg.BLOCK_N
         split = C.cdiv(view.N, nps)
-    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps)
+    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
+                  num_stages=cfg.num_stages)
+    single = cfg.strategy == "single_pass"
     if split > 1:
         p_m2 = torch.empty((R, split), dtype=acc, device=x.device)
         p_mean = torch.empty((R, split), dtype=acc, device=x.device)
@@ -141,18 +158,18 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
         _stats_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
-            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split,
+            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split, SINGLE=single,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         _stats_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
             x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split,
-            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+            SINGLE=single, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_s = C.next_pow2(split)
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 2048 // block_s))
         _stats_combine_kernel[(C.cdiv(R, block_m),)](
             p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, divisor, SPLIT=split,
-            BLOCK_M=block_m, BLOCK_S=block_s, **consts)
+            BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
 def _parse_correction(name: str, dim: object, unbiased: bool | None,
