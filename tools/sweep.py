@@ -1,0 +1,190 @@
+"""Config sweep on a GPU: time many launch configs per representative case, to design the heuristics.
+
+Not a product feature (``tritred tune`` is): a measurement script for developers. Usage on a CUDA machine:
+
+    for i in $(seq 0 7); do python tools/sweep.py --shard $i/8 --compile-only & done; wait   # fill the cache
+    python tools/sweep.py --out sweep.json                                                  # time, serially
+
+Each config is forced through a plugin (first non-None launch config wins), checked against torch once,
+and timed with triton.testing.do_bench (median). Prints the best config per case next to the built-in one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+
+import torch
+import triton
+from tritred_core import LaunchConfig, get_registry, hookimpl
+
+CASES = [
+    # (op, shape, dtype, dim)
+    ("softmax", (16384, 4096), torch.bfloat16, -1),
+    ("softmax", (4096, 32768), torch.bfloat16, -1),
+    ("softmax", (1024, 131072), torch.bfloat16, -1),
+    ("softmax", (65536, 1024), torch.bfloat16, -1),
+    ("softmax", (262144, 256), torch.bfloat16, -1),
+    ("layer_norm", (16384, 4096), torch.bfloat16, -1),
+    ("layer_norm", (4096, 32768), torch.bfloat16, -1),
+    ("layer_norm", (1024, 131072), torch.bfloat16, -1),
+    ("layer_norm", (65536, 1024), torch.bfloat16, -1),
+    ("layer_norm", (262144, 256), torch.bfloat16, -1),
+    ("sum", (16384, 4096), torch.bfloat16, -1),
+    ("sum", (262144, 256), torch.bfloat16, -1),
+    ("sum", (262144, 256), torch.float32, -1),
+    ("max", (16384, 4096), torch.bfloat16, -1),
+    ("max", (262144, 256), torch.float32, -1),
+    ("var", (16384, 4096), torch.bfloat16, -1),
+    ("var", (1024, 131072), torch.bfloat16, -1),
+    ("var", (262144, 256), torch.float32, -1),
+    ("sum", (16384, 4096), torch.bfloat16, 0),
+    ("sum", (256, 262144), torch.bfloat16, 0),
+    ("var", (16384, 4096), torch.float32, 0),
+    ("sum", (64, 4096, 256), torch.bfloat16, 1),
+    ("batch_norm", (64, 256, 56, 56), torch.bfloat16, None),
+    ("batch_norm", (256, 64, 56, 56), torch.bfloat16, None),
+    ("batch_norm", (32, 2048, 7, 7), torch.bfloat16, None),
+]
+
+
+def _p2(lo: int, hi: int) -> list[int]:
+    return [1 << i for i in range(int(math.log2(lo)), int(math.log2(hi)) + 1)]
+
+
+def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | None) -> list[LaunchConfig]:
+    """A compact grid around what should be good: tile sizes x warps (x stages for loops)."""
+    out: list[LaunchConfig] = []
+    if op == "batch_norm":
+        B, C, S = shape[0], shape[1], math.prod(shape[2:])
+        for bn, bm, w, sp in itertools.product([64, 256, 1024, 2048], [1, 4, 16, 32], [4, 8], [1, 4]):
+            if bn > 2 * triton.next_power_of_2(S) or bm * bn > 8192 or bm * bn < 512 or bm > B:
+                continue
+            out.append(LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=1, split=max(1, sp * 132 // C),
+                                    num_warps=w))
+        return out
+    inner = dim in (-1, len(shape) - 1)
+    N = shape[dim]
+    if inner:
+        R = math.prod(shape) // N
+        full = triton.next_power_of_2(N)
+        widths = {min(full, b) for b in (2048, 8192)} | ({full} if full <= 32768 else {16384})
+        for bn in sorted(widths):
+            single = bn >= N
+            for bm in (1, 2, 4, 8, 16):
+                if bm * bn > 32768 or bm * bn < 2048 or bm > R:
+                    continue
+                for w in (4, 8, 16):
+                    if not 8 <= bm * bn // (32 * w) <= 64:
+                        continue
+                    for st in ((1,) if single else (1, 3)):
+                        out.append(LaunchConfig(strategy="single_pass" if single else "multi_pass", BLOCK_M=bm,
+                                                BLOCK_N=bn, num_warps=w, num_stages=st))
+    else:
+        for (bk, bn), w, st, sp in itertools.product([(64, 32), (128, 32), (128, 64), (256, 16)], [4, 8], [1, 3],
+                                                     [1, 8]):
+            strat = "split" if sp > 1 else "multi_pass"
+            out.append(LaunchConfig(strategy=strat, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, num_stages=st, split=sp))
+    return out
+
+
+def make_call(op: str, shape, dtype, dim):
+    rec = get_registry().get(op)
+    args, kwargs = rec.make_inputs(shape, dtype, device="cuda", dim=dim, seed=0)
+    if op in ("softmax", "sum", "var"):
+        args, kwargs = (args[0], dim), {}
+    if op == "max":
+        args, kwargs = (args[0], dim), {}
+    nbytes = rec.byte_count(*args, **kwargs)
+
+    def run():
+        return rec.impl(*args, **kwargs)
+
+    def ref():
+        return rec.reference(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+    return run, ref, nbytes
+
+
+class Force:
+    def __init__(self, op: str, config: LaunchConfig) -> None:
+        self.op, self.config = op, config
+
+    @hookimpl
+    def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+        return self.config if spec.name == self.op else None
+
+
+def close(a, b) -> bool:
+    if isinstance(a, tuple):
+        return all(close(x, y) for x, y in zip(a, b))
+    if not a.dtype.is_floating_point:
+        return torch.equal(a, b)
+    return torch.allclose(a.float(), b.float(), rtol=3e-2, atol=3e-2, equal_nan=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shard", default="0/1")
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated ops")
+    a = ap.parse_args()
+    k, n = map(int, a.shard.split("/"))
+    reg = get_registry()
+    copy_gbps = 1.0
+    if not a.compile_only:
+        copy_src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+        copy_dst = torch.empty_like(copy_src)
+        copy_gbps = 2 * copy_src.numel() / triton.testing.do_bench(lambda: copy_dst.copy_(copy_src),
+                                                                   return_mode="median") / 1e6
+        del copy_src, copy_dst
+    results = []
+    jobs = [(c, cfg) for c in CASES if not a.only or c[0] in a.only.split(",") for cfg in [None, *configs_for(*c)]]
+    for j, ((op, shape, dtype, dim), cfg) in enumerate(jobs):
+        if j % n != k:
+            continue
+        name = None
+        if cfg is not None:
+            name = reg.register(Force(op, cfg), name=f"sweep-{j}")
+        try:
+            run, ref, nbytes = make_call(op, shape, dtype, dim)
+            out = run()
+            ok = True if a.compile_only else close(out, ref())
+            ms = float("nan") if a.compile_only or not ok else triton.testing.do_bench(run, warmup=10, rep=40,
+                                                                                        return_mode="median")
+        except Exception as e:  # a config that does not compile or run: record and go on
+            ok, ms, nbytes = False, float("nan"), 0
+            print(f"FAIL {op} {shape} {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        finally:
+            if name:
+                reg.unregister(name)
+        pct = 100 * nbytes / ms / 1e6 / copy_gbps if ms == ms else float("nan")
+        results.append(dict(op=op, shape=list(shape), dtype=str(dtype), dim=dim, ok=ok, ms=ms, pct=pct,
+                            config=None if cfg is None else cfg.model_dump(exclude={"decided_by", "tuned"})))
+        del run, ref
+    if a.compile_only:
+        return
+    # summary: built-in vs best, per case
+    print(f"copy {copy_gbps:.0f} GB/s")
+    for case in CASES:
+        rows = [r for r in results if (r["op"], tuple(r["shape"]), r["dtype"], r["dim"]) ==
+                (case[0], case[1], str(case[2]), case[3]) and r["ok"]]
+        if not rows:
+            continue
+        base = next((r for r in rows if r["config"] is None), None)
+        best = sorted((r for r in rows if r["config"] is not None), key=lambda r: r["ms"])[:3]
+        line = f"{case[0]} {case[1]} {str(case[2])[6:]} dim={case[3]}: builtin {base['pct'] if base else float('nan'):.0f}%"
+        for b in best:
+            c = b["config"]
+            line += (f" | {b['pct']:.0f}% {c['strategy'][:5]} M{c['BLOCK_M']} N{c['BLOCK_N']} K{c['BLOCK_K']} "
+                     f"w{c['num_warps']} s{c['num_stages']} sp{c['split']}")
+        print(line, flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(dict(copy_gbps=copy_gbps, results=results), f)
+
+
+if __name__ == "__main__":
+    main()
