@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,8 +120,31 @@ class View:
     strides: tuple[tuple[int, int, int], ...]
 
 
+_CACHE_LIMIT = 1 << 14  # entries in the registry's launch cache before it is cleared (unbounded shape streams)
+
+
+def _cached(key: tuple[Any, ...], make: Any) -> Any:
+    """registry.cache[key], computed by ``make()`` once (the hot path of a repeated call is dict lookups)."""
+    cache = get_registry().cache
+    try:
+        return cache[key]
+    except KeyError:
+        value = make()
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = value
+        return value
+
+
 def canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
                    reorder_reduced: bool = True) -> View | None:
+    """Cached :func:`_canonical_view` (see there)."""
+    key = ("view", tuple(shape), tuple(tuple(s) for s in strides), tuple(reduced), reorder_reduced)
+    return _cached(key, lambda: _canonical_view(shape, strides, reduced, reorder_reduced))  # type: ignore[no-any-return]
+
+
+def _canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
+                    reorder_reduced: bool = True) -> View | None:
     """Describe tensors of one logical ``shape`` (per-tensor ``strides``; 0 on dims a tensor lacks) as M x N x K.
 
     Dims of size 1 are dropped. Adjacent kept dims merge when they merge in every tensor; reduced dims merge the
@@ -177,6 +200,8 @@ def rows_layout(view: View) -> bool:
 def device_info(device: torch.device) -> DeviceInfo:
     """What the heuristics need to know about ``device``; cached per device in the registry's cache."""
     reg = get_registry()
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     key = ("device", str(device))
     info = reg.cache.get(key)
     if info is None:
@@ -195,15 +220,19 @@ def device_info(device: torch.device) -> DeviceInfo:
     return info  # type: ignore[no-any-return]
 
 
-def decide(spec: ReductionSpec, problem: Problem, device: torch.device) -> LaunchConfig:
-    """The launch config for ``problem``: asked from the hook once per problem key, then served from cache."""
-    reg = get_registry()
-    key = (spec.name, problem, str(device))
-    config = reg.cache.get(key)
-    if config is None:
-        config = reg.launch_config(spec, problem, device_info(device))
-        reg.cache[key] = config
-    return config  # type: ignore[no-any-return]
+def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "strided",
+           make_problem: Callable[[], Problem] | None = None) -> LaunchConfig:
+    """The launch config of a call: asked from the hook once per (op, dtype, view, device), then cached.
+
+    The key is plain tuples, so pydantic and pluggy stay off the hot path; ``make_problem`` builds the Problem
+    on a miss when it is not the one of ``view`` (batch_norm describes its own).
+    """
+    key = ("config", spec.name, x.dtype, view, layout, x.device)
+
+    def ask() -> LaunchConfig:
+        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
+        return get_registry().launch_config(spec, p, device_info(x.device))
+    return _cached(key, ask)  # type: ignore[no-any-return]
 
 
 def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") -> Problem:

@@ -201,8 +201,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if input.numel() == 0:
         return y
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
-    prob = Problem(op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc)
-    cfg: LaunchConfig = C.decide(SPEC, prob, x.device)
+    bn_view = C.View(B, S, Ch, ((xb, xs, xc),))
+    cfg: LaunchConfig = C.decide(SPEC, x, bn_view, make_problem=lambda: Problem(
+        op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     w = weight.reshape(-1) if weight is not None else y
     b = bias.reshape(-1) if bias is not None else y

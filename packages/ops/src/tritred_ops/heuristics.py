@@ -4,10 +4,11 @@ Any plugin's implementation is asked first; this one answers every problem of tr
 the :class:`~tritred_core.Problem` and :class:`~tritred_core.DeviceInfo`, so its decisions can be printed by
 ``tritred explain`` and tested without a GPU.
 
-Register-tile budget: a program keeps at most ``_TILE`` accumulator elements (per live array) in registers,
-spread over ``num_warps`` warps; rows that fit in one tile are single pass, longer rows loop (multi pass), and
-few outputs with long rows split N across programs (two-stage, deterministic). Under the Triton interpreter the
-caps are small so that tests reach every branch with small tensors.
+Register-tile budget: a program keeps about 4096 accumulator elements in registers with ~32 per thread (4
+warps); rows that fit are single pass, longer rows loop over 4096-wide chunks with 16 warps (multi pass), and
+few outputs with long rows split N across programs (two-stage, deterministic). The numbers come from a config
+sweep on an H200 (``tools/sweep.py``, docs/performance.md); they are rules on sizes, not a table of the
+benchmark's shapes. Under the Triton interpreter the caps are small so that tests reach every branch.
 """
 
 from __future__ import annotations
@@ -21,56 +22,63 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1,
 
 
 class _Caps:
-    """Per-backend sizes: GPU numbers for CUDA, tiny ones for the interpreter (every branch reachable)."""
+    """Per-backend sizes: measured on an H200 for CUDA (``tools/sweep.py``), tiny for the interpreter (so that
+    small test tensors reach every branch)."""
 
     def __init__(self, device: DeviceInfo) -> None:
         gpu = device.backend == "cuda"
-        self.tile = 4096 if gpu else 512            # elements of one accumulator tile
+        self.gpu = gpu
+        self.tile = 4096 if gpu else 512            # elements per program for reductions (~32 per thread, 4 warps)
         self.row_single = 8192 if gpu else 256      # longest row reduced in one pass (reduce/statistics)
-        self.row_resident = 32768 if gpu else 256   # longest row kept on chip (softmax, layer_norm)
-        self.chunk = 4096 if gpu else 128           # BLOCK_N of multi-pass loops
+        self.softmax_resident = 8192 if gpu else 256    # longest softmax row kept in registers
+        self.norm_resident = 32768 if gpu else 256  # longest layer_norm row kept in registers
+        self.chunk = 4096 if gpu else 128           # BLOCK_N of multi-pass loops (16 warps: 8 per thread)
         self.programs = 4 * device.sm_count if gpu else 4  # enough programs to fill the device
+        self.sm_count = device.sm_count if gpu else 2
         self.max_warps = 16 if gpu else 4
 
 
-def _warps(elements: int, caps: _Caps) -> int:
-    """~8 accumulator elements per thread (fp32 in registers), within [1, max_warps] warps."""
-    return max(1, min(caps.max_warps, next_pow2(max(1, elements // 256))))
+def _warps(elements: int, caps: _Caps, lo: int = 4) -> int:
+    """~32 elements per thread for register tiles: 4 warps for 4096 elements, up to 16 for 16384+ (measured:
+    fewer, fuller threads beat many threads with one vector each)."""
+    return max(min(lo, caps.max_warps), min(caps.max_warps, next_pow2(max(1, elements // 1024))))
 
 
-def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int) -> LaunchConfig:
+def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int,
+                 rows_tile: int) -> LaunchConfig:
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
-        block_m = max(1, min(next_pow2(R), caps.tile // block_n if block_n <= caps.tile else 1))
+        block_m = max(1, min(next_pow2(R), rows_tile // block_n))
         return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n,
                             num_warps=_warps(block_m * block_n, caps))
     block_n = caps.chunk
+    loop_warps = caps.max_warps  # loops: wide chunks, 8 elements per thread per iteration, many loads in flight
     if allow_split and R < caps.programs:
         # Few long rows: give each row several programs so the whole device streams.
         split = max(2, min(cdiv(caps.programs, R), cdiv(N, block_n)))
-        if split > 1:
-            return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=block_n, split=split,
-                                num_warps=_warps(block_n, caps))
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=_warps(block_n, caps))
+        return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=block_n, split=split, num_warps=loop_warps)
+    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps)
 
 
-def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int) -> LaunchConfig:
+def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int) -> LaunchConfig:
+    """Column kernels: [BLOCK_N, BLOCK_K] tiles, 32 rows of 64-128 contiguous outputs (measured best)."""
     N, K = max(problem.N, 1), problem.K
-    block_k = min(next_pow2(K), 128 if caps.tile >= 4096 else 32)
+    block_k = min(next_pow2(K), 128 if caps.gpu else 32)
     rows_fit = max(1, caps.tile // block_k)
     if N <= min(rows_fit, single_cap):
         return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
-                            num_warps=_warps(next_pow2(N) * block_k, caps))
-    block_n = min(rows_fit, next_pow2(N))
+                            num_warps=min(warps, caps.max_warps))
+    block_n = min(32 if caps.gpu else 8, next_pow2(N))
     programs = problem.M * cdiv(K, block_k)
-    if allow_split and programs < caps.programs and N > 4 * block_n:
+    if allow_split and programs < caps.sm_count and N > 4 * block_n:
+        block_k = min(block_k, 64)  # more, narrower column blocks before splitting N
+        programs = problem.M * cdiv(K, block_k)
         split = min(cdiv(caps.programs, programs), cdiv(N, 4 * block_n))
         if split > 1:
             return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                                num_warps=_warps(block_n * block_k, caps))
-    return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k,
-                        num_warps=_warps(block_n * block_k, caps))
+                                num_warps=min(warps, caps.max_warps))
+    return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=min(warps, caps.max_warps))
 
 
 def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
@@ -86,7 +94,7 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
     channel_blocks = cdiv(K, block_k)
     split = max(1, min(tiles, cdiv(caps.programs, channel_blocks)))
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=_warps(block_m * block_n * block_k, caps))
+                        num_warps=min(8, caps.max_warps))
 
 
 @hookimpl(trylast=True)
@@ -96,16 +104,19 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     name = spec.name
     if name == "batch_norm":
         return _batch_norm_config(problem, caps)
-    if name in ("softmax", "log_softmax", "layer_norm"):
-        single_cap = caps.row_resident
-        allow_split = False  # the output needs the row's final statistics: one program per row sweeps twice
-    elif name == "logsumexp":
-        single_cap, allow_split = caps.row_resident, False
-    elif name in ("sum", "mean", "prod", "amax", "amin", "max", "min",
-                  "var", "std", "var_mean", "std_mean"):
-        single_cap, allow_split = caps.row_single, True
+    # (longest row kept on chip, may split N, rows per program tile, warps of the column kernels)
+    if name in ("softmax", "log_softmax", "logsumexp"):
+        single_cap, allow_split, rows_tile, col_warps = caps.softmax_resident, False, 2048, 4
+    elif name == "layer_norm":
+        single_cap, allow_split, rows_tile, col_warps = caps.norm_resident, False, 2048, 4
+    elif name in ("sum", "mean", "prod", "amax", "amin", "max", "min"):
+        single_cap, allow_split, rows_tile, col_warps = caps.row_single, True, caps.tile, 4
+    elif name in ("var", "std", "var_mean", "std_mean"):
+        single_cap, allow_split, rows_tile, col_warps = caps.row_single, True, caps.tile, 8
     else:
         return None
+    if not caps.gpu:
+        rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
-        return _rows_config(problem, caps, allow_split, single_cap)
-    return _cols_config(problem, caps, allow_split, single_cap)
+        return _rows_config(problem, caps, allow_split, single_cap, rows_tile)
+    return _cols_config(problem, caps, allow_split, single_cap, col_warps)

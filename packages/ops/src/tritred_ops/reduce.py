@@ -50,24 +50,31 @@ from ._kernels import (
 @triton.jit
 def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr,
-                 MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
     x_row = x_ptr + m * s_xm + k * s_xk
-    n_lo = tl.program_id(1) * n_per_split
-    n_hi = tl.minimum(N, n_lo + n_per_split)
-    acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & (cols < n_hi)[None, :]
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
+    if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
+        cols = tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols < N)[None, :]
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
-        x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
-        acc = combine(acc, x, OP)
-    r = tile_reduce(acc, 1, OP)
+        r = tile_reduce(tl.where(mask, x.to(CAST).to(ACC), IDENT), 1, OP)
+    else:
+        n_lo = tl.program_id(1) * n_per_split
+        n_hi = tl.minimum(N, n_lo + n_per_split)
+        acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N)
+            mask = row_ok[:, None] & (cols < n_hi)[None, :]
+            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
+            x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
+            acc = combine(acc, x, OP)
+        r = tile_reduce(acc, 1, OP)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
@@ -240,7 +247,8 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     if C.rows_layout(view):
         grid = (C.cdiv(R, cfg.BLOCK_M), split)
         _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
-                           CAST=tl_dtype(cast), SPLIT=split, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+                           CAST=tl_dtype(cast), SPLIT=split, SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
+                           BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
@@ -249,7 +257,7 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
         block_n = C.next_pow2(split)
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
         _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
-                                              split, mean_divisor, CAST=tl_dtype(acc), SPLIT=1,
+                                              split, mean_divisor, CAST=tl_dtype(acc), SPLIT=1, SINGLE=True,
                                               BLOCK_M=block_m, BLOCK_N=block_n, **consts)
 
 
@@ -312,8 +320,7 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     acc = acc_dtype(cast)
     out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), dtype=out_dtype, device=x.device)
     src, view, layout = _prepare(name, x, dims, out, keepdim)
-    problem = C.problem_of(name, x, view, layout)
-    cfg = C.decide(spec, problem, x.device)
+    cfg = C.decide(spec, x, view, layout)
     _launch_reduce(op, name, src, view, out, cast, acc, float(view.N) if name == "mean" else 0.0, cfg)
     return out
 
@@ -402,7 +409,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Te
     if x.numel() == 0:
         return MaxMin(values, indices)
     src, view, layout = _prepare(name, x, (d,), values, keepdim, reorder=False)
-    cfg = C.decide(SPECS[name], C.problem_of(name, x, view, layout), x.device)
+    cfg = C.decide(SPECS[name], x, view, layout)
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     acc = acc_dtype(x.dtype)
     R = view.M * view.K

@@ -189,7 +189,7 @@ def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torc
         x, y = x.contiguous(), torch.empty(x.shape, dtype=cast, device=x.device)
         view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
         assert view is not None
-    cfg = C.decide(SPECS[name], C.problem_of(name, x, view), x.device)
+    cfg = C.decide(SPECS[name], x, view)
     _launch(mode, x, view, y, cast, cfg)
     return y
 
@@ -256,6 +256,6 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
         return out.fill_(float("-inf"))
     src, view, layout = _prepare("logsumexp", input, dims, out, keepdim)
     # The output has no reduced axis: its n-stride is never used.
-    cfg = C.decide(SPECS["logsumexp"], C.problem_of("logsumexp", input, view, layout), input.device)
+    cfg = C.decide(SPECS["logsumexp"], input, view, layout)
     _launch(2, src, view, out, out_dtype if input.dtype not in C.FLOATS else input.dtype, cfg)
     return out

@@ -207,7 +207,7 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     if n == 0:
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
     src, view, layout = _prepare(name, x, dims, out, keepdim)
-    cfg = C.decide(SPECS[name], C.problem_of(name, x, view, layout), x.device)
+    cfg = C.decide(SPECS[name], x, view, layout)
     _launch(src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"),
             name.endswith("_mean"), cfg)
     return out, mean_out
