@@ -81,7 +81,7 @@ class OverrideSoftmax:
 
 def test_plugin_hook_changes_explain(cli: Callable[..., Any], use_registry: Callable[[Registry], Registry]) -> None:
     reg = use_registry(Registry())  # a fresh registry that loads the entry points (tritred_ops)
-    args = ("explain", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16", "--device", "h200")
+    args = ("explain", "softmax", "--shape", "4096x4096", "--dtype", "bfloat16", "--device", "h200")
     before = json.loads(cli(*args, "--json").output)["config"]
     assert before["decided_by"] == "tritred_ops" and before["strategy"] == "single_pass"
 

@@ -75,8 +75,9 @@ def test_register_module_object(registry: Registry, toys: Any) -> None:
 
 def test_register_class_object_with_static_hookimpls(registry: Registry, toys: Any) -> None:
     class ClassPlugin:
-        @hookimpl
+        # marker on the function (staticmethod outermost): older pluggy releases only see it there
         @staticmethod
+        @hookimpl
         def tritred_register_reductions() -> list[Reduction]:
             return [toys.make_reduction("toy_cls")]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,9 @@ def test_core_never_imports_torch_or_triton() -> None:
         print("ok")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"TRITRED_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": ""})
+                          env={"TRITRED_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "",
+                               # where the packages were installed with --target (the GPU machine)
+                               **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
 

@@ -49,11 +49,19 @@ def assert_close(out, ref, *, n: int = 1, scale: float = 1.0, what: str = "") ->
     assert torch.equal(o.isnan(), r.isnan()), f"{what}: NaN positions differ\n{o}\n{r}"
     fin = r.isfinite()
     assert torch.equal(o[~fin & ~r.isnan()], r[~fin & ~r.isnan()]), f"{what}: inf values differ"
-    eps = EPS[out.dtype] if out.dtype in EPS else 0.0
+    eps = EPS.get(out.dtype, 0.0)
     tol = eps * (1 + math.sqrt(max(n, 1))) * max(scale, 1e-30)
     err = (o[fin] - r[fin]).abs()
     bound = tol + eps * 4 * r[fin].abs()
     if err.numel():
         worst = (err - bound).argmax()
+        at, got, want = worst.item(), o[fin][worst].item(), r[fin][worst].item()
         assert bool((err <= bound).all()), (f"{what}: max error {err.max().item():.3e} > tolerance "
-                                            f"(at {worst.item()}: out {o[fin][worst].item()} ref {r[fin][worst].item()})")
+                                            f"(at {at}: out {got} ref {want})")
+
+
+def config_id(c: dict | None) -> str:
+    """pytest id of a forced launch config (None: the built-in heuristic)."""
+    if c is None:
+        return "heuristic"
+    return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}"

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 import tritred_ops as tr
 from ops_helpers import LAYOUTS, assert_close, randn
 
-CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128), dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)]
+CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
+           dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)]
 
 
 def _ref(x, shape, w, b, eps=1e-5):

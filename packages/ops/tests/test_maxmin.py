@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, randn
+from ops_helpers import LAYOUTS, config_id, randn
 
 CONFIGS = [
     None,
@@ -30,7 +30,7 @@ def _check(name, x, dim, keepdim=False):
 
 
 @pytest.mark.parametrize("name", ["max", "min"])
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else f"{c['strategy']}-{c.get('BLOCK_K', 1)}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_ties_and_nans_every_strategy(name, cfg, force, device):
     if cfg is not None:
         force(name, **cfg)

@@ -56,8 +56,8 @@ def test_reductions(t, data, keepdim, special, device):
     if special:
         x = _specials(x, seed)
     dim = data.draw(dims_for(len(shape)))
-    n = max(x.numel() // max(torch.empty(shape, device="meta").sum(dim if dim is not None else (), keepdim).numel(), 1), 1) \
-        if dim is not None else x.numel()
+    outputs = torch.empty(shape, device="meta").sum(dim if dim is not None else (), keepdim).numel()
+    n = max(x.numel() // max(outputs, 1), 1) if dim is not None else x.numel()
     name = data.draw(st.sampled_from(["sum", "mean", "amax", "amin", "var", "std", "logsumexp"]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -70,7 +70,8 @@ def test_reductions(t, data, keepdim, special, device):
         elif dim is None:
             out, ref = getattr(tr, name)(x), getattr(torch, name)(x.double().cpu())
         else:
-            out, ref = getattr(tr, name)(x, dim, keepdim=keepdim), getattr(torch, name)(x.double().cpu(), dim, keepdim=keepdim)
+            out = getattr(tr, name)(x, dim, keepdim=keepdim)
+            ref = getattr(torch, name)(x.double().cpu(), dim, keepdim=keepdim)
     assert out.dtype == dtype
     scale = 4.0 * max(x.double().abs().nan_to_num(0, 0, 0).max().item(), 1.0)
     if name == "sum":
@@ -127,7 +128,8 @@ def test_batch_norm(t, training, channels_last, device):
     c = shape[1]
     if training and x.numel() // c <= 1:
         return
-    rm, rv = randn((c,), torch.float32, device, gen_seed=seed), randn((c,), torch.float32, device, gen_seed=seed).abs() + 1
+    rm = randn((c,), torch.float32, device, gen_seed=seed)
+    rv = randn((c,), torch.float32, device, gen_seed=seed).abs() + 1
     rm_ref, rv_ref = rm.double().cpu(), rv.double().cpu()
     out = tr.batch_norm(x, rm, rv, None, None, training, 0.2, 1e-5)
     ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, None, None, training, 0.2, 1e-5)

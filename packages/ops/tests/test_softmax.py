@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, randn
+from ops_helpers import LAYOUTS, assert_close, config_id, randn
 
 INF = float("inf")
 CONFIGS = [
@@ -22,7 +22,7 @@ def _ref(name, x, *args, **kwargs):
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else f"{c['strategy']}-{c.get('BLOCK_K', 1)}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_branches(name, cfg, force, device):
     if cfg is not None:
         force(name, **cfg)

@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, randn
+from ops_helpers import LAYOUTS, assert_close, config_id, randn
 
 CONFIGS = [
     None,
@@ -37,7 +37,7 @@ def _cmp(out, ref, n, what, scale=1.0):
 
 
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else f"{c['strategy']}-{c.get('BLOCK_K', 1)}-{c.get('split', 1)}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_branches_large_mean(name, cfg, force, device):
     if cfg is not None:
         force(name, **cfg)

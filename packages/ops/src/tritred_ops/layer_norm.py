@@ -2,7 +2,8 @@
 
 ``single_pass``: the row stays in registers; mean, then the sum of squared deviations (two-pass, exact), then
 ``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
-square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics merged once (Chan et al. 1979),
+square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics
+merged once (Chan et al. 1979),
 a second sweep normalizes and writes (the row's second read usually hits L2).
 """
 

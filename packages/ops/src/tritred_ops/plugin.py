@@ -8,7 +8,6 @@ reference, a random-input maker, the canonical problem of a call and its byte co
 from __future__ import annotations
 
 import importlib
-
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 
 from . import _common as C
+from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
 
 # Submodules by full name: the package re-exports functions called softmax, layer_norm, batch_norm, which
 # shadow the submodule attributes of the same names.
@@ -25,7 +25,6 @@ _ln = importlib.import_module("tritred_ops.layer_norm")
 _red = importlib.import_module("tritred_ops.reduce")
 _sm = importlib.import_module("tritred_ops.softmax")
 _st = importlib.import_module("tritred_ops.statistics")
-from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
 
 Args = tuple[tuple[Any, ...], dict[str, Any]]
 

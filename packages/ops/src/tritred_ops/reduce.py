@@ -34,10 +34,10 @@ from ._kernels import (
     argmax_fn,
     argmin_fn,
     combine,
-    max_fn,
-    min_fn,
     div_exact,
     identity,
+    max_fn,
+    min_fn,
     tile_reduce,
     tl_dtype,
 )

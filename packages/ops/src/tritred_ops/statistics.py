@@ -172,8 +172,8 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
             BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
-def _parse_correction(name: str, dim: object, unbiased: bool | None,
-                      correction: float | None) -> tuple[object, float]:
+def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
+                      correction: float | None) -> tuple[int | Sequence[int] | None, float]:
     if isinstance(dim, bool):  # torch's legacy overload var(input, unbiased)
         if unbiased is not None:
             raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")

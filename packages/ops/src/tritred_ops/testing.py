@@ -323,7 +323,11 @@ def _flat_tensors(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str
 
 
 def _upcast(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to(torch.float64, copy=True) if t.dtype.is_floating_point else t.detach().clone()
+    """A float64 copy on the CPU: the value reference is torch's CPU float64 result on every device (torch's
+    CUDA kernels differ from its CPU ones on some non-finite inputs, e.g. rms_norm rows holding inf)."""
+    if t.dtype.is_floating_point:
+        return t.detach().to("cpu", torch.float64, copy=True)
+    return t.detach().to("cpu", copy=True)
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
