@@ -124,7 +124,7 @@ def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
 def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
                                                           tuple[int, ...], tuple[int, ...]]:
     """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow."""
-    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -int(x.stride(d)))
+    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
     vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
         C.log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
