@@ -1,0 +1,44 @@
+"""Per-call latency on tiny inputs (host-bound): tritred vs torch eager, median of many calls, CUDA.
+
+Usage: python tools/latency.py   (prints one line per op; wall time per call, synchronizing every 100 calls)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+
+
+def per_call_us(fn, n: int = 2000) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(n // 100):
+        t = time.perf_counter()
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t) / 100 * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    x = torch.randn(8, 1024, device="cuda")
+    w, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    cases = {
+        "softmax 8x1024": (lambda: tr.softmax(x, -1), lambda: torch.softmax(x, -1)),
+        "sum 8x1024": (lambda: tr.sum(x, -1), lambda: torch.sum(x, -1)),
+        "layer_norm 8x1024": (lambda: tr.layer_norm(x, (1024,), w, b), lambda: F.layer_norm(x, (1024,), w, b)),
+    }
+    for name, (ours, eager) in cases.items():
+        a, e = per_call_us(ours), per_call_us(eager)
+        print(f"{name}: tritred {a:.1f} us, eager {e:.1f} us, ratio {a / e:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
