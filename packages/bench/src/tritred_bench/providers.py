@@ -115,6 +115,15 @@ class CompileProvider(Provider):
         return lambda: compiled(*args, **kwargs)
 
 
+def _import_error(module: str) -> str | None:
+    """None when ``module`` imports, else why not (an optional peer that is not installed)."""
+    try:
+        importlib.import_module(module)
+    except Exception as e:
+        return f"{module} not importable ({type(e).__name__})"
+    return None
+
+
 class LigerProvider(Provider):
     """Liger-Kernel's softmax (last dim) and layer_norm (weight and bias over the last dim)."""
 
@@ -122,11 +131,7 @@ class LigerProvider(Provider):
 
     def available(self) -> str | None:
         """Whether ``liger_kernel`` imports."""
-        try:
-            importlib.import_module("liger_kernel")
-        except Exception as e:
-            return f"liger_kernel not importable ({type(e).__name__})"
-        return None
+        return _import_error("liger_kernel")
 
     def version(self) -> str | None:
         """liger-kernel's version."""
@@ -166,11 +171,7 @@ class FlagGemsProvider(Provider):
 
     def available(self) -> str | None:
         """Whether ``flag_gems`` imports."""
-        try:
-            importlib.import_module("flag_gems")
-        except Exception as e:
-            return f"flag_gems not importable ({type(e).__name__})"
-        return None
+        return _import_error("flag_gems")
 
     def version(self) -> str | None:
         """flag-gems' version."""

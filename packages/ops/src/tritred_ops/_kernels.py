@@ -132,6 +132,26 @@ def argmin_fn(va, ia, vb, ib):
 
 
 @triton.jit
+def arg_combine(acc_v, acc_i, v, i, IS_MAX: tl.constexpr):
+    """Elementwise (value, index) update of a max (IS_MAX) or min accumulator."""
+    if IS_MAX:
+        r_v, r_i = argmax_fn(acc_v, acc_i, v, i)
+    else:
+        r_v, r_i = argmin_fn(acc_v, acc_i, v, i)
+    return r_v, r_i
+
+
+@triton.jit
+def arg_reduce(v, i, axis: tl.constexpr, IS_MAX: tl.constexpr):
+    """(value, first index) of the max (IS_MAX) or min of a tile along ``axis``."""
+    if IS_MAX:
+        r_v, r_i = tl.reduce((v, i), axis, argmax_fn)
+    else:
+        r_v, r_i = tl.reduce((v, i), axis, argmin_fn)
+    return r_v, r_i
+
+
+@triton.jit
 def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     """Merge two (mean, M2, count) partial statistics (Chan, Golub & LeVeque 1979); empty sides are exact."""
     n = n_a + n_b

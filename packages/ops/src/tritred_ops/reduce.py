@@ -31,8 +31,8 @@ from ._kernels import (
     PROD,
     SUM,
     acc_dtype,
-    argmax_fn,
-    argmin_fn,
+    arg_combine,
+    arg_reduce,
     combine,
     div_exact,
     identity,
@@ -151,14 +151,8 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
                 i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
             else:
                 i = tl.where(mask, cols[None, :], 0x7FFFFFFFFFFFFFFF)
-            if IS_MAX:
-                acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
-            else:
-                acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
-        if IS_MAX:
-            rv, ri = tl.reduce((acc_v, acc_i), 1, argmax_fn)
-        else:
-            rv, ri = tl.reduce((acc_v, acc_i), 1, argmin_fn)
+            acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
+        rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
         if SPLIT > 1:
             tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
             tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
@@ -185,14 +179,8 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         v = tl.where(mask, tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC), IDENT)
         i = tl.where(mask, ns[:, None], 0x7FFFFFFFFFFFFFFF)
-        if IS_MAX:
-            acc_v, acc_i = argmax_fn(acc_v, acc_i, v, i)
-        else:
-            acc_v, acc_i = argmin_fn(acc_v, acc_i, v, i)
-    if IS_MAX:
-        rv, ri = tl.reduce((acc_v, acc_i), 0, argmax_fn)
-    else:
-        rv, ri = tl.reduce((acc_v, acc_i), 0, argmin_fn)
+        acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
+    rv, ri = arg_reduce(acc_v, acc_i, 0, IS_MAX)
     if SPLIT > 1:
         offs = (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1)
         tl.store(val_ptr + offs, rv, mask=k_ok)
