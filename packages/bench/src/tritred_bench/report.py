@@ -61,7 +61,8 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     for p in peers:
         g = geomean(r.speedup(p) for r in report.results)
         if g is not None:
-            console.print(f"tritred vs {p}: geometric-mean speedup {g:.2f}x")
+            console.print(f"tritred vs {p}: geometric-mean speedup {g:.2f}x"
+                          + (" (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""))
     g = geomean(r.speedup_vs_best(peers) for r in report.results)
     if g is not None:
         console.print(f"tritred vs best peer: geometric-mean speedup {g:.2f}x")

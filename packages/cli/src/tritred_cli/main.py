@@ -128,7 +128,7 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
 @_clean_errors
 def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
              ) -> None:
-    """Every registered reduction: name, family, mirrored torch op, dtypes, outputs and the plugin providing it."""
+    """Every registered reduction: name, family, mirrored torch op, dtypes and the plugin providing it."""
     reg = _registry()
     reds = reg.reductions(strict=False)
     if as_json:
@@ -248,7 +248,8 @@ def explain_cmd(
     shape: Annotated[str, typer.Option("--shape", "-s", help="Input shape, e.g. 4096x32768.")] = "4096x32768",
     dtype: Annotated[str, typer.Option("--dtype", "-t", help="Input dtype, e.g. bfloat16.")] = "float32",
     dim: Annotated[str, typer.Option("--dim", "-d", help="Reduced dim: int, 0,1 or none.")] = "-1",
-    device: Annotated[str, typer.Option("--device", help="auto, cuda, cpu (interpreter) or h200 (planned).")]
+    device: Annotated[str, typer.Option(
+        "--device", help="auto, cuda, cpu (interpreter) or h200 (a fake H200: the GPU's decision on any machine).")]
     = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:

@@ -26,7 +26,7 @@ from ._kernels import acc_dtype, chan_fn, div_exact, sqrt_exact, tl_dtype, welfo
 
 
 @triton.jit
-def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
+def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr):
     """Partial (mean, M2, count) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles."""
@@ -38,6 +38,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, t
     mean = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
     m2 = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
     cnt = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
+    # A plain sum beside Welford: torch's running_mean of a channel holding inf is inf, Welford's mean is NaN.
+    tot = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
     for t in range(t_lo, t_hi):
         bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # one scalar division per tile
         ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -45,16 +47,18 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, B, S, C, s_b, s_s, s_c, t
         offs = bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c
         x = tl.load(x_ptr + offs, mask=mask, other=0).to(ACC)
         mean, m2, cnt = welford_update(mean, m2, cnt, x, mask)
+        tot += x
     mean, m2, cnt = tl.reduce((mean, m2, cnt), 1, chan_fn)
     mean, m2, cnt = tl.reduce((mean, m2, cnt), 0, chan_fn)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
+    tl.store(psum_ptr + offs, tl.sum(tl.sum(tot, 1), 0), mask=c_ok)
 
 
 @triton.jit
-def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, momentum,
+def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, momentum,
                      HAS_RUNNING: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr,
                      BLOCK_S: tl.constexpr):
     cs = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -72,7 +76,9 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, mean_ptr, rstd_ptr, rm_ptr, r
         rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
         rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
         unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
-        tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * mean, mask=c_ok)
+        plain = tl.sum(tl.load(psum_ptr + offs, mask=mask, other=0), 1) / n
+        batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
+        tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * batch_mean, mask=c_ok)
         tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
 
 
@@ -213,9 +219,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         split = max(1, min(cfg.split, tiles))
         tiles_per_split = C.cdiv(tiles, split)
         split = C.cdiv(tiles, tiles_per_split)
-        pm, pm2, pn = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(3))
+        pm, pm2, pn, psum = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(4))
         _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
-            x, pm, pm2, pn, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split,
+            x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages)
         mean = torch.empty(Ch, dtype=acc, device=dev)
@@ -224,7 +230,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         block_s = C.next_pow2(split)
         block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
-            pm, pm2, pn, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
+            pm, pm2, pn, psum, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
             Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split,
             BLOCK_C=block_c, BLOCK_S=block_s)
         stats = (mean, rstd)

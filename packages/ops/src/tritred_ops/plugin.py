@@ -130,6 +130,8 @@ def _layer_norm_problem(x: torch.Tensor, normalized_shape: Sequence[int], *args:
 
 def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
                        dim: Any = None, seed: int = 0) -> Args:
+    if len(shape) < 2:
+        raise ValueError(f"batch_norm needs an input of at least 2 dims [B, C, *], got shape {tuple(shape)}")
     x = random_tensor(shape, dtype, device, seed)
     c = shape[1]
     rm = random_tensor((c,), torch.float32, device, seed + 1)
