@@ -178,12 +178,14 @@ def welford_update(mean, m2, cnt, x, mask):
 
 @triton.jit
 def chunk_stats(x, mask, axis: tl.constexpr, n):
-    """(mean, M2) of the ``n`` valid lanes of a register tile along ``axis``: the corrected two-pass algorithm.
+    """(mean, correction, M2) of the ``n`` valid lanes of a tile along ``axis``: the corrected two-pass algorithm.
 
     The first mean carries the rounding of a sum of large values (rows far from 0); the deviations' own sum
     ``c`` corrects it: mean += c / n and M2 = sum(d^2) - c^2 / n (Chan, Golub & LeVeque 1983). The tile is in
     registers, so the extra reduction reads no memory. ``n`` (> 0) is given: counting the mask would cost a
-    fourth reduction.
+    fourth reduction. The mean is returned in two parts, ``mean + correction``: ``(x - mean) - correction``
+    centers a value more exactly than ``x - (mean + correction)`` rounded to the dtype (rows with a mean far
+    larger than their spread).
     """
     n_safe = n
     mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
@@ -193,4 +195,4 @@ def chunk_stats(x, mask, axis: tl.constexpr, n):
         d = tl.where(mask, x - mean[:, None], 0.0)
     c = tl.sum(d, axis)
     corr = div_exact(c, n_safe, x.dtype)
-    return mean + corr, tl.sum(d * d, axis) - c * corr
+    return mean, corr, tl.sum(d * d, axis) - c * corr

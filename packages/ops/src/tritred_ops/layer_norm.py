@@ -35,7 +35,8 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
-        mean, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
+        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
+        mean = mean0 + corr
     else:  # per-lane Welford sweep, lanes merged once
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -51,7 +52,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
-        y = (x - mean[:, None]) * rstd[:, None]
+        y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
         if HAS_W:
             y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
         if HAS_B:

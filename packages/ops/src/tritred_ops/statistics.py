@@ -54,7 +54,8 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
         cnt = tl.full([BLOCK_M], N, ACC)
-        mean, m2 = chunk_stats(x, mask, 1, cnt)
+        mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
+        mean += corr
     else:  # per-lane Welford over the chunks, lanes merged once at the end
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -89,7 +90,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         mask = (ns < N)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
         cnt = tl.full([BLOCK_K], N, ACC)
-        mean, m2 = chunk_stats(x, mask, 0, cnt)
+        mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
+        mean += corr
     else:
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
