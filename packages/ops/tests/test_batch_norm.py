@@ -17,7 +17,8 @@ def _params(c, device, dtype=torch.float32):
 
 def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5):
     c = x.shape[1]
-    rm, rv, w, b = _params(c, x.device)
+    # torch's dtype rule: parameters in the input's dtype, or float32 beside a half/bfloat16 input
+    rm, rv, w, b = _params(c, x.device, x.dtype if x.dtype == torch.float64 else torch.float32)
     if not affine:
         w = b = None
     if not running:

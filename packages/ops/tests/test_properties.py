@@ -128,8 +128,9 @@ def test_batch_norm(t, training, channels_last, device):
     c = shape[1]
     if training and x.numel() // c <= 1:
         return
-    rm = randn((c,), torch.float32, device, gen_seed=seed)
-    rv = randn((c,), torch.float32, device, gen_seed=seed).abs() + 1
+    pdt = torch.float64 if dtype == torch.float64 else torch.float32  # torch's parameter dtype rule
+    rm = randn((c,), pdt, device, gen_seed=seed)
+    rv = randn((c,), pdt, device, gen_seed=seed).abs() + 1
     rm_ref, rv_ref = rm.double().cpu(), rv.double().cpu()
     out = tr.batch_norm(x, rm, rv, None, None, training, 0.2, 1e-5)
     ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, None, None, training, 0.2, 1e-5)

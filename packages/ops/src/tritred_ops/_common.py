@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,8 +63,11 @@ def check_same_device(op: str, x: torch.Tensor, **others: torch.Tensor | None) -
 
 
 def check_float(op: str, x: torch.Tensor, what: str = "input") -> None:
+    """Floating tensors only; like torch, a non-floating input has no kernel (NotImplementedError), a
+    non-floating parameter is a RuntimeError."""
     if x.dtype not in FLOATS:
-        raise RuntimeError(f"{op}(): {what} dtype must be float16, bfloat16, float32 or float64, got {x.dtype}")
+        kind = NotImplementedError if what == "input" else RuntimeError
+        raise kind(f"tritred.{op}(): {what} dtype must be float16, bfloat16, float32 or float64, got {x.dtype}")
 
 
 def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
@@ -74,10 +78,30 @@ def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
     raise NotImplementedError(f"tritred.{op}(): not implemented for dtype {x.dtype}; supported: {kinds} dtypes")
 
 
+def as_index(value: object) -> int | None:
+    """``value`` as a Python int when it is integer-like (int, numpy integer, 0-d integer tensor), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def check_keepdim(op: str, keepdim: object) -> bool:
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{op}(): argument 'keepdim' must be bool, not {type(keepdim).__name__}")
+    return keepdim
+
+
 def wrap_dim(op: str, dim: int, ndim: int) -> int:
-    """torch's dim wrapping: a 0-d tensor accepts dims -1 and 0."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
+    """torch's dim wrapping: a 0-d tensor accepts dims -1 and 0; any integer-like dim is accepted."""
+    index = as_index(dim)
+    if index is None:
         raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    dim = index
     lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
     if not lo <= dim <= hi:
         raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
@@ -88,8 +112,8 @@ def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int,
     """Normalize ``dim`` (None, int, tuple or list) to sorted non-negative dims; None and () mean all dims."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, int) and not isinstance(dim, bool):
-        dims = [wrap_dim(op, dim, ndim)]
+    if as_index(dim) is not None:
+        dims = [wrap_dim(op, dim, ndim)]  # type: ignore[arg-type]
     elif isinstance(dim, (tuple, list, torch.Size)):
         dims = [wrap_dim(op, d, ndim) for d in dim]
         if not dims:  # torch treats dim=() / [] as a full reduction

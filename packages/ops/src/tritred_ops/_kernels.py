@@ -24,6 +24,17 @@ def tl_dtype(dtype: torch.dtype) -> tl.dtype:
     return TL_DTYPES[dtype]
 
 
+def pre_cast(src: torch.dtype, cast: torch.dtype) -> tl.dtype:
+    """First conversion of a loaded element on its way to ``cast`` (the ``dtype=`` argument).
+
+    Integer/bool -> bfloat16 goes through float32: Triton's interpreter converts integers to bf16 by
+    reinterpreting bits (compiled Triton is right either way, and the two roundings agree below 2**24).
+    """
+    if cast == torch.bfloat16 and not src.is_floating_point:
+        return tl.float32
+    return tl_dtype(cast)
+
+
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """Accumulator dtype: fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integers and bool."""
     if dtype == torch.float64:

@@ -194,14 +194,22 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         if t.numel() != Ch:
             raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
         C.check_float(op, t, what=name)
-    if not training and (running_mean is None or running_var is None):
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
+    if not training and running_mean is None:
         raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
+    if training and not eps > 0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input
+        if t is not None and t.dtype != input.dtype and not (
+                t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
+            raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
+                               + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
     C.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if training and input.numel() // max(Ch, 1) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
-    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
-        if training and t is not None and not t.is_contiguous():
-            raise RuntimeError(f"{op}(): {name} must be contiguous to be updated in place")
     C.check_runnable(op, input)
     y = torch.empty_like(input)
     if input.numel() == 0:
@@ -211,8 +219,12 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     cfg: LaunchConfig = C.decide(SPEC, x, bn_view, make_problem=lambda: Problem(
         op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
-    w = weight.reshape(-1) if weight is not None else y
-    b = bias.reshape(-1) if bias is not None else y
+    # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
+    # stats updated in place go through a contiguous buffer that is copied back.
+    w = weight.contiguous().view(-1) if weight is not None else y
+    b = bias.contiguous().view(-1) if bias is not None else y
+    rm_buf = running_mean.contiguous().view(-1) if running_mean is not None else None
+    rv_buf = running_var.contiguous().view(-1) if running_var is not None else None
     if training:
         dev = x.device
         tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
@@ -230,12 +242,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         block_s = C.next_pow2(split)
         block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
-            pm, pm2, pn, psum, mean, rstd, running_mean if has_running else mean, running_var if has_running else rstd,
+            pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean, rv_buf if has_running else rstd,
             Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split,
             BLOCK_C=block_c, BLOCK_S=block_s)
         stats = (mean, rstd)
+        for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
+            if given is not None and buf is not None and buf.data_ptr() != given.data_ptr():
+                given.copy_(buf.view_as(given))
     else:
-        stats = (running_mean, running_var)  # type: ignore[assignment]
+        stats = (rm_buf, rv_buf)  # type: ignore[assignment]
     grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
     _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, float(eps),
                         FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),

@@ -115,8 +115,9 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
         assert view is not None
     # Weights are indexed by the flat position in normalized_shape (tiny: a copy only if non-contiguous).
-    w = weight.reshape(-1) if weight is not None else None
-    b = bias.reshape(-1) if bias is not None else None
+    # Kernels read weight/bias with unit stride: copy a strided or expanded one (N elements, not the input).
+    w = weight.contiguous().view(-1) if weight is not None else None
+    b = bias.contiguous().view(-1) if bias is not None else None
     cfg = C.decide(SPEC, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     R = view.M * view.K

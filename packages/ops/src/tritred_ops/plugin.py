@@ -134,10 +134,11 @@ def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | t
         raise ValueError(f"batch_norm needs an input of at least 2 dims [B, C, *], got shape {tuple(shape)}")
     x = random_tensor(shape, dtype, device, seed)
     c = shape[1]
-    rm = random_tensor((c,), torch.float32, device, seed + 1)
-    rv = random_tensor((c,), torch.float32, device, seed + 2).abs() + 0.5
-    w = random_tensor((c,), torch.float32, device, seed + 3)
-    b = random_tensor((c,), torch.float32, device, seed + 4)
+    pdt = torch.float64 if dtype == torch.float64 else torch.float32  # parameters: torch's dtype rule
+    rm = random_tensor((c,), pdt, device, seed + 1)
+    rv = random_tensor((c,), pdt, device, seed + 2).abs() + 0.5
+    w = random_tensor((c,), pdt, device, seed + 3)
+    b = random_tensor((c,), pdt, device, seed + 4)
     return (x, rm, rv, w, b), {"training": True, "momentum": 0.1, "eps": 1e-5}
 
 

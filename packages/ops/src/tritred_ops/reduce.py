@@ -38,6 +38,7 @@ from ._kernels import (
     identity,
     max_fn,
     min_fn,
+    pre_cast,
     tile_reduce,
     tl_dtype,
 )
@@ -49,7 +50,7 @@ from ._kernels import (
 
 @triton.jit
 def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1."""
@@ -63,7 +64,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
-        r = tile_reduce(tl.where(mask, x.to(CAST).to(ACC), IDENT), 1, OP)
+        r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
     else:
         n_lo = tl.program_id(1) * n_per_split
         n_hi = tl.minimum(N, n_lo + n_per_split)
@@ -72,7 +73,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
             cols = n0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
-            x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
+            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
             acc = combine(acc, x, OP)
         r = tile_reduce(acc, 1, OP)
     if SPLIT > 1:
@@ -85,7 +86,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 
 @triton.jit
 def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis."""
     k_blocks = tl.cdiv(K, BLOCK_K)
@@ -100,7 +101,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         ns = n0 + tl.arange(0, BLOCK_N)
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0)
-        x = tl.where(mask, x.to(CAST).to(ACC), IDENT)
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
         acc = combine(acc, x, OP)
     r = tile_reduce(acc, 0, OP)
     if SPLIT > 1:
@@ -235,17 +236,20 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     if C.rows_layout(view):
         grid = (C.cdiv(R, cfg.BLOCK_M), split)
         _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
-                           CAST=tl_dtype(cast), SPLIT=split, SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
+                           PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
+                           SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
                            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
-                           CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+                           PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
+                           BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:  # combine the partials of each output in a fixed order
         block_n = C.next_pow2(split)
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
         _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
-                                              split, mean_divisor, CAST=tl_dtype(acc), SPLIT=1, SINGLE=True,
+                                              split, mean_divisor, PRE=tl_dtype(acc), CAST=tl_dtype(acc),
+                                              SPLIT=1, SINGLE=True,
                                               BLOCK_M=block_m, BLOCK_N=block_n, **consts)
 
 
@@ -282,9 +286,12 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     C.check_tensor(name, "input", x)
     spec = SPECS[name]
     C.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
+    C.check_keepdim(name, keepdim)
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
     cast = dtype if dtype is not None else x.dtype
+    if cast.is_complex:
+        raise NotImplementedError(f"tritred.{name}(): dtype={cast} is not supported (complex)")
     if name == "mean" and cast not in C.FLOATS:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {C.SCALAR_TYPE_NAMES.get(cast, cast)}")
@@ -349,16 +356,30 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     return _reduce("mean", SUM, input, dim, keepdim, dtype)
 
 
-def prod(input: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
+class _Unset:
+    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False, *,
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """Product over ``dim`` — mirrors :func:`torch.prod` (which takes one int dim or None).
 
     Shapes/dtypes as :func:`sum` (integer and bool products are int64 and wrap around like torch's); an empty
     reduction returns 1. Raises as :func:`sum`.
     """
-    if dim is not None and not isinstance(dim, int):
+    if dim is _UNSET:
+        if keepdim is not False:
+            raise TypeError("prod(): keepdim needs an int dim")
+        return _reduce("prod", PROD, input, None, False, dtype)
+    if C.as_index(dim) is None:
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    return _reduce("prod", PROD, input, dim, keepdim, dtype)
+    return _reduce("prod", PROD, input, dim, keepdim, dtype)  # type: ignore[arg-type]
 
 
 def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
@@ -375,9 +396,12 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     return _reduce("amin", MIN, input, dim, keepdim, None)
 
 
-def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Tensor | MaxMin:
+def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) -> torch.Tensor | MaxMin:
     C.check_tensor(name, "input", x)
     C.check_supported(name, x, allow_integers=True)
+    if dim is None and keepdim is not _UNSET:
+        raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
+    keepdim = C.check_keepdim(name, False if keepdim is _UNSET else keepdim)
     if dim is None:
         if x.numel() == 0:
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -431,7 +455,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool) -> torch.Te
     return MaxMin(values, indices)
 
 
-def max(input: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor | MaxMin:
+def max(input: torch.Tensor, dim: int | None = None, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
     """Maximum — mirrors :func:`torch.max` (the reduction overloads).
 
     ``max(input)`` returns a 0-d tensor (NaN if any element is NaN; RuntimeError on an empty input).
@@ -444,6 +468,6 @@ def max(input: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> t
     return _arg("max", input, dim, keepdim)
 
 
-def min(input: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor | MaxMin:
+def min(input: torch.Tensor, dim: int | None = None, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
     return _arg("min", input, dim, keepdim)

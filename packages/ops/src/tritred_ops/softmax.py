@@ -21,7 +21,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, max_fn, tl_dtype
+from ._kernels import acc_dtype, max_fn, pre_cast, tl_dtype
 
 
 @triton.jit
@@ -51,7 +51,7 @@ def _emit(x, m, s, MODE: tl.constexpr):
 
 @triton.jit
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
-                 MODE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
+                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
@@ -64,7 +64,7 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         mask = row_ok[:, None] & (cols < N)[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
-        x = x.to(CAST).to(ACC)
+        x = x.to(PRE).to(CAST).to(ACC)
         x = tl.where(mask, x, float("-inf"))
         m = tl.reduce(x, 1, max_fn)
         e = tl.where(mask, tl.exp(x - m[:, None]), 0.0)
@@ -83,7 +83,7 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
-            x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_new = max_fn(m, tl.reduce(x, 1, max_fn))
             # -inf lanes add 0 even while the row max is still -inf (where exp(-inf - -inf) would be NaN)
             e = tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new[:, None]))
@@ -95,13 +95,13 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             for n0 in range(0, N, BLOCK_N):
                 cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask = row_ok[:, None] & (cols < N)[None, :]
-                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(CAST).to(ACC)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)
 
 
 @triton.jit
 def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
-                 MODE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
+                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     k_blocks = tl.cdiv(K, BLOCK_K)
     m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
@@ -113,7 +113,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         ns = tl.arange(0, BLOCK_N).to(tl.int64)
         mask = (ns < N)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
-        x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
         m = tl.reduce(x, 0, max_fn)
         e = tl.where(mask, tl.exp(x - m[None, :]), 0.0)
         s = tl.sum(e, 0)
@@ -130,7 +130,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = (ns < N)[:, None] & k_ok[None, :]
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
-            x = tl.where(mask, x.to(CAST).to(ACC), float("-inf"))
+            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
         m, s = tl.reduce((m_l, s_l), 0, _online_fn)
         if MODE == 2:
@@ -139,7 +139,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             for n0 in range(0, N, BLOCK_N):
                 ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask = (ns < N)[:, None] & k_ok[None, :]
-                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(CAST).to(ACC)
+                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
                 tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask)
 
 
@@ -157,8 +157,8 @@ def _launch(mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: tor
             cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     single = cfg.strategy == "single_pass"
-    common = dict(MODE=mode, CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)), SINGLE=single,
-                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
+                  SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if C.rows_layout(view):
         R = view.M * view.K
         _rows_kernel[(C.cdiv(R, cfg.BLOCK_M),)](x, y, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk,
@@ -246,6 +246,9 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
 
     C.check_tensor("logsumexp", "input", input)
     C.check_supported("logsumexp", input, allow_integers=True)
+    C.check_keepdim("logsumexp", keepdim)
+    if dim is None:
+        raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
     dims = C.wrap_dims("logsumexp", dim, input.dim())
     out_dtype = input.dtype if input.dtype in C.FLOATS else torch.get_default_dtype()
     C.check_runnable("logsumexp", input)

@@ -55,7 +55,7 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
         cnt = tl.full([BLOCK_M], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
-        mean += corr
+        mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the chunks, lanes merged once at the end
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -91,7 +91,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
         cnt = tl.full([BLOCK_K], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
-        mean += corr
+        mean = tl.where(corr == corr, mean + corr, mean)
     else:
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
@@ -185,7 +185,7 @@ def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool
                         "got both 'unbiased' and 'correction'")
     if correction is None:
         correction = 0 if unbiased is False else 1
-    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+    if not isinstance(correction, (int, float)):  # bool is an int for torch too: correction=True is 1
         raise TypeError(f"{name}(): argument 'correction' must be Number, not {type(correction).__name__}")
     return dim, float(correction)
 
@@ -193,6 +193,7 @@ def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool
 def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | None, keepdim: bool,
            correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     C.check_tensor(name, "input", x)
+    C.check_keepdim(name, keepdim)
     dim, corr = _parse_correction(name, dim, unbiased, correction)
     if x.dtype not in C.FLOATS:
         if x.dtype.is_complex:
