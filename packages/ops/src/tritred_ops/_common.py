@@ -90,6 +90,18 @@ def as_index(value: object) -> int | None:
         return None
 
 
+def torch_accepts(name: str, call: Callable[[], object]) -> bool:
+    """Whether the installed torch accepts ``call`` (on meta tensors): for argument forms that torch releases
+    disagree on (``logsumexp(x, None)``, ``prod(x, None)``). Asked once per process, cached."""
+    def probe() -> bool:
+        try:
+            call()
+        except TypeError:
+            return False
+        return True
+    return _cached(("torch_accepts", name), probe)  # type: ignore[no-any-return]
+
+
 def check_keepdim(op: str, keepdim: object) -> bool:
     if not isinstance(keepdim, bool):
         raise TypeError(f"{op}(): argument 'keepdim' must be bool, not {type(keepdim).__name__}")

@@ -6,6 +6,8 @@ what they have in common lives here so that each combine rule is written once.
 
 from __future__ import annotations
 
+import struct
+
 import torch
 import triton
 import triton.language as tl
@@ -22,6 +24,16 @@ TL_DTYPES = {
 
 def tl_dtype(dtype: torch.dtype) -> tl.dtype:
     return TL_DTYPES[dtype]
+
+
+def f32_split(value: float) -> tuple[float, float]:
+    """``value`` as two float32 parts (hi, lo) with hi + lo ~ value to 48 bits.
+
+    Triton passes Python floats to kernels as float32; a float64 kernel (eps, momentum, divisors) joins the two
+    parts in float64 so its scalars keep float64 precision.
+    """
+    hi = struct.unpack("f", struct.pack("f", value))[0] if abs(value) < 3.0e38 else value
+    return hi, value - hi
 
 
 def pre_cast(src: torch.dtype, cast: torch.dtype) -> tl.dtype:

@@ -22,7 +22,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, div_exact, sqrt_exact, tl_dtype, welford_update
+from ._kernels import acc_dtype, chan_fn, div_exact, f32_split, sqrt_exact, tl_dtype, welford_update
 
 
 @triton.jit
@@ -58,9 +58,12 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
 
 
 @triton.jit
-def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, momentum,
+def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, eps_lo,
+                     momentum, momentum_lo,
                      HAS_RUNNING: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr,
                      BLOCK_S: tl.constexpr):
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+    momentum = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)
     cs = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cs < C
     sp = tl.arange(0, BLOCK_S)
@@ -83,7 +86,8 @@ def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, mean_ptr, rstd_ptr,
 
 
 @triton.jit
-def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps,
+def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c,
+                  eps, eps_lo,
                   FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile."""
@@ -98,6 +102,7 @@ def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, 
     mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
     mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
+        eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)
         rstd = div_exact(1.0, sqrt_exact(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
     else:
         rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0).to(ACC)
@@ -200,9 +205,12 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
     if training and not eps > 0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
-        # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input
+    # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
+    # CUDA kernels also take running statistics of any floating dtype (they are updated in their own dtype).
+    checked = (("weight", weight), ("bias", bias))
+    if input.device.type != "cuda":
+        checked += (("running_mean", running_mean), ("running_var", running_var))
+    for name, t in checked:
         if t is not None and t.dtype != input.dtype and not (
                 t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
             raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
@@ -243,8 +251,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
             pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean, rv_buf if has_running else rstd,
-            Ch, float(eps), float(momentum), HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split,
-            BLOCK_C=block_c, BLOCK_S=block_s)
+            Ch, *f32_split(float(eps)), *f32_split(float(momentum)), HAS_RUNNING=has_running, ACC=tl_dtype(acc),
+            SPLIT=split, BLOCK_C=block_c, BLOCK_S=block_s)
         stats = (mean, rstd)
         for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
             if given is not None and buf is not None and buf.data_ptr() != given.data_ptr():
@@ -252,7 +260,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     else:
         stats = (rm_buf, rv_buf)  # type: ignore[assignment]
     grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
-    _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, float(eps),
+    _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, *f32_split(float(eps)),
                         FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
     return y

@@ -17,12 +17,21 @@ import triton.language as tl
 from tritred_core import ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype, welford_update
+from ._kernels import (
+    acc_dtype,
+    chan_fn,
+    chunk_stats,
+    div_exact,
+    f32_split,
+    sqrt_exact,
+    tl_dtype,
+    welford_update,
+)
 
 
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
-                       s_ym, s_yn, s_yk, eps,
+                       s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -47,6 +56,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
             mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
         mean, m2, _ = tl.reduce((mean_l, m2_l, cnt_l), 1, chan_fn)
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -126,7 +136,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     _layer_norm_kernel[(C.cdiv(R, cfg.BLOCK_M),)](
         x, w if w is not None else dummy, b if b is not None else dummy, y,
         mean if mean is not None else dummy, rstd if rstd is not None else dummy,
-        R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, float(eps),
+        R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, *f32_split(float(eps)),
         HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)),
         SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)

@@ -35,6 +35,7 @@ from ._kernels import (
     arg_reduce,
     combine,
     div_exact,
+    f32_split,
     identity,
     max_fn,
     min_fn,
@@ -49,7 +50,8 @@ from ._kernels import (
 
 
 @triton.jit
-def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                 divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr):
@@ -80,12 +82,13 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
         if MEAN:
-            r = div_exact(r, divisor, ACC)
+            r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
         tl.store(out_ptr + m * s_om + k * s_ok, r, mask=row_ok)
 
 
 @triton.jit
-def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                 divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis."""
@@ -108,7 +111,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         tl.store(out_ptr + (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
         if MEAN:
-            r = div_exact(r, divisor, ACC)
+            r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
         tl.store(out_ptr + m.to(tl.int64) * s_om + ks * s_ok, r, mask=k_ok)
 
 
@@ -235,20 +238,20 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     target = torch.empty((R, split), dtype=acc, device=x.device) if split > 1 else out
     if C.rows_layout(view):
         grid = (C.cdiv(R, cfg.BLOCK_M), split)
-        _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
+        _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
                            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
                            SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
                            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
-        _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, mean_divisor,
+        _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
                            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
                            BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:  # combine the partials of each output in a fixed order
         block_n = C.next_pow2(split)
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
         _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
-                                              split, mean_divisor, PRE=tl_dtype(acc), CAST=tl_dtype(acc),
+                                              split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc),
                                               SPLIT=1, SINGLE=True,
                                               BLOCK_M=block_m, BLOCK_N=block_n, **consts)
 
@@ -377,6 +380,8 @@ def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False,
         if keepdim is not False:
             raise TypeError("prod(): keepdim needs an int dim")
         return _reduce("prod", PROD, input, None, False, dtype)
+    if dim is None and C.torch_accepts("prod(x, None)", lambda: torch.prod(torch.empty(2, device="meta"), None)):
+        return _reduce("prod", PROD, input, None, keepdim, dtype)
     if C.as_index(dim) is None:
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     return _reduce("prod", PROD, input, dim, keepdim, dtype)  # type: ignore[arg-type]

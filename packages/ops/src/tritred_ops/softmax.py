@@ -247,7 +247,8 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     C.check_tensor("logsumexp", "input", input)
     C.check_supported("logsumexp", input, allow_integers=True)
     C.check_keepdim("logsumexp", keepdim)
-    if dim is None:
+    if dim is None and not C.torch_accepts("logsumexp(x, None)",
+                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):
         raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
     dims = C.wrap_dims("logsumexp", dim, input.dim())
     out_dtype = input.dtype if input.dtype in C.FLOATS else torch.get_default_dtype()

@@ -19,7 +19,16 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, sqrt_exact, tl_dtype, welford_update
+from ._kernels import (
+    acc_dtype,
+    chan_fn,
+    chunk_stats,
+    div_exact,
+    f32_split,
+    sqrt_exact,
+    tl_dtype,
+    welford_update,
+)
 from .reduce import _prepare
 
 
@@ -39,7 +48,8 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 
 
 @triton.jit
-def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                       divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -71,11 +81,13 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(out_ptr + offs, m2, mask=row_ok)
         tl.store(mean_ptr + offs, mean, mask=row_ok)
     else:
+        divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)  # float64 scalars arrive as two float32 parts
         _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
 
 
 @triton.jit
-def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                       divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     k_blocks = tl.cdiv(K, BLOCK_K)
@@ -107,11 +119,13 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(out_ptr + offs, m2, mask=k_ok)
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
+        divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)
         _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
 
 
 @triton.jit
-def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok, divisor,
+def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok,
+                          divisor, divisor_lo,
                           ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
     """Merge the SPLIT partial (mean, M2) of each output; slice s holds clamp(N - s*n_per_split) elements."""
@@ -125,6 +139,7 @@ def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_
     p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
     p_n = tl.where(mask, p_n[None, :], 0)
     mean, m2, cnt = tl.reduce((p_mean, p_m2, p_n), 1, chan_fn)
+    divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)
     _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, (rows // K) * s_om + (rows % K) * s_ok, row_ok, STD,
             WANT_MEAN)
 
@@ -160,17 +175,18 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
         _stats_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
-            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split, SINGLE=single,
+            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split,
+            SINGLE=single,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         _stats_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
-            x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, divisor, SPLIT=split,
+            x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split,
             SINGLE=single, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_s = C.next_pow2(split)
         block_m = builtins.max(1, builtins.min(C.next_pow2(R), 2048 // block_s))
         _stats_combine_kernel[(C.cdiv(R, block_m),)](
-            p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, divisor, SPLIT=split,
+            p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, *f32_split(divisor), SPLIT=split,
             BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
