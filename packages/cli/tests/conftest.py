@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 sys.path.insert(0, os.path.dirname(__file__))  # cli_helpers (pytest runs in importlib mode)
+# Never read (or write) the user's tuning cache from tests.
+os.environ.setdefault("TRITRED_TUNE_CACHE", os.path.join(tempfile.mkdtemp(prefix="tritred-tune-"), "tuning.json"))
 
 from cli_helpers import ReductionsPlugin
 from tritred_core import Reduction, Registry, set_registry

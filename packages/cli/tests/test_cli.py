@@ -23,7 +23,7 @@ BUILTINS = ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "
 def test_help(cli: Callable[..., Any]) -> None:
     r = cli("--help")
     assert r.exit_code == 0
-    for cmd in ("list", "plugins", "explain", "check", "bench"):
+    for cmd in ("list", "plugins", "explain", "check", "bench", "tune"):
         assert cmd in r.output
 
 
@@ -193,3 +193,36 @@ def test_bench_exits_1_when_tritred_is_wrong(cli: Callable[..., Any], fake_regis
     assert all(c["providers"]["eager"]["status"] == "ok" and c["bytes"] > 0 for c in cases)
     assert "wrong result" in cases[0]["providers"]["tritred"]["message"]
     assert cli("bench", "--quick", "no_such_op").exit_code == 2
+
+
+def test_tune_stores_a_config_that_explain_reports(cli: Callable[..., Any], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "tuning.json"
+    monkeypatch.setenv("TRITRED_TUNE_CACHE", str(cache))
+    from tritred_core import get_registry
+
+    get_registry().cache.clear()
+    args = ("--shape", "6x300", "--dtype", "float32")
+    before = json.loads(cli("explain", "softmax", *args, "--device", "cpu", "--json").output)["config"]
+    assert before["tuned"] is False
+    r = cli("tune", "softmax", *args)
+    assert r.exit_code == 0, r.output
+    assert "best:" in r.output and str(cache) in r.output.replace("\n", "")
+    entries = json.loads(cache.read_text())["entries"]
+    assert len(entries) == 1
+    after = json.loads(cli("explain", "softmax", *args, "--device", "cpu", "--json").output)["config"]
+    assert after["tuned"] is True and after["decided_by"] == "tritred_ops"
+    stored = next(iter(entries.values()))["config"]
+    assert {k: after[k] for k in stored} == stored
+    assert "tuned (from a tuning cache)" in cli("explain", "softmax", *args, "--device", "cpu").output
+    get_registry().cache.clear()
+
+
+def test_tune_dry_run_and_errors(cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "tuning.json"
+    monkeypatch.setenv("TRITRED_TUNE_CACHE", str(cache))
+    r = cli("tune", "sum", "--shape", "4x100", "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "not stored" in r.output and not cache.exists()
+    assert cli("tune", "nope", "--shape", "4x4").exit_code == 2
+    assert cli("tune", "mean", "--shape", "4x4", "--dtype", "int64").exit_code == 2

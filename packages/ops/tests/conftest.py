@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ _DEVICE = os.environ.get("TRITRED_TEST_DEVICE") or (
 if _DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, os.path.dirname(__file__))  # ops_helpers (pytest runs in importlib mode)
+# Never read (or write) the user's tuning cache from tests.
+os.environ.setdefault("TRITRED_TUNE_CACHE", os.path.join(tempfile.mkdtemp(prefix="tritred-tune-"), "tuning.json"))
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

@@ -7,6 +7,7 @@
     tritred explain softmax --shape 4096x32768 --dtype bfloat16 --device h200
     tritred check softmax sum             # each op against its torch reference (exit 1 on a mismatch)
     tritred bench --quick --json out.json # the benchmark suite (tritred-bench)
+    tritred tune softmax --shape 4096x32768 --dtype bfloat16   # time configs here, store the fastest
 
 Nothing heavy is imported at module level: the registry loads ``tritred_ops`` (and torch) through the
 ``tritred`` entry points when a command needs them, after :func:`prepare_backend` has set ``TRITON_INTERPRET=1``
@@ -295,6 +296,51 @@ def explain_cmd(
     con.print(_fields_table("LaunchConfig", config))
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
+
+
+@app.command("tune")
+@_clean_errors
+def tune_cmd(
+    op: Annotated[str, typer.Argument(help="Reduction name (see `tritred list`).")],
+    shape: Annotated[str, typer.Option("--shape", "-s", help="Input shape, e.g. 4096x32768.")],
+    dtype: Annotated[str, typer.Option("--dtype", "-t", help="Input dtype, e.g. bfloat16.")] = "float32",
+    dim: Annotated[str, typer.Option("--dim", "-d", help="Reduced dim: int, 0,1 or none.")] = "-1",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Time the candidates, store nothing.")] = False,
+) -> None:
+    """Time launch configs for one call of OP on this device and store the fastest in the tuning cache.
+
+    The cache ($TRITRED_TUNE_CACHE, else ~/.cache/tritred/tuning.json) is keyed by device, triton version, op,
+    dtype and shape bucket; tritred's built-in heuristic uses its entries first, and `tritred explain` says so.
+    Only built-in reductions are tuned (a plugin decides its own configs). Without CUDA the candidates run under
+    the interpreter: the mechanism works, the timings mean nothing.
+    """
+    prepare_backend()
+    reg = _registry()
+    rec = reg.get(op)
+    if rec.spec.plugin != "tritred_ops":
+        raise UsageError(f"{op} comes from plugin {rec.spec.plugin}: only tritred's own reductions are tuned")
+    import torch
+    from tritred_ops import tuning
+
+    dt = getattr(torch, dtype.removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype) or dtype.removeprefix("torch.") not in rec.spec.dtypes:
+        raise UsageError(f"bad --dtype {dtype!r} for {op}; supported: {', '.join(rec.spec.dtypes)}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
+    con = _console()
+    table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
+    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "split", "ms"):
+        table.add_column(col, justify="right" if col != "strategy" else "left")
+    for t in trials:
+        c = t.config
+        table.add_row(c.strategy, str(c.BLOCK_M), str(c.BLOCK_N), str(c.BLOCK_K), str(c.num_warps),
+                      str(c.num_stages), str(c.split), f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"))
+    con.print(table)
+    if best is None:
+        raise UsageError("no candidate ran correctly: nothing stored")
+    where = "not stored (--dry-run)" if dry_run else f"stored in {tuning.cache_path()}"
+    con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_K={best.BLOCK_K} "
+              f"num_warps={best.num_warps}; {where}")
 
 
 # -- check ---------------------------------------------------------------------------------------------------------

@@ -207,9 +207,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
     # CUDA kernels also take running statistics of any floating dtype (they are updated in their own dtype).
-    checked = (("weight", weight), ("bias", bias))
+    checked = [("weight", weight), ("bias", bias)]
     if input.device.type != "cuda":
-        checked += (("running_mean", running_mean), ("running_var", running_var))
+        checked += [("running_mean", running_mean), ("running_var", running_var)]
     for name, t in checked:
         if t is not None and t.dtype != input.dtype and not (
                 t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, hookimpl
 
 from ._common import cdiv, next_pow2
+from .tuning import lookup
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1, "uint8": 1, "int8": 1,
              "int16": 2, "int32": 4, "int64": 8}
@@ -97,11 +98,22 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
                         num_warps=min(8, caps.max_warps))
 
 
+_BUILTINS = frozenset({"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
+                       "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm"})
+
+
 @hookimpl(trylast=True)
 def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
-    """tritred's built-in heuristic (see the module docstring); returns None for reductions it does not know."""
-    caps = _Caps(device)
+    """tritred's built-in heuristic (see the module docstring); returns None for reductions it does not know.
+
+    A config stored by ``tritred tune`` for this device, triton version, op, dtype and shape bucket comes first.
+    """
     name = spec.name
+    if name in _BUILTINS:
+        tuned = lookup(name, problem, device)
+        if tuned is not None:
+            return tuned
+    caps = _Caps(device)
     if name == "batch_norm":
         return _batch_norm_config(problem, caps)
     # (longest row kept on chip, may split N, rows per program tile, warps of the column kernels)

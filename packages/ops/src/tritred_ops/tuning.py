@@ -1,0 +1,202 @@
+"""Launch-config tuning: search configs for one call on this GPU and remember the fastest.
+
+``tritred tune OP --shape ... --dtype ...`` times :func:`candidates` (the built-in heuristic's config and its
+neighbours: block sizes, warps, stages, split counts) and stores the winner in a JSON cache file under the key
+(device name, triton version, op, dtype, shape bucket). The built-in heuristic consults that cache first
+(:func:`lookup`) and marks what it returns ``tuned=True``, which ``tritred explain`` reports. A plugin's
+``tritred_launch_config`` still wins over both (the built-in hook is ``trylast``).
+
+The cache file is ``$TRITRED_TUNE_CACHE``, else ``~/.cache/tritred/tuning.json``. A missing or unreadable file
+means "nothing tuned" (logged), never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.testing
+from pydantic import BaseModel, ConfigDict
+from tritred_core import DeviceInfo, LaunchConfig, Problem, Reduction, get_registry, hookimpl
+
+from . import _common as C
+
+CACHE_ENV = "TRITRED_TUNE_CACHE"
+
+
+def cache_path() -> Path:
+    """Where tuned configs are read from and written to."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "tritred" / "tuning.json"
+
+
+def shape_bucket(problem: Problem) -> str:
+    """The shapes one tuned entry stands for: layout, N and the number of outputs rounded up to powers of two."""
+    layout = "rows" if problem.inner else "cols"
+    outputs = C.next_pow2(max(problem.outputs, 1))
+    return f"{layout}-N{C.next_pow2(max(problem.N, 1))}-out{outputs}-K{'1' if problem.K == 1 else 'n'}"
+
+
+def cache_key(device: DeviceInfo, op: str, problem: Problem) -> str:
+    return "|".join((device.name, f"triton {triton.__version__}", op, problem.dtype, shape_bucket(problem)))
+
+
+def _load() -> dict[str, Any]:
+    """The cache file's entries, read once per process (kept in the registry's cache; re-read after a tune)."""
+    def read() -> dict[str, Any]:
+        path = cache_path()
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            return dict(data.get("entries", {}))
+        except (OSError, ValueError, AttributeError) as e:
+            C.log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
+            return {}
+    return C._cached(("tuning", str(cache_path())), read)  # type: ignore[no-any-return]
+
+
+def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
+    """The tuned config for this call's bucket, if one was stored and still fits the problem."""
+    entry = _load().get(cache_key(device, op, problem))
+    if entry is None:
+        return None
+    try:
+        config = LaunchConfig(**{**entry["config"], "tuned": True, "decided_by": None})
+        config.check_fits(problem)
+    except (ValueError, TypeError, KeyError) as e:
+        C.log.debug("tritred: tuned entry for %s does not apply: %s", op, e)
+        return None
+    return config
+
+
+def candidates(base: LaunchConfig, problem: Problem) -> list[LaunchConfig]:
+    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts."""
+    out: dict[tuple[Any, ...], LaunchConfig] = {}
+    N = max(problem.N, 1)
+
+    def add(**changes: Any) -> None:
+        fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
+        if fields["strategy"] != "split":
+            fields["split"] = 1
+        try:
+            cfg = LaunchConfig(**fields)
+            cfg.check_fits(problem)
+        except ValueError:
+            return
+        key = tuple(sorted(cfg.model_dump(exclude={"decided_by", "tuned"}).items()))
+        out.setdefault(key, cfg)
+
+    add()
+    for w in (base.num_warps // 2, base.num_warps * 2):
+        if 1 <= w <= 32:
+            add(num_warps=w)
+    for bn in (base.BLOCK_N // 2, base.BLOCK_N * 2):
+        if bn >= 1:
+            add(BLOCK_N=bn, strategy=base.strategy if base.strategy != "single_pass" or bn >= N else "multi_pass")
+    for bm in (base.BLOCK_M // 2, base.BLOCK_M * 2):
+        if bm >= 1 and problem.inner:
+            add(BLOCK_M=bm)
+    for bk in (base.BLOCK_K // 2, base.BLOCK_K * 2):
+        if bk >= 1 and not problem.inner:
+            add(BLOCK_K=bk)
+    if base.strategy != "single_pass":
+        add(num_stages=3 if base.num_stages == 1 else 1)
+    if base.strategy == "split":
+        for s in (max(2, base.split // 2), base.split * 2):
+            add(split=s)
+    return list(out.values())
+
+
+class Trial(BaseModel):
+    """One timed candidate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config: LaunchConfig
+    ms: float | None
+    error: str | None = None
+
+
+class _Force:
+    def __init__(self, op: str, config: LaunchConfig) -> None:
+        self.op, self.config = op, config
+
+    @hookimpl
+    def tritred_launch_config(self, spec: Any, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
+        return self.config if spec.name == self.op else None
+
+
+def _time(fn: Callable[[], Any], device: torch.device) -> float:
+    if device.type == "cuda":
+        return float(triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
+    samples = []
+    for _ in range(3):  # the interpreter: only shows the mechanism works
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
+
+
+def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, device: torch.device,
+         save: bool = True) -> tuple[Problem, list[Trial], LaunchConfig | None]:
+    """Time every candidate for one call of ``rec`` and (``save``) store the fastest correct one.
+
+    Returns the problem, the trials (fastest first; failures last) and the stored config. Candidates are
+    forced through a temporary plugin and checked against ``rec.reference`` before they are timed.
+    """
+    reg = get_registry()
+    args, kwargs = rec.make_inputs(shape, dtype, device=device, dim=dim, seed=0)
+    problem = rec.problem(*args, **kwargs)
+    info = C.device_info(device)
+    key = cache_key(info, rec.spec.name, problem)
+    base = reg.launch_config(rec.spec, problem, info)
+    from .testing import compare
+
+    def fresh() -> tuple[list[Any], dict[str, Any]]:  # batch_norm updates its running stats in place
+        return ([a.clone() if isinstance(a, torch.Tensor) else a for a in args],
+                {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+
+    a0, k0 = fresh()
+    expected = rec.reference(*a0, **k0)
+    trials = []
+    for i, cfg in enumerate(candidates(base.model_copy(update={"tuned": False}), problem)):
+        name = reg.register(_Force(rec.spec.name, cfg), name=f"tritred-tune-{i}")
+        try:
+            a1, k1 = fresh()
+            check = compare(rec.impl(*a1, **k1), expected, dtype, relative_to_max=True)
+            if not check.ok:
+                trials.append(Trial(config=cfg, ms=None, error=f"wrong result: {check.message}"))
+                continue
+            a2, k2 = fresh()
+            trials.append(Trial(config=cfg, ms=_time(functools.partial(rec.impl, *a2, **k2), device)))
+        except Exception as e:  # a candidate that does not compile or run is skipped, not fatal
+            trials.append(Trial(config=cfg, ms=None, error=f"{type(e).__name__}: {e}"))
+        finally:
+            reg.unregister(name)
+    trials.sort(key=lambda t: (t.ms is None, t.ms or 0.0))
+    best = trials[0].config if trials and trials[0].ms is not None else None
+    if save and best is not None:
+        path = cache_path()
+        data: dict[str, Any] = {"entries": {}}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except ValueError:
+                C.log.warning("tritred: overwriting unreadable tuning cache %s", path)
+        data.setdefault("entries", {})[key] = {
+            "config": best.model_dump(exclude={"decided_by", "tuned"}), "ms": trials[0].ms,
+            "shape": list(shape), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+        reg.cache.clear()  # the next decision reads the new entry
+    return problem, trials, best

@@ -1,0 +1,73 @@
+"""tritred tune's machinery: candidates, the cache file, and the built-in heuristic consulting it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import tritred_ops as tr
+from tritred_core import Problem, get_registry
+from tritred_core.testing import FAKE_H200
+from tritred_ops import tuning
+from tritred_ops._common import device_info
+
+
+@pytest.fixture
+def cache_file(tmp_path, monkeypatch):
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv(tuning.CACHE_ENV, str(path))
+    get_registry().cache.clear()
+    yield path
+    get_registry().cache.clear()
+
+
+def _problem(N: int = 3000, M: int = 6) -> Problem:
+    return Problem(op="softmax", dtype="float32", M=M, N=N, K=1, stride_m=N, stride_n=1)
+
+
+def test_candidates_are_valid_neighbours():
+    reg = get_registry()
+    spec = reg.get("sum").spec
+    for problem in (_problem(), _problem(N=200), Problem(op="sum", dtype="float32", M=1, N=9000, K=64,
+                                                         stride_m=9000 * 64, stride_n=64, stride_k=1)):
+        base = reg.launch_config(spec, problem, FAKE_H200)
+        cands = tuning.candidates(base, problem)
+        assert cands[0].model_dump(exclude={"decided_by", "tuned"}) == base.model_dump(exclude={"decided_by", "tuned"})
+        assert len(cands) > 2
+        for c in cands:
+            c.check_fits(problem)  # every candidate can compute the problem
+
+
+def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):
+    reg = get_registry()
+    rec = reg.get("softmax")
+    problem, trials, best = tuning.tune(rec, (6, 300), torch.float32, -1, torch.device(device))
+    assert best is not None and trials[0].config == best and trials[0].ms is not None
+    data = json.loads(cache_file.read_text())
+    (key, entry), = data["entries"].items()
+    assert "softmax" in key and "float32" in key and tuning.shape_bucket(problem) in key
+    info = device_info(torch.device(device))
+    decided = reg.launch_config(rec.spec, problem, info)
+    assert decided.tuned and decided.decided_by == "tritred_ops"
+    assert decided.model_dump(exclude={"decided_by", "tuned"}) == best.model_dump(exclude={"decided_by", "tuned"})
+    # same bucket, other exact shape: the tuned entry applies (when it fits)
+    x = torch.randn(5, 290, device=device)
+    torch.testing.assert_close(tr.softmax(x, -1), torch.softmax(x, -1))
+
+
+def test_unreadable_cache_is_ignored(cache_file):
+    cache_file.write_text("{not json")
+    assert tuning.lookup("softmax", _problem(), FAKE_H200) is None
+
+
+def test_entry_that_does_not_fit_is_skipped(cache_file):
+    problem = _problem(N=3000)
+    key = tuning.cache_key(FAKE_H200, "softmax", problem)
+    cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "single_pass", "BLOCK_N": 16}}}}))
+    assert tuning.lookup("softmax", problem, FAKE_H200) is None  # single_pass with BLOCK_N < N
+    cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "multi_pass", "BLOCK_N": 512,
+                                                                   "num_warps": 8}}}}))
+    get_registry().cache.clear()
+    hit = tuning.lookup("softmax", problem, FAKE_H200)
+    assert hit is not None and hit.tuned and hit.BLOCK_N == 512
