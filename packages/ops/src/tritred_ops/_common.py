@@ -235,25 +235,21 @@ def rows_layout(view: View) -> bool:
 
 def device_info(device: torch.device) -> DeviceInfo:
     """What the heuristics need to know about ``device``; cached per device in the registry's cache."""
-    reg = get_registry()
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    key = ("device", str(device))
-    info = reg.cache.get(key)
-    if info is None:
-        if device.type == "cuda":
-            p = torch.cuda.get_device_properties(device)
-            info = DeviceInfo(
-                name=p.name, backend="cuda", compute_capability=(p.major, p.minor),
-                sm_count=p.multi_processor_count,
-                max_shared_mem=int(getattr(p, "shared_memory_per_block_optin", 48 * 1024)),
-                regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536)),
-                l2_bytes=int(getattr(p, "L2_cache_size", 0)),
-            )
-        else:
-            info = DeviceInfo(name="cpu (TRITON_INTERPRET=1)", backend="interpreter")
-        reg.cache[key] = info
-    return info  # type: ignore[no-any-return]
+
+    def read() -> DeviceInfo:
+        if device.type != "cuda":
+            return DeviceInfo(name="cpu (TRITON_INTERPRET=1)", backend="interpreter")
+        p = torch.cuda.get_device_properties(device)
+        return DeviceInfo(
+            name=p.name, backend="cuda", compute_capability=(p.major, p.minor),
+            sm_count=p.multi_processor_count,
+            max_shared_mem=int(getattr(p, "shared_memory_per_block_optin", 48 * 1024)),
+            regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536)),
+            l2_bytes=int(getattr(p, "L2_cache_size", 0)),
+        )
+    return _cached(("device", str(device)), read)  # type: ignore[no-any-return]
 
 
 def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "strided",
@@ -275,6 +271,41 @@ def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") ->
     sm, sn, sk = view.strides[0]
     return Problem(op=op, dtype=dtype_name(x.dtype), M=view.M, N=view.N, K=view.K,
                    stride_m=sm, stride_n=sn, stride_k=sk, layout=layout)  # type: ignore[arg-type]
+
+
+def slices(total: int, parts: int, granule: int = 1) -> tuple[int, int]:
+    """Cut ``total`` items into at most ``parts`` slices of whole ``granule``s: (slice count, items per slice;
+    the last slice may be shorter). No slice is empty, so every split partial holds data."""
+    per = cdiv(cdiv(max(total, 1), max(parts, 1)), granule) * granule
+    return cdiv(max(total, 1), per), per
+
+
+def split_plan(cfg: LaunchConfig, N: int) -> tuple[int, int]:
+    """(split, n_per_split) of a reduction over N: one slice unless the strategy is ``split``."""
+    if cfg.strategy != "split" or cfg.split <= 1:
+        return 1, max(N, 1)
+    return slices(N, cfg.split, cfg.BLOCK_N)
+
+
+def combine_blocks(rows: int, split: int, tile: int = 4096) -> tuple[int, int]:
+    """(rows per program, BLOCK over the partials) of a launch that merges ``split`` partials of ``rows``
+    outputs: every partial of a row in one tile, several rows per program up to ``tile`` elements."""
+    block_s = next_pow2(split)
+    return max(1, min(next_pow2(rows), tile // block_s)), block_s
+
+
+def map_view(x: torch.Tensor, y: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, View]:
+    """Joint view of an input and its same-shaped output (softmax, layer_norm), reduced over ``dims`` in order.
+
+    Exotic strides that do not give one (they are rare: a non-mergeable strided normalized group) are
+    normalized to contiguous copies of ``x`` and a fresh contiguous ``y``.
+    """
+    view = canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+    if view is None:
+        x, y = x.contiguous(), torch.empty(x.shape, dtype=y.dtype, device=x.device)
+        view = canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
+        assert view is not None
+    return x, y, view
 
 
 def cdiv(a: int, b: int) -> int:

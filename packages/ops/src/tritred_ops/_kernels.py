@@ -69,11 +69,6 @@ def identity(op: int, acc: torch.dtype) -> float | int:
 
 
 @triton.jit
-def add_fn(a, b):
-    return a + b
-
-
-@triton.jit
 def mul_fn(a, b):
     return a * b
 

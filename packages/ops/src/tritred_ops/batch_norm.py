@@ -236,9 +236,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if training:
         dev = x.device
         tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
-        split = max(1, min(cfg.split, tiles))
-        tiles_per_split = C.cdiv(tiles, split)
-        split = C.cdiv(tiles, tiles_per_split)
+        split, tiles_per_split = C.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(4))
         _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
             x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split,
@@ -247,8 +245,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         mean = torch.empty(Ch, dtype=acc, device=dev)
         rstd = torch.empty(Ch, dtype=acc, device=dev)
         has_running = running_mean is not None and running_var is not None
-        block_s = C.next_pow2(split)
-        block_c = max(1, min(C.next_pow2(Ch), 4096 // block_s))
+        block_c, block_s = C.combine_blocks(Ch, split)
         _finalize_kernel[(C.cdiv(Ch, block_c),)](
             pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean, rv_buf if has_running else rstd,
             Ch, *f32_split(float(eps)), *f32_split(float(momentum)), HAS_RUNNING=has_running, ACC=tl_dtype(acc),

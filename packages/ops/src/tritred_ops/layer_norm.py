@@ -118,14 +118,9 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     if input.numel() == 0:
         return y, mean, rstd
     dims = tuple(range(input.dim() - D, input.dim()))
-    x = input
-    view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
-    if view is None:  # exotic strides over the normalized dims: normalize both to contiguous
-        x, y = x.contiguous(), torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
-        assert view is not None
-    # Weights are indexed by the flat position in normalized_shape (tiny: a copy only if non-contiguous).
-    # Kernels read weight/bias with unit stride: copy a strided or expanded one (N elements, not the input).
+    x, y, view = C.map_view(input, y, dims)
+    # Weights are indexed by the flat position in normalized_shape with unit stride: a strided or expanded one
+    # is copied (N elements, not the input).
     w = weight.contiguous().view(-1) if weight is not None else None
     b = bias.contiguous().view(-1) if bias is not None else None
     cfg = C.decide(SPEC, x, view)

@@ -15,7 +15,6 @@ no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for i
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -230,11 +229,7 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     ident = identity(op, acc)
     consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
-    split = cfg.split if cfg.strategy == "split" else 1
-    nps = C.cdiv(view.N, split) if split > 1 else builtins.max(view.N, 1)
-    if split > 1:
-        nps = C.cdiv(nps, cfg.BLOCK_N) * cfg.BLOCK_N  # whole chunks per slice
-        split = C.cdiv(view.N, nps)
+    split, nps = C.split_plan(cfg, view.N)
     target = torch.empty((R, split), dtype=acc, device=x.device) if split > 1 else out
     if C.rows_layout(view):
         grid = (C.cdiv(R, cfg.BLOCK_M), split)
@@ -248,8 +243,7 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
                            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
                            BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:  # combine the partials of each output in a fixed order
-        block_n = C.next_pow2(split)
-        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
+        block_m, block_n = C.combine_blocks(R, split)
         _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
                                               split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc),
                                               SPLIT=1, SINGLE=True,
@@ -433,11 +427,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
     is_max = name == "max"
     consts = dict(IS_MAX=is_max, IDENT=identity(MAX if is_max else MIN, acc), ACC=tl_dtype(acc),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    split = cfg.split if cfg.strategy == "split" else 1
-    nps = view.N
-    if split > 1:
-        nps = C.cdiv(C.cdiv(view.N, split), cfg.BLOCK_N) * cfg.BLOCK_N
-        split = C.cdiv(view.N, nps)
+    split, nps = C.split_plan(cfg, view.N)
     if split > 1:
         pv = torch.empty((R, split), dtype=acc, device=x.device)
         pi = torch.empty((R, split), dtype=torch.int64, device=x.device)
@@ -452,8 +442,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
             src, pv, pi, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, SPLIT=split,
             BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
-        block_n = C.next_pow2(split)
-        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 4096 // block_n))
+        block_m, block_n = C.combine_blocks(R, split)
         _arg_rows_kernel[(C.cdiv(R, block_m), 1)](
             pv, pi, values, indices, R, split, view.K, view.K * split, 1, split, som, sok, split,
             HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n, **consts)

@@ -184,11 +184,7 @@ def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torc
     if x.numel() == 0:
         return y
     dims = (d,) if x.dim() else ()
-    view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
-    if view is None:  # only possible for exotic layouts: normalize both to contiguous
-        x, y = x.contiguous(), torch.empty(x.shape, dtype=cast, device=x.device)
-        view = C.canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
-        assert view is not None
+    x, y, view = C.map_view(x, y, dims)
     cfg = C.decide(SPECS[name], x, view)
     _launch(mode, x, view, y, cast, cfg)
     return y

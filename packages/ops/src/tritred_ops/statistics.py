@@ -160,11 +160,7 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     acc = acc_dtype(x.dtype)
     R = view.M * view.K
-    split = cfg.split if cfg.strategy == "split" else 1
-    nps = builtins.max(view.N, 1)
-    if split > 1:
-        nps = C.cdiv(C.cdiv(view.N, split), cfg.BLOCK_N) * cfg.BLOCK_N
-        split = C.cdiv(view.N, nps)
+    split, nps = C.split_plan(cfg, view.N)
     consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
@@ -183,8 +179,7 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
             x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split,
             SINGLE=single, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
-        block_s = C.next_pow2(split)
-        block_m = builtins.max(1, builtins.min(C.next_pow2(R), 2048 // block_s))
+        block_m, block_s = C.combine_blocks(R, split, tile=2048)
         _stats_combine_kernel[(C.cdiv(R, block_m),)](
             p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, *f32_split(divisor), SPLIT=split,
             BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
