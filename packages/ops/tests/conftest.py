@@ -39,7 +39,7 @@ def device() -> str:
 @pytest.fixture(autouse=True)
 def poison(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every tensor tritred allocates starts as NaN (or a sentinel): an element a kernel forgets stays visible."""
-    real_empty, real_empty_like = torch.empty, torch.empty_like
+    real_empty, real_empty_like, real_empty_strided = torch.empty, torch.empty_like, torch.empty_strided
 
     def fill(t: torch.Tensor) -> torch.Tensor:
         if t.numel() and t.device.type != "meta":
@@ -53,6 +53,7 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(torch, "empty", lambda *a, **k: fill(real_empty(*a, **k)))
     monkeypatch.setattr(torch, "empty_like", lambda *a, **k: fill(real_empty_like(*a, **k)))
+    monkeypatch.setattr(torch, "empty_strided", lambda *a, **k: fill(real_empty_strided(*a, **k)))  # replays
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
 from ._kernels import acc_dtype, chan_fn, div_exact, f32_split, sqrt_exact, tl_dtype, welford_update
+from ._replay import Recorder, find_plan
 
 
 @triton.jit
@@ -184,6 +185,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``).
     """
     op = "batch_norm"
+    plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
+    if plan is not None:
+        return plan.run(input, running_mean, running_var, weight, bias)[0]
     C.check_tensor(op, "input", input)
     if input.dim() < 2:
         raise RuntimeError(f"{op}(): expected an input with at least 2 dims [B, C, *], got {input.dim()}D")
@@ -219,7 +223,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if training and input.numel() // max(Ch, 1) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     C.check_runnable(op, input)
-    y = torch.empty_like(input)
+    rec = Recorder(input, running_mean, running_var, weight, bias)
+    y = rec.empty_like(input)
     if input.numel() == 0:
         return y
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
@@ -229,36 +234,40 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
-    w = weight.contiguous().view(-1) if weight is not None else y
-    b = bias.contiguous().view(-1) if bias is not None else y
-    rm_buf = running_mean.contiguous().view(-1) if running_mean is not None else None
-    rv_buf = running_var.contiguous().view(-1) if running_var is not None else None
+    def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+        return t if t is None or t.is_contiguous() else t.contiguous()
+    w = flat(weight) if weight is not None else y
+    b = flat(bias) if bias is not None else y
+    rm_buf, rv_buf = flat(running_mean), flat(running_var)
     if training:
         dev = x.device
         tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
         split, tiles_per_split = C.slices(tiles, cfg.split)
-        pm, pm2, pn, psum = (torch.empty((Ch, split), dtype=acc, device=dev) for _ in range(4))
-        _stats_kernel[(C.cdiv(Ch, cfg.BLOCK_K), split)](
-            x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc, tiles_per_split, ACC=tl_dtype(acc), SPLIT=split,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages)
-        mean = torch.empty(Ch, dtype=acc, device=dev)
-        rstd = torch.empty(Ch, dtype=acc, device=dev)
+        pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
+        rec.launch(
+            _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
+            tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        mean = rec.empty((Ch,), acc, dev)
+        rstd = rec.empty((Ch,), acc, dev)
         has_running = running_mean is not None and running_var is not None
         block_c, block_s = C.combine_blocks(Ch, split)
-        _finalize_kernel[(C.cdiv(Ch, block_c),)](
-            pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean, rv_buf if has_running else rstd,
-            Ch, *f32_split(float(eps)), *f32_split(float(momentum)), HAS_RUNNING=has_running, ACC=tl_dtype(acc),
-            SPLIT=split, BLOCK_C=block_c, BLOCK_S=block_s)
+        rec.launch(
+            _finalize_kernel, (C.cdiv(Ch, block_c),), pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean,
+            rv_buf if has_running else rstd, Ch, *f32_split(float(eps)), *f32_split(float(momentum)),
+            HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split, BLOCK_C=block_c, BLOCK_S=block_s)
         stats = (mean, rstd)
         for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
-            if given is not None and buf is not None and buf.data_ptr() != given.data_ptr():
+            if given is not None and buf is not None and buf is not given:
                 given.copy_(buf.view_as(given))
+                rec.replayable = False  # the copy back is not a launch
     else:
         stats = (rm_buf, rv_buf)  # type: ignore[assignment]
     grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
-    _apply_kernel[grid](x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, *f32_split(float(eps)),
-                        FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
-                        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+    rec.launch(_apply_kernel, grid, x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc,
+               *f32_split(float(eps)), FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None,
+               ACC=tl_dtype(acc), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+               num_warps=cfg.num_warps)
+    rec.save(key, y)
     return y
 

@@ -27,6 +27,7 @@ from ._kernels import (
     tl_dtype,
     welford_update,
 )
+from ._replay import Recorder, find_plan
 
 
 @triton.jit
@@ -91,6 +92,12 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: leading dims)."""
     op = "layer_norm"
+    plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
+    if plan is not None:
+        if store_stats:
+            y, mean, rstd = plan.run(input, weight, bias)
+            return y, mean, rstd
+        return plan.run(input, weight, bias)[0], None, None
     C.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -110,31 +117,35 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     C.check_float(op, input)
     C.check_same_device(op, input, weight=weight, bias=bias)
     C.check_runnable(op, input)
-    y = torch.empty_like(input)
+    rec = Recorder(input, weight, bias)
+    y = rec.empty_like(input)
     lead = input.shape[: input.dim() - D]
     rows = C.prod(lead)
-    mean = torch.empty(lead, dtype=torch.float32, device=input.device) if store_stats else None
-    rstd = torch.empty(lead, dtype=torch.float32, device=input.device) if store_stats else None
+    mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
+    rstd = rec.empty(lead, torch.float32, input.device) if store_stats else None
     if input.numel() == 0:
         return y, mean, rstd
     dims = tuple(range(input.dim() - D, input.dim()))
     x, y, view = C.map_view(input, y, dims)
     # Weights are indexed by the flat position in normalized_shape with unit stride: a strided or expanded one
-    # is copied (N elements, not the input).
-    w = weight.contiguous().view(-1) if weight is not None else None
-    b = bias.contiguous().view(-1) if bias is not None else None
+    # is copied (N elements, not the input); a contiguous one is passed as is (the kernel reads it flat).
+    w = weight if weight is None or weight.is_contiguous() else weight.contiguous()
+    b = bias if bias is None or bias.is_contiguous() else bias.contiguous()
     cfg = C.decide(SPEC, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     R = view.M * view.K
     assert R == rows
     dummy = y
-    _layer_norm_kernel[(C.cdiv(R, cfg.BLOCK_M),)](
-        x, w if w is not None else dummy, b if b is not None else dummy, y,
-        mean if mean is not None else dummy, rstd if rstd is not None else dummy,
-        R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, *f32_split(float(eps)),
-        HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)),
-        SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+    rec.launch(
+        _layer_norm_kernel, (C.cdiv(R, cfg.BLOCK_M),), x, w if w is not None else dummy, b if b is not None else dummy,
+        y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
+        sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
+        ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if store_stats:
+        rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
+    else:
+        rec.save(key, y)
     return y, mean, rstd
 
 

@@ -42,6 +42,7 @@ from ._kernels import (
     tile_reduce,
     tl_dtype,
 )
+from ._replay import Recorder, find_plan
 
 # --------------------------------------------------------------------------------------------------------------
 # kernels
@@ -221,8 +222,8 @@ class MaxMin(NamedTuple):
     indices: torch.Tensor
 
 
-def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch.Tensor, cast: torch.dtype,
-                   acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig) -> None:
+def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.View, out: torch.Tensor,
+                   cast: torch.dtype, acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig) -> None:
     """Run one plain reduction of ``x`` (described by ``view``) into ``out`` with config ``cfg``."""
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     R = view.M * view.K
@@ -230,24 +231,24 @@ def _launch_reduce(op: int, name: str, x: torch.Tensor, view: C.View, out: torch
     consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
     split, nps = C.split_plan(cfg, view.N)
-    target = torch.empty((R, split), dtype=acc, device=x.device) if split > 1 else out
+    target = rec.empty((R, split), acc, x.device) if split > 1 else out
     if C.rows_layout(view):
         grid = (C.cdiv(R, cfg.BLOCK_M), split)
-        _rows_kernel[grid](x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
-                           PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
-                           SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
-                           BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+        rec.launch(
+            _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
+            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
-        _cols_kernel[grid](x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
-                           PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, BLOCK_N=cfg.BLOCK_N,
-                           BLOCK_K=cfg.BLOCK_K, **consts)
+        rec.launch(
+            _cols_kernel, grid, x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps,
+            *f32_split(mean_divisor), PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:  # combine the partials of each output in a fixed order
         block_m, block_n = C.combine_blocks(R, split)
-        _rows_kernel[(C.cdiv(R, block_m), 1)](target, out, R, split, view.K, view.K * split, 1, split, som, sok,
-                                              split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc),
-                                              SPLIT=1, SINGLE=True,
-                                              BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+        rec.launch(_rows_kernel, (C.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
+                   som, sok, split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc), SPLIT=1,
+                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
 
 
 def _out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool) -> list[int]:
@@ -280,6 +281,9 @@ def _prepare(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tenso
 
 def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None, keepdim: bool,
             dtype: torch.dtype | None) -> torch.Tensor:
+    plan, key = find_plan(name, (dim, keepdim, dtype), x)
+    if plan is not None:
+        return plan.run(x)[0]
     C.check_tensor(name, "input", x)
     spec = SPECS[name]
     C.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
@@ -310,10 +314,12 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
         fill = {"sum": 0, "prod": 1, "mean": float("nan")}.get(name, 0)  # amax/amin: the result is empty
         return torch.full(C.reduced_shape(x.shape, dims, keepdim), fill, dtype=out_dtype, device=x.device)
     acc = acc_dtype(cast)
-    out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), dtype=out_dtype, device=x.device)
+    rec = Recorder(x)
+    out = rec.empty(C.reduced_shape(x.shape, dims, keepdim), out_dtype, x.device)
     src, view, layout = _prepare(name, x, dims, out, keepdim)
     cfg = C.decide(spec, x, view, layout)
-    _launch_reduce(op, name, src, view, out, cast, acc, float(view.N) if name == "mean" else 0.0, cfg)
+    _launch_reduce(rec, op, name, src, view, out, cast, acc, float(view.N) if name == "mean" else 0.0, cfg)
+    rec.save(key, out)
     return out
 
 
@@ -396,6 +402,9 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 
 
 def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) -> torch.Tensor | MaxMin:
+    plan, key = find_plan(name, (dim, keepdim), x)
+    if plan is not None:
+        return MaxMin(*plan.run(x))
     C.check_tensor(name, "input", x)
     C.check_supported(name, x, allow_integers=True)
     if dim is None and keepdim is not _UNSET:
@@ -409,8 +418,9 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
     d = C.wrap_dim(name, dim, x.dim())
     C.check_runnable(name, x)
     shape = C.reduced_shape(x.shape, (d,) if x.dim() else (), keepdim)
-    values = torch.empty(shape, dtype=x.dtype, device=x.device)
-    indices = torch.empty(shape, dtype=torch.int64, device=x.device)
+    rec = Recorder(x)
+    values = rec.empty(shape, x.dtype, x.device)
+    indices = rec.empty(shape, torch.int64, x.device)
     if x.dim() == 0:
         values.copy_(x)
         indices.zero_()
@@ -429,23 +439,25 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     split, nps = C.split_plan(cfg, view.N)
     if split > 1:
-        pv = torch.empty((R, split), dtype=acc, device=x.device)
-        pi = torch.empty((R, split), dtype=torch.int64, device=x.device)
+        pv = rec.empty((R, split), acc, x.device)
+        pi = rec.empty((R, split), torch.int64, x.device)
     else:
         pv, pi = values, indices
     if C.rows_layout(view):
-        _arg_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
-            src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, HAS_IDX_IN=False, SPLIT=split,
-            SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+        rec.launch(
+            _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
+            sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, **consts)
     else:
-        _arg_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
-            src, pv, pi, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, SPLIT=split,
-            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+        rec.launch(
+            _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
+            sxn, sxk, som, sok, nps, SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_m, block_n = C.combine_blocks(R, split)
-        _arg_rows_kernel[(C.cdiv(R, block_m), 1)](
-            pv, pi, values, indices, R, split, view.K, view.K * split, 1, split, som, sok, split,
-            HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+        rec.launch(
+            _arg_rows_kernel, (C.cdiv(R, block_m), 1), pv, pi, values, indices, R, split, view.K, view.K * split, 1,
+            split, som, sok, split, HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+    rec.save(key, values, indices)
     return MaxMin(values, indices)
 
 

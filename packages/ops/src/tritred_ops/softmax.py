@@ -22,6 +22,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
 from ._kernels import acc_dtype, max_fn, pre_cast, tl_dtype
+from ._replay import Recorder, find_plan
 
 
 @triton.jit
@@ -153,23 +154,25 @@ SPECS = {
 }
 
 
-def _launch(mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: torch.dtype,
+def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: torch.dtype,
             cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if C.rows_layout(view):
-        R = view.M * view.K
-        _rows_kernel[(C.cdiv(R, cfg.BLOCK_M),)](x, y, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk,
-                                                BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **common)
+        rows = view.M * view.K
+        rec.launch(_rows_kernel, (C.cdiv(rows, cfg.BLOCK_M),), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
+                   syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **common)
     else:
-        _cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K),)](x, y, view.M, view.N, view.K, sxm, sxn, sxk, sym,
-                                                             syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-                                                             **common)
+        rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
+                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **common)
 
 
 def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:
+    plan, key = find_plan(name, (dim, dtype), x)
+    if plan is not None:
+        return plan.run(x)[0]
     C.check_tensor(name, "input", x)
     if dim is None:
         raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
@@ -180,13 +183,15 @@ def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torc
     if x.dtype not in C.FLOATS + C.INTEGERS or cast not in C.FLOATS:
         raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
     C.check_runnable(name, x)
-    y = torch.empty_like(x, dtype=cast)  # keeps the input's layout when it is dense
+    rec = Recorder(x)
+    y = rec.empty_like(x, dtype=cast)  # keeps the input's layout when it is dense
     if x.numel() == 0:
         return y
     dims = (d,) if x.dim() else ()
     x, y, view = C.map_view(x, y, dims)
     cfg = C.decide(SPECS[name], x, view)
-    _launch(mode, x, view, y, cast, cfg)
+    _launch(rec, mode, x, view, y, cast, cfg)
+    rec.save(key, y)
     return y
 
 
@@ -240,6 +245,9 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     """
     from .reduce import _prepare
 
+    plan, key = find_plan("logsumexp", (dim, keepdim), input)
+    if plan is not None:
+        return plan.run(input)[0]
     C.check_tensor("logsumexp", "input", input)
     C.check_supported("logsumexp", input, allow_integers=True)
     C.check_keepdim("logsumexp", keepdim)
@@ -249,7 +257,8 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     dims = C.wrap_dims("logsumexp", dim, input.dim())
     out_dtype = input.dtype if input.dtype in C.FLOATS else torch.get_default_dtype()
     C.check_runnable("logsumexp", input)
-    out = torch.empty(C.reduced_shape(input.shape, dims, keepdim), dtype=out_dtype, device=input.device)
+    rec = Recorder(input)
+    out = rec.empty(C.reduced_shape(input.shape, dims, keepdim), out_dtype, input.device)
     if out.numel() == 0:
         return out
     if any(input.shape[d] == 0 for d in dims):
@@ -257,5 +266,6 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     src, view, layout = _prepare("logsumexp", input, dims, out, keepdim)
     # The output has no reduced axis: its n-stride is never used.
     cfg = C.decide(SPECS["logsumexp"], input, view, layout)
-    _launch(2, src, view, out, out_dtype if input.dtype not in C.FLOATS else input.dtype, cfg)
+    _launch(rec, 2, src, view, out, out_dtype if input.dtype not in C.FLOATS else input.dtype, cfg)
+    rec.save(key, out)
     return out

@@ -29,6 +29,7 @@ from ._kernels import (
     tl_dtype,
     welford_update,
 )
+from ._replay import Recorder, find_plan
 from .reduce import _prepare
 
 
@@ -155,7 +156,7 @@ SPECS = {
 }
 
 
-def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Tensor, divisor: float,
+def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Tensor, divisor: float,
             std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     acc = acc_dtype(x.dtype)
@@ -165,24 +166,25 @@ def _launch(x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Te
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
     if split > 1:
-        p_m2 = torch.empty((R, split), dtype=acc, device=x.device)
-        p_mean = torch.empty((R, split), dtype=acc, device=x.device)
+        p_m2 = rec.empty((R, split), acc, x.device)
+        p_mean = rec.empty((R, split), acc, x.device)
     else:
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
-        _stats_rows_kernel[(C.cdiv(R, cfg.BLOCK_M), split)](
-            x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split,
-            SINGLE=single,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+        rec.launch(
+            _stats_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
+            sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            **consts)
     else:
-        _stats_cols_kernel[(view.M * C.cdiv(view.K, cfg.BLOCK_K), split)](
-            x, p_m2, p_mean, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split,
-            SINGLE=single, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+        rec.launch(
+            _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
+            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
+            BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_m, block_s = C.combine_blocks(R, split, tile=2048)
-        _stats_combine_kernel[(C.cdiv(R, block_m),)](
-            p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok, *f32_split(divisor), SPLIT=split,
-            BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
+        rec.launch(
+            _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
+            *f32_split(divisor), SPLIT=split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
@@ -203,6 +205,10 @@ def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool
 
 def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | None, keepdim: bool,
            correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    plan, key = find_plan(name, (dim, unbiased, keepdim, correction), x)
+    if plan is not None:
+        out, mean_out = plan.run(x)
+        return out, mean_out
     C.check_tensor(name, "input", x)
     C.check_keepdim(name, keepdim)
     dim, corr = _parse_correction(name, dim, unbiased, correction)
@@ -213,8 +219,9 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     dims = C.wrap_dims(name, dim, x.dim())  # type: ignore[arg-type]
     C.check_runnable(name, x)
     shape = C.reduced_shape(x.shape, dims, keepdim)
-    out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    mean_out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    rec = Recorder(x)
+    out = rec.empty(shape, x.dtype, x.device)
+    mean_out = rec.empty(shape, x.dtype, x.device)
     n = C.prod([x.shape[d] for d in dims])
     if out.numel() == 0:
         return out, mean_out
@@ -222,8 +229,9 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
     src, view, layout = _prepare(name, x, dims, out, keepdim)
     cfg = C.decide(SPECS[name], x, view, layout)
-    _launch(src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"),
+    _launch(rec, src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"),
             name.endswith("_mean"), cfg)
+    rec.save(key, out, mean_out)
     return out, mean_out
 
 

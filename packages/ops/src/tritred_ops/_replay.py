@@ -1,0 +1,190 @@
+"""Call plans: what one call allocated and launched, replayed by the next call with the same key.
+
+Why: a reduction on a small tensor is host-bound. The full host path of a call (argument checks, canonical view,
+launch decision, and Triton's own per-call argument binding and specialization) costs tens of microseconds,
+several times a small kernel's run time and several times torch's own dispatch.
+
+How: the first call with a given key runs the full path through a :class:`Recorder`, which allocates the
+outputs and temporaries and launches the kernels, noting each. The key holds the op, its non-tensor arguments
+and, for every tensor argument, its type, shape, strides, dtype, device and 16-byte alignment: everything the
+full path decides (checks, view, config, grid, every integer kernel argument, Triton's specialization) is a
+function of it. Later calls with the key :meth:`Plan.run`: allocate the same outputs, launch the same compiled
+kernels with the new tensors. No decision is re-made and no check can fail differently, so the result is the one
+the full path gives.
+
+A call is saved only when its kernels read and write nothing but the call's own tensors and the recorder's
+allocations. A path that copies an input (a gathered layout, a strided weight), or that fills an output with
+torch (empty inputs, 0-d max), does not call :meth:`Recorder.save` or fails that test, and runs in full every
+time. Under the Triton interpreter (CPU) a plan replays through the JIT function, so CPU tests exercise the same
+record and replay logic; compiled, it calls the cached kernel's launcher directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+from triton import knobs
+from tritred_core import get_registry
+
+from ._common import _cached
+
+
+def tensor_key(t: torch.Tensor | None) -> Hashable:
+    """What a plan depends on in one tensor argument (its data pointer only through Triton's 16-byte alignment
+    specialization)."""
+    if t is None:
+        return None
+    return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+
+
+def _typed(a: Any) -> Hashable:
+    """An argument with its type (and its elements' types): ``1``, ``1.0`` and ``True`` are equal as dict keys
+    but not to the full path's checks."""
+    t = type(a)
+    if t is tuple or t is list or t is torch.Size:
+        return (t, tuple(map(type, a)), tuple(a))
+    return (t, a)
+
+
+def find_plan(op: str, args: tuple[Any, ...], *tensors: Any) -> tuple[Plan | None, Hashable]:
+    """(the saved plan or None, the call's key or None when the call has no key: a non-tensor or unhashable
+    argument, which the full path then reports or handles)."""
+    try:
+        key = (op, *map(_typed, args), *map(tensor_key, tensors))
+        return get_registry().cache.get(key), key
+    except (AttributeError, TypeError):
+        return None, None
+
+
+def _hooks() -> tuple[Any, Any]:
+    """Triton's launch hooks (profilers); None when none is installed (Triton 3.x keeps an empty chain)."""
+    enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    if enter is not None and not getattr(enter, "calls", True):
+        enter = None
+    if leave is not None and not getattr(leave, "calls", True):
+        leave = None
+    return enter, leave
+
+
+class _Launch:
+    """One kernel launch with the call's tensors as slots: ``args[pos] = tensors[slot]`` for each (pos, slot)."""
+
+    __slots__ = ("compiled", "grid", "kernel", "kwargs", "slots", "template")
+
+    def __init__(self, kernel: Any, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
+                 kwargs: dict[str, Any], slots: tuple[tuple[int, int], ...]) -> None:
+        self.kernel, self.compiled, self.slots = kernel, compiled, slots
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        if compiled is not None:
+            # The launcher takes every parameter in signature order, constexprs included (it skips them).
+            names = list(kernel.signature.parameters)
+            tail = [kwargs[n] if n in kwargs else kernel.signature.parameters[n].default for n in names[len(args):]]
+            self.template = [*args, *tail]
+            self.kwargs = {}
+        else:
+            self.template, self.kwargs = list(args), kwargs
+
+    def __call__(self, tensors: list[torch.Tensor], stream: Any) -> None:
+        args = self.template.copy()
+        for pos, slot in self.slots:
+            args[pos] = tensors[slot]
+        c = self.compiled
+        if c is None:  # interpreter: the JIT function runs the kernel on the new tensors
+            self.kernel[self.grid](*args, **self.kwargs)
+            return
+        enter, leave = _hooks()
+        meta = c.launch_metadata(self.grid, stream, *args) if enter is not None else None
+        g0, g1, g2 = self.grid
+        c.run(g0, g1, g2, stream, c.function, c.packed_metadata, meta, enter, leave, *args)
+
+
+class Plan:
+    """The allocations and launches of one recorded call; :meth:`run` repeats them on new tensors."""
+
+    __slots__ = ("allocs", "compiled", "launches", "n_inputs", "outputs")
+
+    def __init__(self, n_inputs: int, allocs: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype,
+                                                          torch.device]],
+                 launches: list[_Launch], outputs: tuple[int, ...]) -> None:
+        self.n_inputs, self.allocs, self.launches, self.outputs = n_inputs, allocs, launches, outputs
+        self.compiled = bool(launches) and launches[0].compiled is not None
+
+    def run(self, *inputs: torch.Tensor | None) -> list[torch.Tensor]:
+        """Allocate the outputs, launch the kernels; returns the outputs in the order they were saved."""
+        tensors: list[Any] = list(inputs)
+        for shape, stride, dtype, device in self.allocs:
+            tensors.append(torch.empty_strided(shape, stride, dtype=dtype, device=device))
+        stream = None
+        if self.compiled:
+            from triton.runtime import driver  # the stream Triton itself would launch on
+            stream = driver.active.get_current_stream(driver.active.get_current_device())
+        for launch in self.launches:
+            launch(tensors, stream)
+        return [tensors[i] for i in self.outputs]
+
+
+class Recorder:
+    """Runs a call's allocations and launches and notes them; :meth:`save` keeps the plan under the call's key.
+
+    ``inputs`` are the call's tensor arguments in the order :meth:`Plan.run` will get them (None for an absent
+    optional tensor).
+    """
+
+    def __init__(self, *inputs: torch.Tensor | None) -> None:
+        self.tensors: list[Any] = list(inputs)
+        self.n_inputs = len(inputs)
+        self.allocs: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]] = []
+        self.launches: list[_Launch] = []
+        self.replayable = True
+
+    def _slot(self, t: torch.Tensor) -> int | None:
+        for i, known in enumerate(self.tensors):
+            if known is t:
+                return i
+        return None
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        return self.adopt(torch.empty(tuple(shape), dtype=dtype, device=device))
+
+    def empty_like(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """torch.empty_like (keeps a dense input's layout); replayed with the same strides."""
+        return self.adopt(torch.empty_like(x, dtype=dtype))
+
+    def adopt(self, t: torch.Tensor) -> torch.Tensor:
+        """Record a freshly allocated tensor (its contents are never read before a kernel writes them)."""
+        self.tensors.append(t)
+        self.allocs.append((tuple(t.shape), tuple(t.stride()), t.dtype, t.device))
+        return t
+
+    def launch(self, kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
+        """``kernel[grid](*args, **kwargs)``, noted with every tensor argument as a slot of the call."""
+        compiled = kernel[grid](*args, **kwargs)
+        if compiled is not None and not hasattr(compiled, "packed_metadata"):
+            compiled = None  # not a CompiledKernel (another Triton front end): replay through the JIT function
+        slots = []
+        for pos, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                slot = self._slot(a)
+                if slot is None:  # a copy or view made on this call only: the plan cannot name it
+                    self.replayable = False
+                    return
+                slots.append((pos, slot))
+        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+            self.replayable = False
+            return
+        self.launches.append(_Launch(kernel, compiled, grid, args, kwargs, tuple(slots)))
+
+    def save(self, key: Hashable, *outputs: torch.Tensor) -> None:
+        """Keep the plan under ``key`` (None: the call has no key) when every launch was replayable."""
+        if key is None or not self.replayable or not self.launches:
+            return
+        slots = [self._slot(t) for t in outputs]
+        if any(s is None for s in slots):
+            return
+        inputs = [t for t in self.tensors[: self.n_inputs] if t is not None]
+        if len({id(t) for t in inputs}) != len(inputs):
+            return  # aliased arguments: a replay with distinct tensors must not reuse one slot for both
+        plan = Plan(self.n_inputs, self.allocs, self.launches, tuple(s for s in slots if s is not None))
+        _cached(key, lambda: plan)

@@ -1,0 +1,182 @@
+"""Call plans (``tritred_ops._replay``): a repeated call replays the first call's launches on new tensors.
+
+Each case runs an op on inputs A (the full path records a plan), then on fresh inputs B of the same layout (the
+plan replays), then on B again with the plans cleared (the full path): the replay must give the full path's
+bits, outputs and in-place running statistics alike. Every dispatch branch is forced once. Arguments that are
+equal as dict keys but not to the checks (``1`` / ``1.0`` / ``True``), copied layouts and aliased arguments must
+not replay.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import assert_close, randn, seed
+from tritred_core import get_registry
+from tritred_ops import _replay
+
+
+@pytest.fixture
+def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts Plan.run calls."""
+    calls: list[int] = []
+    real = _replay.Plan.run
+
+    def counted(self, *inputs):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return real(self, *inputs)
+
+    monkeypatch.setattr(_replay.Plan, "run", counted)
+    return calls
+
+
+def _plans() -> int:
+    return sum(isinstance(v, _replay.Plan) for v in get_registry().cache.values())
+
+
+def _bits(t):
+    return t.detach().cpu().contiguous().view(torch.uint8) if t.dtype != torch.bool else t.cpu()
+
+
+def _outputs(result):
+    if isinstance(result, torch.Tensor):
+        return [result]
+    return [t for t in result if isinstance(t, torch.Tensor)]
+
+
+def _run_case(call, make, replays):
+    """call three times: record on make(0), replay on make(1), full path on make(1) again; bits must agree.
+
+    ``make(i)`` draws fresh values from seed ``base + i`` in a fixed layout (so make(1) twice is the same input).
+    """
+    base = seed()
+    get_registry().cache.clear()
+    call(*make(base))
+    assert _plans() >= 1, "the full path saved no plan"
+    b = make(base + 1)
+    b_full = make(base + 1)
+    before = len(replays)
+    out_replay = _outputs(call(*b))
+    assert len(replays) == before + 1, "the second call did not replay"
+    get_registry().cache.clear()
+    out_full = _outputs(call(*b_full))
+    for r, f in zip(out_replay + [t for t in b if isinstance(t, torch.Tensor)],
+                    out_full + [t for t in b_full if isinstance(t, torch.Tensor)]):
+        assert r.shape == f.shape and r.dtype == f.dtype and r.stride() == f.stride(), "layouts differ"
+        assert torch.equal(_bits(r), _bits(f)), "replay and full path differ"
+    return out_replay, b
+
+
+REDUCE_CASES = [  # (op, shape, dim, forced config or None)
+    ("sum", (6, 300), 1, None),
+    ("sum", (6, 300), 0, None),
+    ("mean", (3, 2000), 1, dict(strategy="split", BLOCK_M=1, BLOCK_N=64, split=4)),
+    ("amax", (300, 40), 0, dict(strategy="split", BLOCK_N=8, BLOCK_K=16, split=3)),
+    ("prod", (5, 30), 1, None),
+    ("var", (6, 300), 1, dict(strategy="split", BLOCK_M=1, BLOCK_N=64, split=3)),
+    ("std_mean", (300, 20), 0, dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=16)),
+    ("logsumexp", (6, 300), 1, dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=64)),
+]
+
+
+@pytest.mark.parametrize("name,shape,dim,cfg", REDUCE_CASES, ids=lambda v: str(v) if not isinstance(v, dict) else
+                         v["strategy"])
+def test_reductions_replay(name, shape, dim, cfg, force, replays, device):
+    if cfg is not None:
+        force(name, **cfg)
+    op = getattr(tr, name)
+    (out, *_), (x,) = _run_case(lambda x: op(x, dim), lambda i: (randn(shape, torch.float32, device, gen_seed=i),),
+                                replays)
+    ref = getattr(torch, name)(x.double().cpu(), dim)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    assert_close(out, ref, n=shape[dim], scale=4, what=name)
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="split", BLOCK_M=1, BLOCK_N=32, split=4),
+                                 dict(strategy="split", BLOCK_N=8, BLOCK_K=4, split=3)], ids=["plain", "split",
+                                                                                           "cols-split"])
+def test_max_with_indices_replays(cfg, force, replays, device):
+    if cfg is not None:
+        force("max", **cfg)
+    dim = 0 if cfg is not None and "BLOCK_K" in cfg else 1
+    (values, indices), (x,) = _run_case(lambda x: tr.max(x, dim),
+                                        lambda i: (randn((40, 37), torch.float32, device, gen_seed=i),), replays)
+    ref = torch.max(x.cpu(), dim)
+    assert torch.equal(values.cpu(), ref.values) and torch.equal(indices.cpu(), ref.indices)
+
+
+@pytest.mark.parametrize("mode", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_softmax_replays(mode, layout, replays, device):
+    op = getattr(tr, mode)
+    (y,), (x,) = _run_case(lambda x: op(x, -1), lambda i: (randn((7, 45), torch.float32, device, layout, gen_seed=i),),
+                           replays)
+    assert_close(y, getattr(torch, mode)(x.double().cpu(), -1), n=45, scale=4, what=mode)
+
+
+def test_layer_norm_replays_weights_and_stats(replays, device):
+    from tritred_ops.layer_norm import layer_norm_with_stats
+
+    def make(i):
+        return (randn((9, 70), torch.bfloat16, device, gen_seed=i),
+                randn((70,), torch.float32, device, gen_seed=i + 7),
+                randn((70,), torch.float32, device, gen_seed=i + 8))
+    (y,), (x, w, b) = _run_case(lambda x, w, b: tr.layer_norm(x, (70,), w, b), make, replays)
+    ref = torch.nn.functional.layer_norm(x.double().cpu(), (70,), w.double().cpu(), b.double().cpu())
+    assert_close(y, ref, n=70, scale=8, what="layer_norm")
+    _run_case(lambda x, w, b: layer_norm_with_stats(x, [70], w, b), make, replays)  # list normalized_shape
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_replays_running_stats(training, replays, device):
+    def make(i):
+        return (randn((4, 3, 5, 6), torch.float32, device, gen_seed=i),
+                randn((3,), torch.float32, device, gen_seed=i + 5),
+                randn((3,), torch.float32, device, gen_seed=i + 6).abs() + 0.5,
+                randn((3,), torch.float32, device, gen_seed=i + 7), randn((3,), torch.float32, device, gen_seed=i + 8))
+    (y,), (x, rm, rv, w, b) = _run_case(
+        lambda x, rm, rv, w, b: tr.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5), make, replays)
+    assert torch.isfinite(y).all()
+
+
+def test_type_strict_keys(replays, device):
+    """dim=1 is cached; dim=1.0 / True and keepdim=1 must still raise as the full path does."""
+    x = randn((4, 5), torch.float32, device)
+    tr.sum(x, 1)
+    tr.sum(x, 1, True)
+    tr.softmax(x, 1)
+    with pytest.raises(TypeError):
+        tr.sum(x, 1.0)
+    with pytest.raises(TypeError):
+        tr.sum(x, True)
+    with pytest.raises(TypeError):
+        tr.sum(x, 1, 1)
+    with pytest.raises(TypeError):
+        tr.softmax(x, 1.0)
+
+
+def test_copied_layouts_and_aliases_do_not_replay(replays, device):
+    get_registry().cache.clear()
+    x = randn((4, 5, 7), torch.float32, device)[:, :, :6]
+    tr.sum(x, (0, 2))  # reduced dims that are not one strided axis: gathered (a copy): no plan
+    w = randn((12,), torch.float32, device)[::2]  # strided weight: copied per call
+    z = randn((3, 6), torch.float32, device)
+    tr.layer_norm(z, (6,), w, w)  # and aliased weight and bias
+    assert _plans() == 0
+    rm = randn((6,), torch.float32, device)[::2]  # non-contiguous running mean: copied back per call
+    rv = randn((3,), torch.float32, device).abs() + 0.5
+    xb = randn((4, 3, 5), torch.float32, device)
+    for _ in range(2):
+        before = rm.clone()
+        tr.batch_norm(xb, rm, rv, None, None, True, 0.5, 1e-5)
+        assert not torch.equal(rm, before), "running_mean not updated"
+    assert _plans() == 0 and not replays
+
+
+def test_plugin_registration_drops_plans(force, device):
+    x = randn((4, 50), torch.float32, device)
+    tr.sum(x, 1)
+    assert _plans() >= 1
+    force("sum", strategy="multi_pass", BLOCK_M=1, BLOCK_N=16)
+    assert _plans() == 0
