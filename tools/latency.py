@@ -30,10 +30,23 @@ def per_call_us(fn, n: int = 2000) -> float:
 def main() -> None:
     x = torch.randn(8, 1024, device="cuda")
     w, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    xb = torch.randn(8, 16, 8, 8, device="cuda")
+    rm, rv, wb, bb = (torch.rand(16, device="cuda") + 0.5 for _ in range(4))
     cases = {
         "softmax 8x1024": (lambda: tr.softmax(x, -1), lambda: torch.softmax(x, -1)),
+        "log_softmax 8x1024": (lambda: tr.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
+        "logsumexp 8x1024": (lambda: tr.logsumexp(x, -1), lambda: torch.logsumexp(x, -1)),
         "sum 8x1024": (lambda: tr.sum(x, -1), lambda: torch.sum(x, -1)),
+        "sum (all) 8x1024": (lambda: tr.sum(x), lambda: torch.sum(x)),
+        "mean dim=0 8x1024": (lambda: tr.mean(x, 0), lambda: torch.mean(x, 0)),
+        "amax 8x1024": (lambda: tr.amax(x, -1), lambda: torch.amax(x, -1)),
+        "max dim 8x1024": (lambda: tr.max(x, -1), lambda: torch.max(x, -1)),
+        "var 8x1024": (lambda: tr.var(x, -1), lambda: torch.var(x, -1)),
         "layer_norm 8x1024": (lambda: tr.layer_norm(x, (1024,), w, b), lambda: F.layer_norm(x, (1024,), w, b)),
+        "batch_norm train 8x16x8x8": (lambda: tr.batch_norm(xb, rm, rv, wb, bb, True),
+                                      lambda: F.batch_norm(xb, rm, rv, wb, bb, True)),
+        "batch_norm eval 8x16x8x8": (lambda: tr.batch_norm(xb, rm, rv, wb, bb, False),
+                                     lambda: F.batch_norm(xb, rm, rv, wb, bb, False)),
     }
     for name, (ours, eager) in cases.items():
         a, e = per_call_us(ours), per_call_us(eager)

@@ -70,8 +70,10 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
             y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
         tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
+        # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
+        last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N
         for n0 in range(0, N, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
             y = (x - mean[:, None]) * rstd[:, None]

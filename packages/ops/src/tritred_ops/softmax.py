@@ -2,8 +2,9 @@
 
 The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). When a row fits on chip
 (``single_pass``) it is loaded once, reduced and written from registers: one read, one write. Longer rows use the
-online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per lane, rescaling
-the sum whenever the max grows, and a second sweep writes the output (the row's second read often hits L2).
+online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per row, rescaling
+the sum whenever the max grows, and a second sweep, from the row's end back, writes the output (the chunks the
+first sweep read last are the likeliest to still be in L2).
 
 ``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy).
@@ -93,8 +94,10 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
+            # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
+            last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N
             for n0 in range(0, N, BLOCK_N):
-                cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+                cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask = row_ok[:, None] & (cols < N)[None, :]
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)

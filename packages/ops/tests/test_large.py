@@ -1,0 +1,86 @@
+"""More than 2^31 elements (int64 offsets and indices), compiled on a GPU with room for them.
+
+Skipped without CUDA or with less than 48 GiB free (CI has no GPU; the H200 runs them). Each case puts the
+elements that matter past offset 2^31: the last rows of a [2^21 + 3, 1024] tensor, a maximum planted past index
+2^31, the last channels' data of a batch_norm input.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from ops_helpers import assert_close
+
+
+def _free_gib() -> float:
+    if not torch.cuda.is_available():
+        return 0.0
+    return torch.cuda.mem_get_info()[0] / 2**30
+
+
+pytestmark = [
+    pytest.mark.skipif(_free_gib() < 48, reason="needs a CUDA GPU with 48 GiB free (more than 2^31 elements)"),
+    pytest.mark.large,
+]
+
+ROWS = 2**21 + 3  # x 1024 columns: 2^31 + 3072 elements, the last rows start past offset 2^31
+
+
+@pytest.fixture(scope="module")
+def big() -> torch.Tensor:
+    g = torch.Generator(device="cuda").manual_seed(1234)
+    return torch.randn((ROWS, 1024), generator=g, device="cuda", dtype=torch.bfloat16)
+
+
+def test_rows_past_2_31(big):
+    tail = big[-64:].double()
+    assert_close(tr.softmax(big, -1)[-64:], torch.softmax(tail, -1), n=1024, scale=4, what="softmax")
+    assert_close(tr.logsumexp(big, -1)[-64:], torch.logsumexp(tail, -1), n=1024, scale=8, what="logsumexp")
+    assert_close(tr.var(big, -1)[-64:], torch.var(tail, -1), n=1024, scale=4, what="var")
+    w = torch.randn(1024, device="cuda")
+    y = tr.layer_norm(big, (1024,), w, None)
+    assert_close(y[-64:], F.layer_norm(tail, (1024,), w.double()), n=1024, scale=8, what="layer_norm")
+    values, indices = tr.max(big, -1)
+    ref = torch.max(big[-64:].float(), -1)
+    assert torch.equal(values[-64:].float(), ref.values)
+    assert torch.equal(big[-64:].gather(1, indices[-64:, None]).float()[:, 0], ref.values)
+
+
+def test_columns_past_2_31(big):
+    ref = torch.zeros(1024, dtype=torch.float64, device="cuda")
+    for chunk in big.split(2**18):
+        ref += chunk.double().sum(0)
+    assert_close(tr.sum(big, 0), ref, what="sum dim=0")  # one bf16 rounding of the fp64 sum
+    values, indices = tr.max(big, 0)
+    first = (big == values[None, :]).int().argmax(0)  # first occurrence of each column's maximum
+    assert torch.equal(indices, first)
+
+
+def test_flat_reductions_and_index_past_2_31(big):
+    flat = big.view(-1)
+    ref = sum(chunk.double().sum() for chunk in flat.split(2**28))
+    assert_close(tr.sum(flat), ref.reshape(()), what="sum")
+    top = flat.float().abs().max().item() * 2
+    saved = flat[2**31 + 5].clone(), flat[2**31 + 9].clone()
+    try:
+        flat[2**31 + 5] = top  # unique maximum past 2^31, tied once later: the first index wins
+        flat[2**31 + 9] = top
+        values, indices = tr.max(flat, 0)
+        assert indices.item() == 2**31 + 5 and values.item() == top
+        assert tr.amax(flat).item() == top
+    finally:
+        flat[2**31 + 5], flat[2**31 + 9] = saved
+
+
+def test_batch_norm_past_2_31():
+    g = torch.Generator(device="cuda").manual_seed(99)
+    x = torch.randn((2, 4, 2**28 + 1), generator=g, device="cuda", dtype=torch.bfloat16)  # 2^31 + 8 elements
+    rm, rv = torch.zeros(4, device="cuda"), torch.ones(4, device="cuda")
+    y = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
+    xs = x[:, 3].double()  # the last channel of the last image starts past 2^31
+    mean, var = xs.mean(), xs.var(correction=0)
+    assert_close(rm[3:], (0.1 * mean).reshape(1), scale=0.1, what="running_mean")
+    assert_close(rv[3:], (0.9 + 0.1 * xs.var()).reshape(1), what="running_var")
+    assert_close(y[1, 3, -4096:], ((xs[1, -4096:] - mean) / (var + 1e-5).sqrt()), n=64, scale=8, what="y")
