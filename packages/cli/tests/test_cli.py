@@ -203,14 +203,15 @@ def test_tune_stores_a_config_that_explain_reports(cli: Callable[..., Any], tmp_
 
     get_registry().cache.clear()
     args = ("--shape", "6x300", "--dtype", "float32")
-    before = json.loads(cli("explain", "softmax", *args, "--device", "cpu", "--json").output)["config"]
+    where = "cuda" if torch.cuda.is_available() else "cpu"  # the device tune times on
+    before = json.loads(cli("explain", "softmax", *args, "--device", where, "--json").output)["config"]
     assert before["tuned"] is False
     r = cli("tune", "softmax", *args)
     assert r.exit_code == 0, r.output
     assert "best:" in r.output and str(cache) in r.output.replace("\n", "")
     entries = json.loads(cache.read_text())["entries"]
     assert len(entries) == 1
-    after = json.loads(cli("explain", "softmax", *args, "--device", "cpu", "--json").output)["config"]
+    after = json.loads(cli("explain", "softmax", *args, "--device", where, "--json").output)["config"]
     assert after["tuned"] is True and after["decided_by"] == "tritred_ops"
     stored = next(iter(entries.values()))["config"]
     assert {k: after[k] for k in stored} == stored

@@ -34,7 +34,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
-    t_lo = tl.program_id(1) * tiles_per_split
+    t_lo = tl.program_id(1).to(tl.int64) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
     mean = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
     m2 = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)

@@ -68,7 +68,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
         r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
     else:
-        n_lo = tl.program_id(1) * n_per_split
+        n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for n0 in range(n_lo, n_hi, BLOCK_N):
@@ -97,7 +97,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     k_ok = ks < K
     x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
-    n_lo = tl.program_id(1) * n_per_split
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     acc = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
     for n0 in range(n_lo, n_hi, BLOCK_N):
@@ -141,7 +141,7 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         tl.store(val_ptr + m * s_om + k * s_ok, best, mask=row_ok)
         tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
     else:
-        n_lo = tl.program_id(1) * n_per_split
+        n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
         acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         # Masked lanes carry an index past every real one, so a tie with the identity never picks them.
@@ -174,7 +174,7 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     k_ok = ks < K
     x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
-    n_lo = tl.program_id(1) * n_per_split
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     acc_v = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
     acc_i = tl.full([BLOCK_N, BLOCK_K], 0x7FFFFFFFFFFFFFFF, tl.int64)

@@ -58,7 +58,7 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
     m = rows // K
     k = rows % K
     x_row = x_ptr + m * s_xm + k * s_xk
-    n_lo = tl.program_id(1) * n_per_split
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
         cols = tl.arange(0, BLOCK_N)
@@ -96,7 +96,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     k_ok = ks < K
     x_col = x_ptr + m * s_xm + ks * s_xk
-    n_lo = tl.program_id(1) * n_per_split
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:
         ns = tl.arange(0, BLOCK_N)
