@@ -181,17 +181,17 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
-def welford_update(mean, m2, cnt, x, mask):
-    """Per-lane Welford (1962) step: each lane takes one new element; masked lanes are unchanged.
+def welford_step(mean, m2, x, inv):
+    """Per-lane Welford (1962) step of full chunks, where every lane has seen the same count ``1 / inv``.
 
-    Loops use this instead of reducing every chunk across lanes (no cross-warp traffic inside the loop); the
-    lanes are merged once at the end with :func:`chan_fn`.
+    Loops use this instead of reducing every chunk across lanes (no cross-warp traffic inside the loop), and
+    one scalar division per chunk instead of one per element; the lanes are merged once at the end with
+    :func:`chan_fn`, and a partial last chunk joins through :func:`chunk_stats`.
     """
-    cnt = cnt + mask.to(cnt.dtype)
     delta = x - mean
-    mean = mean + tl.where(mask, delta / tl.where(cnt > 0, cnt, 1), 0.0)
-    m2 = m2 + tl.where(mask, delta * (x - mean), 0.0)
-    return mean, m2, cnt
+    mean = mean + delta * inv
+    m2 = m2 + delta * (x - mean)
+    return mean, m2
 
 
 @triton.jit

@@ -21,6 +21,8 @@ record and replay logic; compiled, it calls the cached kernel's launcher directl
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -68,61 +70,113 @@ def _hooks() -> tuple[Any, Any]:
     return enter, leave
 
 
-class _Launch:
-    """One kernel launch with the call's tensors as slots: ``args[pos] = tensors[slot]`` for each (pos, slot)."""
+def _c_entry(compiled: Any) -> Any:
+    """The launcher's C entry point when its argument layout is the one this module knows (Triton 3.6's
+    ``CudaLauncher``: ``launch(grid x3, stream, function, cooperative, pdl, scratch x2, kernel metadata,
+    launch metadata, hooks x2, *args)``) and the kernel needs no scratch memory; else None (use ``run``)."""
+    run = compiled.run
+    try:
+        params = list(inspect.signature(type(run).__call__).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    names = [p.name for p in params[:6]]
+    if (names != ["self", "gridX", "gridY", "gridZ", "stream", "function"] or len(params) != 7
+            or params[6].kind is not inspect.Parameter.VAR_POSITIONAL):
+        return None
+    if any(getattr(run, a, None) != 0 for a in ("global_scratch_size", "profile_scratch_size")):
+        return None
+    if not all(hasattr(run, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl")):
+        return None
+    return run
 
-    __slots__ = ("compiled", "grid", "kernel", "kwargs", "slots", "template")
+
+class _Launch:
+    """One kernel launch with the call's tensors as slots: ``args[pos] = pointers[slot]`` for each (pos, slot)."""
+
+    __slots__ = ("c_entry", "compiled", "grid", "kernel", "kwargs", "slots", "template")
 
     def __init__(self, kernel: Any, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
                  kwargs: dict[str, Any], slots: tuple[tuple[int, int], ...]) -> None:
         self.kernel, self.compiled, self.slots = kernel, compiled, slots
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.c_entry = None
         if compiled is not None:
             # The launcher takes every parameter in signature order, constexprs included (it skips them).
             names = list(kernel.signature.parameters)
             tail = [kwargs[n] if n in kwargs else kernel.signature.parameters[n].default for n in names[len(args):]]
             self.template = [*args, *tail]
             self.kwargs = {}
+            self.c_entry = _c_entry(compiled)
         else:
             self.template, self.kwargs = list(args), kwargs
 
-    def __call__(self, tensors: list[torch.Tensor], stream: Any) -> None:
+    def __call__(self, pointers: list[Any], stream: Any) -> None:
         args = self.template.copy()
         for pos, slot in self.slots:
-            args[pos] = tensors[slot]
+            args[pos] = pointers[slot]
         c = self.compiled
         if c is None:  # interpreter: the JIT function runs the kernel on the new tensors
             self.kernel[self.grid](*args, **self.kwargs)
             return
-        enter, leave = _hooks()
-        meta = c.launch_metadata(self.grid, stream, *args) if enter is not None else None
         g0, g1, g2 = self.grid
+        enter, leave = _hooks()
+        if enter is None and leave is None and self.c_entry is not None:
+            e = self.c_entry
+            e.launch(g0, g1, g2, stream, c.function, e.launch_cooperative_grid, e.launch_pdl, None, None,
+                     c.packed_metadata, None, None, None, *args)
+            return
+        meta = c.launch_metadata(self.grid, stream, *args) if enter is not None else None
         c.run(g0, g1, g2, stream, c.function, c.packed_metadata, meta, enter, leave, *args)
 
 
+_ALIGN = 256  # bytes between temporaries in a plan's workspace (Triton specializes on 16-byte alignment)
+
+Alloc = tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]
+
+
 class Plan:
-    """The allocations and launches of one recorded call; :meth:`run` repeats them on new tensors."""
+    """The allocations and launches of one recorded call; :meth:`run` repeats them on new tensors.
 
-    __slots__ = ("allocs", "compiled", "launches", "n_inputs", "outputs")
+    Pointer slots: the inputs, then the outputs, then the temporaries. Temporaries (partials, statistics) share
+    one workspace allocation, each at a fixed, 256-byte aligned offset.
+    """
 
-    def __init__(self, n_inputs: int, allocs: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype,
-                                                          torch.device]],
-                 launches: list[_Launch], outputs: tuple[int, ...]) -> None:
-        self.n_inputs, self.allocs, self.launches, self.outputs = n_inputs, allocs, launches, outputs
-        self.compiled = bool(launches) and launches[0].compiled is not None
+    __slots__ = ("compiled", "device", "launches", "n_inputs", "outputs", "stream_of", "temps", "ws_bytes")
+
+    def __init__(self, n_inputs: int, outputs: list[Alloc], temps: list[tuple[Alloc, int]], ws_bytes: int,
+                 launches: list[_Launch]) -> None:
+        self.n_inputs, self.outputs, self.temps, self.ws_bytes = n_inputs, outputs, temps, ws_bytes
+        self.launches = launches
+        self.compiled = launches[0].compiled is not None
+        self.device = (outputs or [t for t, _ in temps])[0][3] if (outputs or temps) else None
+        self.stream_of = None
+        if self.compiled:
+            from triton.runtime import driver  # the stream Triton itself launches on: the current device's
+
+            active = driver.active
+            self.stream_of = lambda: active.get_current_stream(active.get_current_device())
 
     def run(self, *inputs: torch.Tensor | None) -> list[torch.Tensor]:
-        """Allocate the outputs, launch the kernels; returns the outputs in the order they were saved."""
-        tensors: list[Any] = list(inputs)
-        for shape, stride, dtype, device in self.allocs:
-            tensors.append(torch.empty_strided(shape, stride, dtype=dtype, device=device))
-        stream = None
+        """Allocate the outputs (and the workspace), launch the kernels; returns the outputs."""
+        outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                for shape, stride, dtype, device in self.outputs]
+        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=self.device) if self.ws_bytes else None
         if self.compiled:
-            from triton.runtime import driver  # the stream Triton itself would launch on
-            stream = driver.active.get_current_stream(driver.active.get_current_device())
+            pointers: list[Any] = [t.data_ptr() if t is not None else 0 for t in inputs]
+            pointers += [t.data_ptr() for t in outs]
+            if ws is not None:
+                base = ws.data_ptr()
+                pointers += [base + offset for _, offset in self.temps]
+            stream = self.stream_of()  # type: ignore[misc]
+        else:  # the interpreter reads tensors: temporaries are views of the workspace at their offsets
+            pointers = [*inputs, *outs]
+            for (shape, _, dtype, _), offset in self.temps:
+                size = math.prod(shape) * dtype.itemsize
+                pointers.append(ws[offset:offset + size].view(dtype).view(shape))  # type: ignore[index]
+            stream = None
         for launch in self.launches:
-            launch(tensors, stream)
-        return [tensors[i] for i in self.outputs]
+            launch(pointers, stream)
+        return outs
 
 
 class Recorder:
@@ -135,8 +189,9 @@ class Recorder:
     def __init__(self, *inputs: torch.Tensor | None) -> None:
         self.tensors: list[Any] = list(inputs)
         self.n_inputs = len(inputs)
-        self.allocs: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]] = []
-        self.launches: list[_Launch] = []
+        self.allocs: list[Alloc] = []
+        self.launches: list[tuple[Any, Any, tuple[int, ...], tuple[Any, ...], dict[str, Any],
+                                  tuple[tuple[int, int], ...]]] = []
         self.replayable = True
 
     def _slot(self, t: torch.Tensor) -> int | None:
@@ -174,17 +229,44 @@ class Recorder:
         if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
             self.replayable = False
             return
-        self.launches.append(_Launch(kernel, compiled, grid, args, kwargs, tuple(slots)))
+        self.launches.append((kernel, compiled, grid, args, kwargs, tuple(slots)))
 
     def save(self, key: Hashable, *outputs: torch.Tensor) -> None:
         """Keep the plan under ``key`` (None: the call has no key) when every launch was replayable."""
         if key is None or not self.replayable or not self.launches:
             return
-        slots = [self._slot(t) for t in outputs]
-        if any(s is None for s in slots):
+        out_slots = [self._slot(t) for t in outputs]
+        if any(s is None or s < self.n_inputs for s in out_slots):
             return
         inputs = [t for t in self.tensors[: self.n_inputs] if t is not None]
         if len({id(t) for t in inputs}) != len(inputs):
             return  # aliased arguments: a replay with distinct tensors must not reuse one slot for both
-        plan = Plan(self.n_inputs, self.allocs, self.launches, tuple(s for s in slots if s is not None))
+        # Pointer slots of the plan: inputs, outputs, temporaries (every other allocation, in the workspace).
+        where = {i: i for i in range(self.n_inputs)}
+        for k, s in enumerate(out_slots):
+            where[s] = self.n_inputs + k  # type: ignore[index]
+        temps: list[tuple[Alloc, int]] = []
+        ws_bytes = 0
+        for a, alloc in enumerate(self.allocs):
+            s = self.n_inputs + a
+            if s in where:
+                continue
+            shape, stride, dtype, _ = alloc
+            if stride != _contiguous_strides(shape):
+                return  # temporaries are contiguous by construction; anything else runs in full
+            where[s] = self.n_inputs + len(out_slots) + len(temps)
+            temps.append((alloc, ws_bytes))
+            ws_bytes += -(-max(1, math.prod(shape)) * dtype.itemsize // _ALIGN) * _ALIGN
+        launches = [_Launch(kernel, compiled, grid, args, kwargs, tuple((pos, where[s]) for pos, s in slots))
+                    for kernel, compiled, grid, args, kwargs, slots in self.launches]
+        outputs_allocs = [self.allocs[s - self.n_inputs] for s in out_slots]  # type: ignore[operator]
+        plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches)
         _cached(key, lambda: plan)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))

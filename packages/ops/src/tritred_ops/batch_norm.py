@@ -4,14 +4,15 @@ The input ``[B, C, *spatial]`` is viewed as (B, C, S) with its own strides (NCHW
 inputs alike; spatial dims that do not merge are gathered, logged). When the batch stride equals S times the
 spatial stride (channels-last), batch and spatial merge into one axis.
 
-Training runs three launches, all deterministic:
+Training runs two launches, both deterministic:
 1. ``_stats_kernel``: programs own BLOCK_K channels and a contiguous range of [BLOCK_M batch, BLOCK_N
-   spatial, BLOCK_K channel] tiles; every lane runs Welford's update, lanes are merged (Chan et al. 1979) into
-   per-program partials (mean, M2, count). NCHW tiles run along the spatial axis, channels-last along C.
-2. ``_finalize_kernel``: merges each channel's partials in a fixed order, writes fp32 mean and rstd, and updates
-   ``running_mean``/``running_var`` in place with ``momentum`` (the unbiased variance, as torch).
-3. ``_apply_kernel``: ``y = (x - mean) * rstd * weight + bias``, tile by tile in the input's layout.
-Eval skips 1 and 2 and normalizes with the running statistics.
+   spatial, BLOCK_K channel] tiles; each tile's (mean, M2) comes from the corrected two-pass in registers and
+   merges into the program's partial with Chan et al. (1979). NCHW tiles run along the spatial axis,
+   channels-last along C.
+2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the first tile of each
+   channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
+   variance, as torch), then ``y = (x - mean) * rstd * weight + bias``, tile by tile in the input's layout.
+Eval runs 2 alone, with the running statistics.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, div_exact, f32_split, sqrt_exact, tl_dtype, welford_update
+from ._kernels import acc_dtype, chan_fn, div_exact, f32_split, sqrt_exact, tl_dtype
 from ._replay import Recorder, find_plan
 
 
@@ -30,68 +31,59 @@ from ._replay import Recorder, find_plan
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr):
-    """Partial (mean, M2, count) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles."""
+    """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
+
+    Each tile's statistics come from the corrected two-pass in registers (no division per element, unlike a
+    per-element Welford step) and merge into the running ones with Chan et al. (1979): one division per channel
+    per tile.
+    """
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
     t_lo = tl.program_id(1).to(tl.int64) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
-    mean = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
-    m2 = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
-    cnt = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
-    # A plain sum beside Welford: torch's running_mean of a channel holding inf is inf, Welford's mean is NaN.
-    tot = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], ACC)
+    mean = tl.zeros([BLOCK_K], ACC)
+    m2 = tl.zeros([BLOCK_K], ACC)
+    cnt = tl.zeros([BLOCK_K], ACC)
+    # A plain sum beside: torch's running_mean of a channel holding inf is inf, the two-pass mean is NaN.
+    tot = tl.zeros([BLOCK_K], ACC)
     for t in range(t_lo, t_hi):
-        bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # one scalar division per tile
-        ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+        b0 = (t // s_chunks) * BLOCK_M  # one scalar division per tile
+        s0 = (t % s_chunks) * BLOCK_N
+        bs = b0 + tl.arange(0, BLOCK_M)
+        ss = s0 + tl.arange(0, BLOCK_N)
         mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
         offs = bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c
         x = tl.load(x_ptr + offs, mask=mask, other=0).to(ACC)
-        mean, m2, cnt = welford_update(mean, m2, cnt, x, mask)
-        tot += x
-    mean, m2, cnt = tl.reduce((mean, m2, cnt), 1, chan_fn)
-    mean, m2, cnt = tl.reduce((mean, m2, cnt), 0, chan_fn)
+        n_t = (tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)).to(ACC)  # valid lanes per channel
+        sum_t = tl.sum(tl.sum(x, 1), 0)
+        mean_t = div_exact(sum_t, n_t, ACC)
+        d = tl.where(mask, x - mean_t[None, None, :], 0.0)
+        c_t = tl.sum(tl.sum(d, 1), 0)
+        m2_t = tl.sum(tl.sum(d * d, 1), 0) - c_t * div_exact(c_t, n_t, ACC)
+        mean_t += div_exact(c_t, n_t, ACC)
+        mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t, m2_t, tl.zeros([BLOCK_K], ACC) + n_t)
+        tot += sum_t
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
-    tl.store(psum_ptr + offs, tl.sum(tl.sum(tot, 1), 0), mask=c_ok)
+    tl.store(psum_ptr + offs, tot, mask=c_ok)
 
 
 @triton.jit
-def _finalize_kernel(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, mean_ptr, rstd_ptr, rm_ptr, rv_ptr, C, eps, eps_lo,
-                     momentum, momentum_lo,
-                     HAS_RUNNING: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_C: tl.constexpr,
-                     BLOCK_S: tl.constexpr):
-    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    momentum = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_ok = cs < C
-    sp = tl.arange(0, BLOCK_S)
-    mask = c_ok[:, None] & (sp < SPLIT)[None, :]
-    offs = cs[:, None] * SPLIT + sp[None, :]
-    mean, m2, n = tl.reduce((tl.load(pmean_ptr + offs, mask=mask, other=0),
-                             tl.load(pm2_ptr + offs, mask=mask, other=0),
-                             tl.load(pcnt_ptr + offs, mask=mask, other=0)), 1, chan_fn)
-    rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
-    tl.store(mean_ptr + cs, mean, mask=c_ok)
-    tl.store(rstd_ptr + cs, rstd, mask=c_ok)
-    if HAS_RUNNING:
-        rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-        rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
-        unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
-        plain = tl.sum(tl.load(psum_ptr + offs, mask=mask, other=0), 1) / n
-        batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
-        tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * batch_mean, mask=c_ok)
-        tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
-
-
-@triton.jit
-def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c,
-                  eps, eps_lo,
-                  FROM_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
+                  B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps, eps_lo, momentum, momentum_lo,
+                  FROM_RUNNING: tl.constexpr, HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                  ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile."""
+    """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile.
+
+    Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
+    program, cheaper than a launch of their own); the first tile of each channel block also updates the running
+    statistics. Eval: mean and variance are the running ones.
+    """
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
@@ -100,13 +92,28 @@ def _apply_kernel(x_ptr, y_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, B, S, C, s_b, 
     bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cs < C
-    mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
-    mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
-    if FROM_RUNNING:  # eval: mean_ptr/rstd_ptr are running_mean/running_var
-        eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)
-        rstd = div_exact(1.0, sqrt_exact(tl.load(rstd_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+    if FROM_RUNNING:
+        mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
+        rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
     else:
-        rstd = tl.load(rstd_ptr + cs, mask=c_ok, other=0).to(ACC)
+        sp = tl.arange(0, BLOCK_S)
+        pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
+        poffs = cs[:, None] * SPLIT + sp[None, :]
+        mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
+                                 tl.load(pm2_ptr + poffs, mask=pmask, other=0),
+                                 tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+        rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
+        if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
+            if t == 0:  # one program per channel block updates the running statistics
+                momentum = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)
+                rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
+                rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
+                unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
+                plain = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) / n
+                batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
+                tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * batch_mean, mask=c_ok)
+                tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
+    mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
     x = tl.load(x_ptr + bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c, mask=mask,
                 other=0).to(ACC)
     y = (x - mean[None, None, :]) * rstd[None, None, :]
@@ -239,8 +246,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     w = flat(weight) if weight is not None else y
     b = flat(bias) if bias is not None else y
     rm_buf, rv_buf = flat(running_mean), flat(running_var)
+    has_running = running_mean is not None and running_var is not None
+    dev = x.device
     if training:
-        dev = x.device
         tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
         split, tiles_per_split = C.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
@@ -248,26 +256,21 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-        mean = rec.empty((Ch,), acc, dev)
-        rstd = rec.empty((Ch,), acc, dev)
-        has_running = running_mean is not None and running_var is not None
-        block_c, block_s = C.combine_blocks(Ch, split)
-        rec.launch(
-            _finalize_kernel, (C.cdiv(Ch, block_c),), pm, pm2, pn, psum, mean, rstd, rm_buf if has_running else mean,
-            rv_buf if has_running else rstd, Ch, *f32_split(float(eps)), *f32_split(float(momentum)),
-            HAS_RUNNING=has_running, ACC=tl_dtype(acc), SPLIT=split, BLOCK_C=block_c, BLOCK_S=block_s)
-        stats = (mean, rstd)
+    else:
+        split, pm = 1, y
+        pm2 = pn = psum = pm
+    grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
+    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
+               rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, *f32_split(float(eps)),
+               *f32_split(float(momentum)), FROM_RUNNING=not training, HAS_RUNNING=has_running,
+               HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=split,
+               BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+               num_warps=cfg.num_warps)
+    if training:
         for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
             if given is not None and buf is not None and buf is not given:
                 given.copy_(buf.view_as(given))
                 rec.replayable = False  # the copy back is not a launch
-    else:
-        stats = (rm_buf, rv_buf)  # type: ignore[assignment]
-    grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
-    rec.launch(_apply_kernel, grid, x, y, stats[0], stats[1], w, b, B, S, Ch, xb, xs, xc, yb, ys, yc,
-               *f32_split(float(eps)), FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None,
-               ACC=tl_dtype(acc), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-               num_warps=cfg.num_warps)
     rec.save(key, y)
     return y
 

@@ -25,7 +25,7 @@ from ._kernels import (
     f32_split,
     sqrt_exact,
     tl_dtype,
-    welford_update,
+    welford_step,
 )
 from ._replay import Recorder, find_plan
 
@@ -47,16 +47,23 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
         mean = mean0 + corr
-    else:  # per-lane Welford sweep, lanes merged once
+    else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        cnt_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        for n0 in range(0, N, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+        n_full = N // BLOCK_N
+        for i in range(0, n_full):
+            cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0).to(ACC)
+            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
+        t0 = n_full * BLOCK_N
+        if t0 < N:
+            cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
-            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
-        mean, m2, _ = tl.reduce((mean_l, m2_l, cnt_l), 1, chan_fn)
+            n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
     if STORE_STATS:

@@ -27,7 +27,7 @@ from ._kernels import (
     f32_split,
     sqrt_exact,
     tl_dtype,
-    welford_update,
+    welford_step,
 )
 from ._replay import Recorder, find_plan
 from .reduce import _prepare
@@ -67,16 +67,23 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         cnt = tl.full([BLOCK_M], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
-    else:  # per-lane Welford over the chunks, lanes merged once at the end
+    else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        cnt_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N)
+        n_full = (n_hi - n_lo) // BLOCK_N
+        for i in range(0, n_full):
+            cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0).to(ACC)
+            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
+        t0 = n_lo + n_full * BLOCK_N
+        if t0 < n_hi:
+            cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
-            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
-        mean, m2, cnt = tl.reduce((mean_l, m2_l, cnt_l), 1, chan_fn)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
     if SPLIT > 1:
         offs = rows * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=row_ok)
@@ -105,16 +112,23 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         cnt = tl.full([BLOCK_K], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)
-    else:
+    else:  # as the rows kernel: Welford over full chunks, then the partial last chunk
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
-        cnt_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
-            ns = n0 + tl.arange(0, BLOCK_N)
+        n_full = (n_hi - n_lo) // BLOCK_N
+        for i in range(0, n_full):
+            ns = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0).to(ACC)
+            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_N, BLOCK_K], ACC) + n_full), 0, chan_fn)
+        t0 = n_lo + n_full * BLOCK_N
+        if t0 < n_hi:
+            ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
-            x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
-            mean_l, m2_l, cnt_l = welford_update(mean_l, m2_l, cnt_l, x, mask)
-        mean, m2, cnt = tl.reduce((mean_l, m2_l, cnt_l), 0, chan_fn)
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC)
+            n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
