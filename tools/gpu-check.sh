@@ -9,6 +9,7 @@ export PYTHONUNBUFFERED=1
 [ $# -eq 0 ] && set -- packages examples/tests
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 tools/latency.py 2>&1 | tee "$OUT/latency.txt"
+python3 tools/launch_overhead.py > "$OUT/overhead.txt" 2>&1; head -3 "$OUT/overhead.txt"
 if [ "${BENCH_TIMEOUT:-170}" != 0 ]; then
   timeout "${BENCH_TIMEOUT:-170}" tritred bench --suite h200 --peers eager --warmup 10 --rep 30 \
     --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; tail -5 "$OUT/bench.txt"
