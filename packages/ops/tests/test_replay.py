@@ -180,3 +180,63 @@ def test_plugin_registration_drops_plans(force, device):
     assert _plans() >= 1
     force("sum", strategy="multi_pass", BLOCK_M=1, BLOCK_N=16)
     assert _plans() == 0
+
+
+def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
+    """A compiled plan runs as generated straight-line code; it must make the launcher calls (every argument, in
+    order) that the per-launch path makes. Checked with a fake compiled kernel and launcher (no GPU needed)."""
+    import inspect
+
+    log: list = []
+
+    class Launcher:  # Triton 3.6's CudaLauncher layout
+        launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = 0, 1, 0, 0
+
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):  # noqa: ANN001, ANN204, N803
+            raise AssertionError("the C entry point is called directly")
+
+        def launch(self, *args):  # noqa: ANN002, ANN202
+            log.append(args)
+
+    class Compiled:
+        function, packed_metadata = 7, (4, 1, 0)
+        run = Launcher()
+
+        def launch_metadata(self, grid, stream, *args):  # noqa: ANN001, ANN002, ANN202
+            return None
+
+    class Kernel:
+        signature = inspect.signature(lambda x_ptr, y_ptr, t_ptr, N, BLOCK=8: None)
+
+        def __getitem__(self, grid):  # noqa: ANN001, ANN204
+            return lambda *a, **k: Compiled()
+
+    pool: list = []
+
+    def pinned(*a, **k):  # allocations replayed in a fixed order, so both runs see the same pointers
+        return pool.pop(0)
+
+    monkeypatch.setattr(torch, "empty_strided", pinned)
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: pool.pop(0) if pool else torch.zeros(*a, **k))
+    monkeypatch.setattr(_replay, "_stream_getter", lambda: (lambda: 1234))
+    x, k = torch.randn(5), Kernel()
+    rec = _replay.Recorder(x, None)
+    y, t, t2 = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device), \
+        rec.empty((7,), torch.int64, x.device)
+    rec.launch(k, (2,), x, y, t, 5, BLOCK=16)
+    rec.launch(k, (1, 3), t, y, t2, 6)
+    rec.save(("fake-plan",), y)
+    plan = get_registry().cache[("fake-plan",)]
+    assert plan.fast is not None and plan.ws_bytes == 512
+    outputs = []
+    out, ws = torch.zeros(4), torch.zeros(512, dtype=torch.uint8)
+    for run in (plan.run, plan.run_generic):
+        pool[:] = [out, ws]
+        before = len(log)
+        assert run(x, None)[0] is out
+        outputs.append(log[before:])
+    fast, generic = outputs
+    assert fast == generic and len(fast) == 2
+    w = ws.data_ptr()
+    assert fast[0][0:4] == (2, 1, 1, 1234) and fast[0][13:] == (x.data_ptr(), out.data_ptr(), w, 5, 16)
+    assert fast[1][0:3] == (1, 3, 1) and fast[1][13:] == (w, out.data_ptr(), w + 256, 6, 8)

@@ -105,14 +105,14 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
         if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
             if t == 0:  # one program per channel block updates the running statistics
-                momentum = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)
+                mom = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)  # (a new name: fp64 != fp32)
                 rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
                 rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
                 unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
                 plain = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) / n
                 batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
-                tl.store(rm_ptr + cs, (1 - momentum) * rm + momentum * batch_mean, mask=c_ok)
-                tl.store(rv_ptr + cs, (1 - momentum) * rv + momentum * unbiased, mask=c_ok)
+                tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
+                tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
     mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
     x = tl.load(x_ptr + bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c, mask=mask,
                 other=0).to(ACC)

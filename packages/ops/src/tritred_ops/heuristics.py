@@ -71,6 +71,8 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     split N until about ``target_programs`` programs run (H200 sweep: sum dim=0 of 16384x4096 fp32 51% -> 80%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
+    if caps.gpu and problem.M * cdiv(K, 128) >= target_programs:
+        block_k, warps = min(next_pow2(K), 128), 4  # plenty of columns: wider blocks (256x262144 dim=0: 60% -> 65%)
     rows_fit = max(1, caps.tile // block_k)
     if N <= min(rows_fit, single_cap):
         return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
