@@ -1,6 +1,7 @@
 """Markdown table of one or more `tritred bench --json` reports (cases concatenated in order).
 
-Usage: python tools/perf_table.py report.json [more.json ...]   (prints the summary and the table)
+Usage: python tools/perf_table.py report.json [more.json ...] [--plot out.png]
+(prints the table and a summary; --plot draws tritred's and each peer's % of copy bandwidth per case)
 """
 
 from __future__ import annotations
@@ -10,7 +11,33 @@ import math
 import sys
 
 
+def plot(cases: list[dict], providers: list[str], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(12, len(cases) * 0.22), 6))
+    xs = range(len(cases))
+    for name, marker in zip(["tritred", *providers], "o^sdv"):
+        ys = [c["providers"].get(name, {}).get("pct_copy") if c["providers"].get(name, {}).get("status") == "ok"
+              else None for c in cases]
+        ax.plot(xs, [y if y is not None else float("nan") for y in ys], marker, label=name,
+                markersize=6 if name == "tritred" else 4, alpha=1 if name == "tritred" else 0.6)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([c["label"] for c in cases], rotation=90, fontsize=6)
+    ax.set_ylabel("% of measured copy bandwidth")
+    ax.axhline(90, color="gray", lw=0.5, ls="--")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(paths: list[str]) -> None:
+    plot_to = None
+    if "--plot" in paths:
+        i = paths.index("--plot")
+        plot_to, paths = paths[i + 1], paths[:i] + paths[i + 2:]
     cases, metas = [], []
     for p in paths:
         with open(p) as f:
@@ -47,6 +74,8 @@ def main(paths: list[str]) -> None:
             ratios.append(ratio)
             if ratio < 1:
                 below.append(c["label"])
+    if plot_to:
+        plot(cases, providers, plot_to)
     pcts.sort()
     print()
     print(f"cases {len(cases)}; median {pcts[len(pcts) // 2]:.0f} % of copy bandwidth (min {pcts[0]:.0f} %); "
