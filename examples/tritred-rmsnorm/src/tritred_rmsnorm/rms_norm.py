@@ -20,27 +20,25 @@ A ``split`` config (from some other plugin) runs as ``multi_pass``; ``BLOCK_K`` 
 (the problem is always ``M x N x 1``, one program per ``BLOCK_M`` rows). Masked lanes load 0, which adds nothing
 to the sum of squares.
 
-This module uses only the public API of ``tritred_core``; the host-side helpers below (device info, canonical
-problem, cached decision) are small copies of what ``tritred_ops`` keeps private.
+Host-side helpers (device check, device info, the cached launch decision) come from :mod:`tritred_ops.host`,
+the same ones tritred's own ops use; the rest is this module's own.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, get_registry
+from tritred_core import Problem, ReductionSpec
+from tritred_ops.host import check_runnable, launch_config
 
 log = logging.getLogger("tritred")
 
-#: The name this package's plugin is registered under (its entry point name).
-PLUGIN_NAME = "tritred_rmsnorm"
 
 SPEC = ReductionSpec(
     name="rms_norm",
@@ -161,52 +159,6 @@ def problem(input: torch.Tensor, normalized_shape: int | Sequence[int], weight: 
                    stride_m=x2.stride(0), stride_n=x2.stride(1), stride_k=1, layout=layout)  # type: ignore[arg-type]
 
 
-def device_info(device: torch.device) -> DeviceInfo:
-    """What the launch heuristics know about ``device`` (cached in the registry's cache, cleared with it)."""
-    reg = get_registry()
-    key = (PLUGIN_NAME, "device", str(device))
-    info = reg.cache.get(key)
-    if info is None:
-        if device.type == "cuda":
-            p = torch.cuda.get_device_properties(device)
-            info = DeviceInfo(name=p.name, backend="cuda", compute_capability=(p.major, p.minor),
-                              sm_count=p.multi_processor_count,
-                              max_shared_mem=int(getattr(p, "shared_memory_per_block_optin", 48 * 1024)),
-                              regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536)),
-                              l2_bytes=int(getattr(p, "L2_cache_size", 0)))
-        else:
-            info = DeviceInfo(name="cpu (TRITON_INTERPRET=1)", backend="interpreter")
-        reg.cache[key] = info
-    return info  # type: ignore[no-any-return]
-
-
-def decide(prob: Problem, device: torch.device) -> LaunchConfig:
-    """The launch config of ``prob``: asked from the ``tritred_launch_config`` hook once, then cached.
-
-    Raises:
-        tritred_core.InvalidLaunchConfigError: no plugin answered (``tritred_rmsnorm`` is not registered in the
-            current registry), or the winner cannot compute ``prob``.
-    """
-    reg = get_registry()
-    key = (PLUGIN_NAME, prob, str(device))
-    config = reg.cache.get(key)
-    if config is None:
-        config = reg.launch_config(SPEC, prob, device_info(device))
-        reg.cache[key] = config
-    return config  # type: ignore[no-any-return]
-
-
-def _check_runnable(x: torch.Tensor) -> None:
-    if x.device.type == "cuda":
-        return
-    if x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return
-    raise RuntimeError(
-        f"tritred.rms_norm(): input is on {x.device}; tritred runs on CUDA tensors, or on CPU tensors only under "
-        "the Triton interpreter (set TRITON_INTERPRET=1 before importing tritred_rmsnorm)"
-    )
-
-
 def rms_norm(input: torch.Tensor, normalized_shape: int | Sequence[int], weight: torch.Tensor | None = None,
              eps: float | None = None) -> torch.Tensor:
     """RMS normalization — mirrors :func:`torch.nn.functional.rms_norm` (Zhang & Sennrich 2019).
@@ -240,14 +192,14 @@ def rms_norm(input: torch.Tensor, normalized_shape: int | Sequence[int], weight:
                            f"{weight.device} and input is on {input.device}")
     if weight is not None and (weight.is_complex() or (weight.dtype.is_floating_point and weight.dtype not in _FLOATS)):
         raise NotImplementedError(f"tritred.rms_norm(): weight dtype {weight.dtype} is not supported")
-    _check_runnable(input)
+    check_runnable("rms_norm", input)
     y = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     if input.numel() == 0:
         return y
     x2, layout = _rows(input, len(shape))
     prob = Problem(op=SPEC.name, dtype=_dtype_name(input.dtype), M=x2.shape[0], N=x2.shape[1], K=1,
                    stride_m=x2.stride(0), stride_n=x2.stride(1), stride_k=1, layout=layout)  # type: ignore[arg-type]
-    cfg = decide(prob, input.device)
+    cfg = launch_config(SPEC, prob, input.device)
     acc = torch.float64 if input.dtype == torch.float64 else torch.float32
     w = weight.reshape(-1) if weight is not None else None  # tiny: a copy only if non-contiguous
     w_acc = torch.float64 if w is not None and w.dtype == torch.float64 else acc
