@@ -210,7 +210,8 @@ def _straight_line(plan: Plan) -> Any:
         lines.append(f"    o{k} = empty_strided(S{k}, T{k}, dtype=D{k}, device=DEVICE)")
     if plan.ws_bytes:
         ns["WS"] = plan.ws_bytes
-        lines.append("    w = empty(WS, dtype=uint8, device=DEVICE).data_ptr()")
+        lines.append("    ws = empty(WS, dtype=uint8, device=DEVICE)")  # held until the launches are queued
+        lines.append("    w = ws.data_ptr()")
     lines.append("    stream = stream_of()")
     used = sorted({slot for launch in plan.launches for _, slot in launch.slots})
     for slot in used:
