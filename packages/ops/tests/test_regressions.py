@@ -222,9 +222,11 @@ def test_var_of_large_float32_values_is_finite(device, name):
 def test_index_like_dim(device, op, kind):
     """torch: any integer-like dim (``np.int64(1)``, ``torch.tensor(1)``; anything with __index__) is accepted.
     tritred: TypeError 'argument 'dim' must be int or tuple of ints, not int64/Tensor'."""
-    if op == "max" and kind == "tensor":
-        pytest.skip("torch.max(x, tensor) is the binary max overload")
     x = torch.randn(3, 4, device=device)
+    if op == "max" and kind == "tensor":  # torch.max(x, tensor) is the binary elementwise overload: not ours
+        with pytest.raises(TypeError, match="binary"):
+            tr.max(x, torch.tensor(1))
+        return
     d = np.int64(1) if kind == "numpy" else torch.tensor(1)
     out, ref = getattr(tr, op)(x, d), getattr(torch, op)(x, d)
     if op == "max":
@@ -280,3 +282,12 @@ def test_integer_input_with_bfloat16_dtype(device, op, src):
                      [[1, 2, 3, 1, 2, 3], [3, 1, 1, 2, 2, 3]], device=device).to(src)
     out, ref = getattr(tr, op)(x, 1, dtype=torch.bfloat16), getattr(torch, op)(x, 1, dtype=torch.bfloat16)
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_batch_norm_running_stats_must_be_1d(device):
+    """torch: RuntimeError for running stats of shape [1, C] (its kernels index them as 1-D); weight [1, C] is
+    accepted."""
+    x = torch.randn(4, 3, 5, device=device)
+    _raises_like_torch(lambda: tr.batch_norm(x, torch.zeros(1, 3, device=device), torch.ones(1, 3, device=device),
+                                             training=True),
+                       lambda: F.batch_norm(x.cpu(), torch.zeros(1, 3), torch.ones(1, 3), training=True))

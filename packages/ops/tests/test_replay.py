@@ -240,3 +240,66 @@ def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
     w = ws.data_ptr()
     assert fast[0][0:4] == (2, 1, 1, 1234) and fast[0][13:] == (x.data_ptr(), out.data_ptr(), w, 5, 16)
     assert fast[1][0:3] == (1, 3, 1) and fast[1][13:] == (w, out.data_ptr(), w + 256, 6, 8)
+
+
+def test_default_dtype_is_part_of_the_key(device):
+    """logsumexp of integers returns the default dtype: a plan recorded under float32 must not serve float64."""
+    x = torch.randint(0, 5, (4, 8), device=device)
+    assert tr.logsumexp(x, 1).dtype == torch.float32
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert tr.logsumexp(x, 1).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_tensor_arguments_are_never_keyed(device):
+    """A 0-d tensor as dim, eps or a normalized_shape element can change in place: every call reads it again."""
+    x = randn((4, 8), torch.float32, device)
+    d = torch.tensor(1)
+    tr.sum(x, d)
+    d.fill_(0)
+    assert tr.sum(x, d).shape == (8,)
+    e = torch.tensor(1e-5, dtype=torch.float64)
+    tr.layer_norm(x, [8], eps=e)
+    e.fill_(100.0)
+    assert_close(tr.layer_norm(x, [8], eps=e), torch.nn.functional.layer_norm(x.double().cpu(), [8], eps=100.0),
+                 n=8, what="eps tensor")
+    n = torch.tensor(8)
+    tr.layer_norm(x, [n])
+    n.fill_(4)
+    with pytest.raises(RuntimeError):
+        tr.layer_norm(x, [n])
+
+
+def test_plans_do_not_keep_the_first_calls_tensors(device):
+    import gc
+    import weakref
+
+    x = randn((64, 50), torch.float32, device)
+    w = randn((50,), torch.float32, device)
+    refs = [weakref.ref(x), weakref.ref(w)]
+    tr.sum(x, 1)
+    tr.layer_norm(x, (50,), w, None)
+    assert _plans() >= 2
+    del x, w
+    gc.collect()
+    assert all(r() is None for r in refs), "a saved plan keeps a recorded call's tensor alive"
+
+
+def test_negative_views_are_read_as_values(device):
+    """torch._neg_view tensors hold un-negated memory: materialized by the full path, never replayed."""
+    base = randn((4, 8), torch.float32, device)
+    for _ in range(2):
+        neg = torch._neg_view(base)
+        assert_close(tr.sum(neg, 1), -base.double().sum(1).cpu(), n=8, what="sum of a neg view")
+    w = randn((8,), torch.float32, device)
+    ref = torch.nn.functional.layer_norm(base.double().cpu(), (8,), -w.double().cpu())
+    assert_close(tr.layer_norm(base, (8,), torch._neg_view(w)), ref, n=8, what="neg weight")
+    xb, rm = randn((4, 3, 5), torch.float32, device), randn((3,), torch.float32, device)
+    rm_neg, rv = torch._neg_view(rm), torch.ones(3, device=device)
+    rm_ref, rv_ref = -rm.double().cpu(), rv.double().cpu().clone()
+    ref = torch.nn.functional.batch_norm(xb.double().cpu(), rm_ref, rv_ref, None, None, True, 0.5, 1e-5)
+    assert_close(tr.batch_norm(xb, rm_neg, rv, None, None, True, 0.5, 1e-5), ref, n=20, what="bn")
+    assert_close(rm_neg.clone(), rm_ref, n=20, what="neg running_mean updated through the view")

@@ -29,6 +29,16 @@ SCALAR_TYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Shor
                      torch.uint8: "Byte", torch.bool: "Bool"}
 
 
+class Unset:
+    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+UNSET = Unset()
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -36,9 +46,11 @@ def dtype_name(dtype: torch.dtype) -> str:
 # -- argument checks ---------------------------------------------------------------------------------------------
 
 def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:
+    """``t`` if it is a tensor (TypeError naming the argument otherwise), with a negative-bit view
+    (``torch._neg_view``) materialized: kernels read memory, which holds the values un-negated."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(t).__name__}")
-    return t
+    return t.resolve_neg() if t.is_neg() else t
 
 
 def check_runnable(op: str, x: torch.Tensor) -> None:

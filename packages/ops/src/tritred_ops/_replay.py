@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ import torch
 from triton import knobs
 from tritred_core import get_registry
 
-from ._common import _cached
+from ._common import Unset, _cached
 
 
 def tensor_key(t: torch.Tensor | None) -> Hashable:
@@ -38,15 +39,30 @@ def tensor_key(t: torch.Tensor | None) -> Hashable:
     specialization)."""
     if t is None:
         return None
+    if t.is_neg():
+        raise TypeError("a negative-bit view is materialized by the full path on every call")
     return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+
+
+_PLAIN = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
+
+
+def _plain(a: Any) -> bool:
+    """Immutable scalar arguments a key may hold: Python and numpy numbers, None, strings, dtypes. A tensor
+    (even 0-d: it can change in place and hashes by identity) or any other object is not one."""
+    return type(a) in _PLAIN or (isinstance(a, numbers.Number) and not isinstance(a, torch.Tensor))
 
 
 def _typed(a: Any) -> Hashable:
     """An argument with its type (and its elements' types): ``1``, ``1.0`` and ``True`` are equal as dict keys
-    but not to the full path's checks."""
+    but not to the full path's checks. Raises TypeError for an argument a plan cannot be keyed on."""
     t = type(a)
     if t is tuple or t is list or t is torch.Size:
+        if not all(map(_plain, a)):
+            raise TypeError("not a plain argument")
         return (t, tuple(map(type, a)), tuple(a))
+    if not _plain(a):
+        raise TypeError("not a plain argument")
     return (t, a)
 
 
@@ -54,7 +70,8 @@ def find_plan(op: str, args: tuple[Any, ...], *tensors: Any) -> tuple[Plan | Non
     """(the saved plan or None, the call's key or None when the call has no key: a non-tensor or unhashable
     argument, which the full path then reports or handles)."""
     try:
-        key = (op, *map(_typed, args), *map(tensor_key, tensors))
+        # The default dtype is the result dtype of some calls (logsumexp of integers).
+        key = (op, torch.get_default_dtype(), *map(_typed, args), *map(tensor_key, tensors))
         return get_registry().cache.get(key), key
     except (AttributeError, TypeError):
         return None, None
@@ -108,6 +125,8 @@ class _Launch:
         self.kernel, self.compiled, self.slots = kernel, compiled, slots
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.c_entry = None
+        # The recorded call's tensors are slots, not kept: a cached plan must not hold the first call's memory.
+        args = [None if isinstance(a, torch.Tensor) else a for a in args]
         if compiled is not None:
             # The launcher takes every parameter in signature order, constexprs included (it skips them).
             names = list(kernel.signature.parameters)

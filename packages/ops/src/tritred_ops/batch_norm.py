@@ -195,7 +195,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
     if plan is not None:
         return plan.run(input, running_mean, running_var, weight, bias)[0]
-    C.check_tensor(op, "input", input)
+    input = C.check_tensor(op, "input", input)
     if input.dim() < 2:
         raise RuntimeError(f"{op}(): expected an input with at least 2 dims [B, C, *], got {input.dim()}D")
     C.check_float(op, input)
@@ -209,6 +209,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         C.check_tensor(op, name, t)
         if t.numel() != Ch:
             raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
+        if name.startswith("running") and t.dim() != 1:  # torch's kernels index them as 1-D
+            raise RuntimeError(f"{op}(): {name} should be a 1-D tensor of {Ch} elements, got shape {list(t.shape)}")
         C.check_float(op, t, what=name)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
@@ -242,6 +244,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
     def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is not None and t.is_neg():  # a negative-bit view: its memory holds the values un-negated
+            return t.resolve_neg().contiguous()
         return t if t is None or t.is_contiguous() else t.contiguous()
     w = flat(weight) if weight is not None else y
     b = flat(bias) if bias is not None else y

@@ -107,7 +107,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
             y, mean, rstd = plan.run(input, weight, bias)
             return y, mean, rstd
         return plan.run(input, weight, bias)[0], None, None
-    C.check_tensor(op, "input", input)
+    input = C.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(int(s) for s in normalized_shape)
@@ -118,7 +118,11 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     for name, t in (("weight", weight), ("bias", bias)):
         if t is None:
             continue
-        C.check_tensor(op, name, t)
+        t = C.check_tensor(op, name, t)
+        if name == "weight":
+            weight = t
+        else:
+            bias = t
         if tuple(t.shape) != normalized_shape:
             raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")

@@ -284,7 +284,7 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     plan, key = find_plan(name, (dim, keepdim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
-    C.check_tensor(name, "input", x)
+    x = C.check_tensor(name, "input", x)
     spec = SPECS[name]
     C.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
     C.check_keepdim(name, keepdim)
@@ -359,14 +359,7 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     return _reduce("mean", SUM, input, dim, keepdim, dtype)
 
 
-class _Unset:
-    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``)."""
-
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET = _Unset()
+_Unset, _UNSET = C.Unset, C.UNSET  # marks an argument that was not passed
 
 
 def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False, *,
@@ -405,7 +398,10 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
     plan, key = find_plan(name, (dim, keepdim), x)
     if plan is not None:
         return MaxMin(*plan.run(x))
-    C.check_tensor(name, "input", x)
+    x = C.check_tensor(name, "input", x)
+    if isinstance(dim, torch.Tensor):  # torch.max(x, other): the elementwise binary overload, not a reduction
+        raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
+                        f"(elementwise); tritred has only the reductions: use torch.{name}imum, or an int dim")
     C.check_supported(name, x, allow_integers=True)
     if dim is None and keepdim is not _UNSET:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")

@@ -176,7 +176,7 @@ def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torc
     plan, key = find_plan(name, (dim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
-    C.check_tensor(name, "input", x)
+    x = C.check_tensor(name, "input", x)
     if dim is None:
         raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
     d = C.wrap_dim(name, dim, x.dim())
@@ -251,7 +251,7 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     plan, key = find_plan("logsumexp", (dim, keepdim), input)
     if plan is not None:
         return plan.run(input)[0]
-    C.check_tensor("logsumexp", "input", input)
+    input = C.check_tensor("logsumexp", "input", input)
     C.check_supported("logsumexp", input, allow_integers=True)
     C.check_keepdim("logsumexp", keepdim)
     if dim is None and not C.torch_accepts("logsumexp(x, None)",

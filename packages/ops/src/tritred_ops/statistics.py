@@ -223,7 +223,7 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     if plan is not None:
         out, mean_out = plan.run(x)
         return out, mean_out
-    C.check_tensor(name, "input", x)
+    x = C.check_tensor(name, "input", x)
     C.check_keepdim(name, keepdim)
     dim, corr = _parse_correction(name, dim, unbiased, correction)
     if x.dtype not in C.FLOATS:
