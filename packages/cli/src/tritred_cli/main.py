@@ -415,6 +415,9 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
         if not run:
             status = "[dim]skipped[/]"
         summary.add_row(op, dt, f"{passed}/{len(run)}", str(len(rs) - len(run)), f"{worst:.3g}", status)
+    summary.caption = ("a check passes when every element is within atol + rtol * |reference| (float64 "
+                       "reference; tolerances of the output dtype's rounding): the worst absolute error of a large "
+                       "bf16 sum or product is large and still within them")
     con.print(summary)
     if show_all:
         for r in results:
