@@ -12,7 +12,7 @@ import logging
 import math
 import operator
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,7 +171,7 @@ class View:
 _CACHE_LIMIT = 1 << 14  # entries in the registry's launch cache before it is cleared (unbounded shape streams)
 
 
-def _cached(key: tuple[Any, ...], make: Any) -> Any:
+def _cached(key: Hashable, make: Any) -> Any:
     """registry.cache[key], computed by ``make()`` once (the hot path of a repeated call is dict lookups)."""
     cache = get_registry().cache
     try:

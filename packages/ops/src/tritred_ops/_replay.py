@@ -242,6 +242,7 @@ def _straight_line(plan: Plan) -> Any:
             lines.append(f"    p{slot} = w + {plan.temps[slot - n_in - n_out][1]}")
     for j, launch in enumerate(plan.launches):
         c, e = launch.compiled, launch.c_entry
+        assert e is not None  # only plans whose launches all have a C entry point get straight-line code
         ns[f"L{j}"], ns[f"F{j}"], ns[f"M{j}"] = e.launch, c.function, c.packed_metadata
         ns[f"CO{j}"], ns[f"PD{j}"] = e.launch_cooperative_grid, e.launch_pdl
         by_pos = dict(launch.slots)

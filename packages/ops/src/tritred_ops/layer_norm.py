@@ -103,10 +103,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     op = "layer_norm"
     plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
     if plan is not None:
-        if store_stats:
-            y, mean, rstd = plan.run(input, weight, bias)
-            return y, mean, rstd
-        return plan.run(input, weight, bias)[0], None, None
+        outs = plan.run(input, weight, bias)
+        return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
     input = C.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)

@@ -24,6 +24,8 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
+from ._common import UNSET as _UNSET  # marks an argument that was not passed
+from ._common import Unset as _Unset
 from ._kernels import (
     MAX,
     MIN,
@@ -359,7 +361,6 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     return _reduce("mean", SUM, input, dim, keepdim, dtype)
 
 
-_Unset, _UNSET = C.Unset, C.UNSET  # marks an argument that was not passed
 
 
 def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False, *,
@@ -373,7 +374,8 @@ def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False,
         if keepdim is not False:
             raise TypeError("prod(): keepdim needs an int dim")
         return _reduce("prod", PROD, input, None, False, dtype)
-    if dim is None and C.torch_accepts("prod(x, None)", lambda: torch.prod(torch.empty(2, device="meta"), None)):
+    if dim is None and C.torch_accepts("prod(x, None)",
+                                       lambda: torch.prod(torch.empty(2, device="meta"), None)):  # type: ignore[call-overload]
         return _reduce("prod", PROD, input, None, keepdim, dtype)
     if C.as_index(dim) is None:
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
