@@ -53,6 +53,15 @@ def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:
     return t.resolve_neg() if t.is_neg() else t
 
 
+def unit_stride(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A parameter vector (weight, bias, running statistics) as kernels read it: flat with unit stride. A
+    contiguous one is passed as is; a strided, expanded or negative-bit view is copied (its own size, not the
+    input's): the caller copies an in-place updated one back."""
+    if t is None or (t.is_contiguous() and not t.is_neg()):
+        return t
+    return t.resolve_neg().contiguous()
+
+
 def check_runnable(op: str, x: torch.Tensor) -> None:
     """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1)."""
     if x.device.type == "cuda":

@@ -243,13 +243,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
-    def flat(t: torch.Tensor | None) -> torch.Tensor | None:
-        if t is not None and t.is_neg():  # a negative-bit view: its memory holds the values un-negated
-            return t.resolve_neg().contiguous()
-        return t if t is None or t.is_contiguous() else t.contiguous()
-    w = flat(weight) if weight is not None else y
-    b = flat(bias) if bias is not None else y
-    rm_buf, rv_buf = flat(running_mean), flat(running_var)
+    w = C.unit_stride(weight) if weight is not None else y
+    b = C.unit_stride(bias) if bias is not None else y
+    rm_buf, rv_buf = C.unit_stride(running_mean), C.unit_stride(running_var)
     has_running = running_mean is not None and running_var is not None
     dev = x.device
     if training:

@@ -116,11 +116,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     for name, t in (("weight", weight), ("bias", bias)):
         if t is None:
             continue
-        t = C.check_tensor(op, name, t)
-        if name == "weight":
-            weight = t
-        else:
-            bias = t
+        C.check_tensor(op, name, t)
         if tuple(t.shape) != normalized_shape:
             raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
@@ -140,8 +136,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     x, y, view = C.map_view(input, y, dims)
     # Weights are indexed by the flat position in normalized_shape with unit stride: a strided or expanded one
     # is copied (N elements, not the input); a contiguous one is passed as is (the kernel reads it flat).
-    w = weight if weight is None or weight.is_contiguous() else weight.contiguous()
-    b = bias if bias is None or bias.is_contiguous() else bias.contiguous()
+    w, b = C.unit_stride(weight), C.unit_stride(bias)
     cfg = C.decide(SPEC, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     R = view.M * view.K
