@@ -64,4 +64,5 @@ def config_id(c: dict | None) -> str:
     """pytest id of a forced launch config (None: the built-in heuristic)."""
     if c is None:
         return "heuristic"
-    return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}"
+    persist = f"-persist{c['num_programs']}" if c.get("num_programs") else ""
+    return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}{persist}"

@@ -6,10 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, randn
+from ops_helpers import LAYOUTS, assert_close, config_id, randn
 
 CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
-           dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)]
+           dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+           dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=3, num_stages=2),  # persistent
+           dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16, num_programs=2)]
 
 
 def _ref(x, shape, w, b, eps=1e-5):
@@ -17,7 +19,7 @@ def _ref(x, shape, w, b, eps=1e-5):
     return F.layer_norm(x.double().cpu(), shape, d(w), d(b), eps)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "heuristic" if c is None else c["strategy"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_branches_dtypes(cfg, dtype, force, device):
     if cfg is not None:

@@ -123,6 +123,7 @@ ROW_CONFIGS = [
     dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16, num_warps=1),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
     dict(strategy="split", BLOCK_M=2, BLOCK_N=8, split=64),  # more slices than chunks: empty slices
+    dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=2, num_stages=2),  # persistent: 3 blocks
 ]
 COL_CONFIGS = [
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
@@ -132,7 +133,8 @@ COL_CONFIGS = [
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
-@pytest.mark.parametrize("cfg", ROW_CONFIGS, ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}")
+@pytest.mark.parametrize("cfg", ROW_CONFIGS,
+                         ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}")
 def test_row_branches(name, cfg, force, device):
     force(name, **cfg)
     x = _inputs(name, (5, 100), torch.float32, device, "contiguous")

@@ -34,8 +34,26 @@ from ._replay import Recorder, find_plan
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
                        s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
-                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+    """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks."""
+    if PERSIST > 0:
+        for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
+            _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
+                              s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
+                              BLOCK_N)
+    else:
+        _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
+                          s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
+                          BLOCK_N)
+
+
+@triton.jit
+def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
+                      s_ym, s_yn, s_yk, eps, eps_lo,
+                      HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
+                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
     k_idx = rows % K
@@ -142,12 +160,15 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     R = view.M * view.K
     assert R == rows
     dummy = y
+    blocks = C.cdiv(R, cfg.BLOCK_M)
+    persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
     rec.launch(
-        _layer_norm_kernel, (C.cdiv(R, cfg.BLOCK_M),), x, w if w is not None else dummy, b if b is not None else dummy,
+        _layer_norm_kernel, (persist or blocks,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
         sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-        BLOCK_N=cfg.BLOCK_N, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
     else:

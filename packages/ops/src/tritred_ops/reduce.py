@@ -15,6 +15,7 @@ no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for i
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -56,9 +57,29 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+                 BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+    """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
+
+    PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
+    blocks with ``tl.range`` pipelining (LOOP_STAGES), so that the next block's loads are in flight while this
+    block reduces.
+    """
+    if PERSIST > 0:
+        for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
+            _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+    else:
+        _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
+                OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr):
+    """Row block ``blk`` of :func:`_rows_kernel`."""
+    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
@@ -235,11 +256,13 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
     split, nps = C.split_plan(cfg, view.N)
     target = rec.empty((R, split), acc, x.device) if split > 1 else out
     if C.rows_layout(view):
-        grid = (C.cdiv(R, cfg.BLOCK_M), split)
+        blocks = C.cdiv(R, cfg.BLOCK_M)
+        persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
+        grid = (persist or blocks, split)
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **consts)
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         rec.launch(

@@ -54,8 +54,23 @@ def _emit(x, m, s, MODE: tl.constexpr):
 @triton.jit
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
+                 LOOP_STAGES: tl.constexpr = 1):
+    """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks."""
+    if PERSIST > 0:
+        for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
+            _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
+                        SINGLE, BLOCK_M, BLOCK_N)
+    else:
+        _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
+                    ACC, SINGLE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
+                MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
     k_idx = rows % K
@@ -165,8 +180,11 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if C.rows_layout(view):
         rows = view.M * view.K
-        rec.launch(_rows_kernel, (C.cdiv(rows, cfg.BLOCK_M),), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
-                   syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **common)
+        blocks = C.cdiv(rows, cfg.BLOCK_M)
+        persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
+        rec.launch(_rows_kernel, (persist or blocks,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
+                   syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
+                   **common)
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
                    sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **common)
