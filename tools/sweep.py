@@ -19,6 +19,7 @@ import math
 import torch
 import triton
 from tritred_core import LaunchConfig, get_registry, hookimpl
+from tritred_ops.tuning import PERSISTENT_ROWS
 
 CASES = [
     # (op, shape, dtype, dim): the suite's cases furthest from the copy bandwidth, and neighbours
@@ -71,13 +72,16 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
         for bn in sorted(widths):
             single = bn >= N
             for bm in (1, 2, 4, 8, 16, 32):
-                if bm * bn > 32768 or bm * bn < 2048 or bm > R:
+                if bm * bn > 32768 or bm * bn < (512 if full <= 1024 else 2048) or bm > R:
                     continue
-                for w in (4, 8, 16, 32):
+                for w in (1, 2, 4, 8, 16, 32):
                     if not 8 <= bm * bn // (32 * w) <= 64:
                         continue
-                    out.append(LaunchConfig(strategy="single_pass" if single else "multi_pass", BLOCK_M=bm,
-                                            BLOCK_N=bn, num_warps=w))
+                    strategy = "single_pass" if single else "multi_pass"
+                    out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w))
+                    if op in PERSISTENT_ROWS and bm * bn <= 8192:  # persistent grids, 4 programs per SM
+                        out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
+                                                num_programs=4 * 132, num_stages=2))
     else:
         for (bk, bn), w, sp in itertools.product([(32, 64), (64, 32), (64, 64), (128, 16), (128, 32), (256, 16)],
                                                  [4, 8], [1, 4, 8, 16]):

@@ -78,8 +78,14 @@ def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None
     return config
 
 
-def candidates(base: LaunchConfig, problem: Problem) -> list[LaunchConfig]:
-    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts."""
+#: Ops whose row kernels take ``num_programs`` (a persistent grid looping over row blocks).
+PERSISTENT_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp",
+                             "layer_norm"})
+
+
+def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
+    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts, and
+    persistent row grids of 2 or 4 programs per SM."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
 
@@ -113,6 +119,10 @@ def candidates(base: LaunchConfig, problem: Problem) -> list[LaunchConfig]:
     if base.strategy == "split":
         for s in (max(2, base.split // 2), base.split * 2):
             add(split=s)
+    if problem.inner and problem.op in PERSISTENT_ROWS and base.strategy != "split" and base.num_programs == 0:
+        # Persistent row grids: a few programs per SM, each looping over row blocks (loads pipelined).
+        for per_sm in (2, 4):
+            add(num_programs=per_sm * sm_count, num_stages=2)
     return list(out.values())
 
 
@@ -168,7 +178,7 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     a0, k0 = fresh()
     expected = rec.reference(*a0, **k0)
     trials = []
-    for i, cfg in enumerate(candidates(base.model_copy(update={"tuned": False}), problem)):
+    for i, cfg in enumerate(candidates(base.model_copy(update={"tuned": False}), problem, max(info.sm_count, 1))):
         name = reg.register(_Force(rec.spec.name, cfg), name=f"tritred-tune-{i}")
         try:
             a1, k1 = fresh()
