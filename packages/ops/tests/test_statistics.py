@@ -13,6 +13,8 @@ CONFIGS = [
     None,
     dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128),
     dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+    dict(strategy="single_pass", BLOCK_M=1, BLOCK_N=128, num_programs=2, num_stages=2),  # persistent rows
+    dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16, num_programs=3),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=40),
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),

@@ -52,8 +52,24 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                        divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT)."""
+    if PERSIST > 0:
+        for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
+            _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+    else:
+        _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
+                          n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                      divisor, divisor_lo,
+                      ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
@@ -185,10 +201,12 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
     else:
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
+        blocks = C.cdiv(R, cfg.BLOCK_M)
+        persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
         rec.launch(
-            _stats_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
+            _stats_rows_kernel, (persist or blocks, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-            **consts)
+            PERSIST=persist, LOOP_STAGES=cfg.num_stages, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,

@@ -80,7 +80,7 @@ def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None
 
 #: Ops whose row kernels take ``num_programs`` (a persistent grid looping over row blocks).
 PERSISTENT_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp",
-                             "layer_norm"})
+                             "layer_norm", "var", "std", "var_mean", "std_mean"})
 
 
 def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
