@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One H200 call (device tool): host-time breakdown of a replayed call, then the config sweep of tools/sweep.py
+# One H200 call (device tool): optional host-time breakdown of a replayed call (OVERHEAD=1), tests given as
+# arguments, then the config sweep of tools/sweep.py
 # (compiled in 16 parallel shards, then timed serially). Results to $OUT (or ./gpu-out).
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 source tools/gpu-setup.sh
 export PYTHONUNBUFFERED=1
-python3 tools/launch_overhead.py 2>&1 | tee "$OUT/overhead.txt"
+[ -n "$OVERHEAD" ] && python3 tools/launch_overhead.py 2>&1 | tee "$OUT/overhead.txt"
 if [ $# -gt 0 ]; then
-  TRITRED_TEST_DEVICE=cuda timeout 150 python3 -m pytest -q -n 8 -p no:cacheprovider "$@" > "$OUT/tests.log" 2>&1
+  TRITRED_TEST_DEVICE=cuda timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q -n 12 -p no:cacheprovider "$@" > "$OUT/tests.log" 2>&1
   echo "tests rc=$?"; tail -5 "$OUT/tests.log"
 fi
 t0=$(date +%s)

@@ -29,6 +29,7 @@ CASES = [
     ("max", (16384, 4096), torch.bfloat16, -1),
     ("max", (262144, 256), torch.float32, -1),
     ("max", (1024, 131072), torch.bfloat16, -1),
+    ("max", (16384, 4096), torch.float32, -1),
     ("softmax", (4096, 32768), torch.bfloat16, -1),
     ("softmax", (4096, 32768), torch.float32, -1),
     ("softmax", (1024, 131072), torch.bfloat16, -1),
@@ -60,8 +61,9 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
         for bn, bm, w, sp in itertools.product([64, 512, 2048], [1, 4, 32], [4, 8], [1, 4]):
             if bn > 2 * triton.next_power_of_2(S) or bm * bn > 8192 or bm * bn < 512 or bm > B:
                 continue
-            out.append(LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=1, split=max(1, sp * 132 // C),
-                                    num_warps=w))
+            for st in (1, 2, 3) if (bn, bm) in ((64, 32), (512, 4)) else (1,):
+                out.append(LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=1,
+                                        split=max(1, sp * 132 // C), num_warps=w, num_stages=st))
         return out
     inner = dim in (-1, len(shape) - 1)
     N = shape[dim]
@@ -79,6 +81,10 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
                         continue
                     strategy = "single_pass" if single else "multi_pass"
                     out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w))
+                    if not single and bm == 1 and w >= 8:  # software-pipelined loop loads
+                        for st in (2, 3):
+                            out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
+                                                    num_stages=st))
                     if op in PERSISTENT_ROWS and bm * bn <= 8192:  # persistent grids, 4 programs per SM
                         out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
                                                 num_programs=4 * 132, num_stages=2))
@@ -86,7 +92,8 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
         for (bk, bn), w, sp in itertools.product([(32, 64), (64, 32), (64, 64), (128, 16), (128, 32), (256, 16)],
                                                  [4, 8], [1, 4, 8, 16]):
             strat = "split" if sp > 1 else "multi_pass"
-            out.append(LaunchConfig(strategy=strat, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, split=sp))
+            for st in (1, 2, 3) if (bk, bn) in ((64, 32), (128, 16)) else (1,):
+                out.append(LaunchConfig(strategy=strat, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, split=sp, num_stages=st))
     return out
 
 

@@ -65,7 +65,11 @@ def test_strided_input(device):
 
 @pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_N=8, BLOCK_K=1, split=5),
                                  dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=1),
-                                 dict(strategy="split", BLOCK_N=2, BLOCK_K=2, split=200)], ids=str)
+                                 dict(strategy="split", BLOCK_N=2, BLOCK_K=2, split=200),
+                                 # one tile per channel block: statistics from the tile (resident, one launch)
+                                 dict(strategy="split", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1, split=1),
+                                 # full and partial tiles in both B and S, split ranges of unequal length
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=4)], ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)
     _run(randn((3, 5, 7, 3), torch.float32, device), True)

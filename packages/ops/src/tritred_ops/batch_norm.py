@@ -23,8 +23,24 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, div_exact, f32_split, sqrt_exact, tl_dtype
+from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, f32_split, sqrt_exact, tl_dtype, welford_step
 from ._replay import Recorder, find_plan
+
+
+@triton.jit
+def _tile(t, s_chunks, B, S, s_b, s_s, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Tile ``t`` of a channel's (B, S) plane as BLOCK_M * BLOCK_N flat lanes: (offsets, in-range mask, count).
+
+    Lane i is image b0 + i // BLOCK_N, spatial s0 + i % BLOCK_N (power-of-two shifts); a flat lane axis keeps
+    the statistics 2-D ([lanes, channels]) for the shared Welford helpers.
+    """
+    b0 = (t // s_chunks) * BLOCK_M  # one scalar division per tile
+    s0 = (t % s_chunks) * BLOCK_N
+    i = tl.arange(0, BLOCK_M * BLOCK_N)
+    bs = b0 + i // BLOCK_N
+    ss = s0 + i % BLOCK_N
+    n = tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)  # valid lanes per channel
+    return bs * s_b + ss * s_s, (bs < B) & (ss < S), n
 
 
 @triton.jit
@@ -33,75 +49,89 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
                   BLOCK_K: tl.constexpr):
     """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
 
-    Each tile's statistics come from the corrected two-pass in registers (no division per element, unlike a
-    per-element Welford step) and merge into the running ones with Chan et al. (1979): one division per channel
-    per tile.
+    Full tiles (every lane in range) take a per-lane Welford (1962) step with one scalar division per tile (all
+    lanes have seen the same count) and no cross-lane traffic inside the loop; the rare partial tiles (edges of
+    B and S) get the two-pass statistics of :func:`chunk_stats`. Lanes and partial tiles merge once at the end
+    (Chan et al. 1979).
     """
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
     t_lo = tl.program_id(1).to(tl.int64) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
-    mean = tl.zeros([BLOCK_K], ACC)
-    m2 = tl.zeros([BLOCK_K], ACC)
-    cnt = tl.zeros([BLOCK_K], ACC)
-    # A plain sum beside: torch's running_mean of a channel holding inf is inf, the two-pass mean is NaN.
-    tot = tl.zeros([BLOCK_K], ACC)
+    mean_l = tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC)
+    m2_l = tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC)
+    # A plain sum beside: torch's running_mean of a channel holding inf is inf, the Welford mean is NaN.
+    tot_l = tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC)
+    full = 0
+    mean_p = tl.zeros([BLOCK_K], ACC)
+    m2_p = tl.zeros([BLOCK_K], ACC)
+    cnt_p = tl.zeros([BLOCK_K], ACC)
     for t in range(t_lo, t_hi):
-        b0 = (t // s_chunks) * BLOCK_M  # one scalar division per tile
-        s0 = (t % s_chunks) * BLOCK_N
-        bs = b0 + tl.arange(0, BLOCK_M)
-        ss = s0 + tl.arange(0, BLOCK_N)
-        mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
-        offs = bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c
-        x = tl.load(x_ptr + offs, mask=mask, other=0).to(ACC)
-        n_t = (tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)).to(ACC)  # valid lanes per channel
-        sum_t = tl.sum(tl.sum(x, 1), 0)
-        mean_t = div_exact(sum_t, n_t, ACC)
-        d = tl.where(mask, x - mean_t[None, None, :], 0.0)
-        c_t = tl.sum(tl.sum(d, 1), 0)
-        m2_t = tl.sum(tl.sum(d * d, 1), 0) - c_t * div_exact(c_t, n_t, ACC)
-        mean_t += div_exact(c_t, n_t, ACC)
-        mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t, m2_t, tl.zeros([BLOCK_K], ACC) + n_t)
-        tot += sum_t
+        offs, ok, n_t = _tile(t, s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
+        mask = ok[:, None] & c_ok[None, :]
+        x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
+        tot_l += x
+        if n_t == BLOCK_M * BLOCK_N:
+            full += 1
+            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, full, ACC))
+        else:
+            n_c = tl.zeros([BLOCK_K], ACC) + n_t
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
+            mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
+    mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC) + full), 0, chan_fn)
+    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
-    tl.store(psum_ptr + offs, tot, mask=c_ok)
+    tl.store(psum_ptr + offs, tl.sum(tot_l, 0), mask=c_ok)
 
 
 @triton.jit
 def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
-                  B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, eps, eps_lo, momentum, momentum_lo,
-                  FROM_RUNNING: tl.constexpr, HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                  ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, eps, eps_lo, momentum, momentum_lo,
+                  FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr, HAS_RUNNING: tl.constexpr,
+                  HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
+                  BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
-    program, cheaper than a launch of their own); the first tile of each channel block also updates the running
+    program, cheaper than a launch of their own), or, RESIDENT (one tile holds the whole channel block), from the
+    tile itself: one launch, one read. The program of tile 0 of each channel block also updates the running
     statistics. Eval: mean and variance are the running ones.
+
+    Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
+    (the likeliest to still be in L2), stepping back through the tile ranges.
     """
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
     cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    t = pid // c_blocks
-    bs = (t // s_chunks).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    ss = (t % s_chunks).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    q = pid // c_blocks
+    t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)
     c_ok = cs < C
+    offs, ok, n_t = _tile(t.to(tl.int64), s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
+    mask = ok[:, None] & c_ok[None, :]  # tiles past the last (t >= tile count) have every image b >= B
+    x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
     if FROM_RUNNING:
         mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
         rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
     else:
-        sp = tl.arange(0, BLOCK_S)
-        pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-        poffs = cs[:, None] * SPLIT + sp[None, :]
-        mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
-                                 tl.load(pm2_ptr + poffs, mask=pmask, other=0),
-                                 tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+        if RESIDENT:
+            n = tl.zeros([BLOCK_K], ACC) + n_t
+            mean0, corr, m2 = chunk_stats(x, mask, 0, n)
+            mean = mean0 + corr
+            total = tl.sum(x, 0)
+        else:
+            sp = tl.arange(0, BLOCK_S)
+            pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
+            poffs = cs[:, None] * SPLIT + sp[None, :]
+            mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
+                                     tl.load(pm2_ptr + poffs, mask=pmask, other=0),
+                                     tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+            total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
         rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
         if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
             if t == 0:  # one program per channel block updates the running statistics
@@ -109,19 +139,17 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                 rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
                 rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
                 unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
-                plain = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) / n
+                plain = total / n
                 batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
                 tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
                 tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
-    mask = (bs < B)[:, None, None] & (ss < S)[None, :, None] & c_ok[None, None, :]
-    x = tl.load(x_ptr + bs[:, None, None] * s_b + ss[None, :, None] * s_s + cs[None, None, :] * s_c, mask=mask,
-                other=0).to(ACC)
-    y = (x - mean[None, None, :]) * rstd[None, None, :]
+    y = (x - mean[None, :]) * rstd[None, :]
     if HAS_W:
-        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, None, :]
+        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
     if HAS_B:
-        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, None, :]
-    tl.store(y_ptr + bs[:, None, None] * y_b + ss[None, :, None] * y_s + cs[None, None, :] * y_c, y, mask=mask)
+        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
+    y_offs, _, _ = _tile(t.to(tl.int64), s_chunks, B, S, y_b, y_s, BLOCK_M, BLOCK_N)
+    tl.store(y_ptr + y_offs[:, None] + cs[None, :] * y_c, y, mask=mask)
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
@@ -248,8 +276,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     rm_buf, rv_buf = C.unit_stride(running_mean), C.unit_stride(running_var)
     has_running = running_mean is not None and running_var is not None
     dev = x.device
-    if training:
-        tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
+    tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
+    resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
+    if training and not resident:
         split, tiles_per_split = C.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
         rec.launch(
@@ -257,15 +286,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     else:
-        split, pm = 1, y
+        split, tiles_per_split, pm = 1, tiles, y
         pm2 = pn = psum = pm
-    grid = (C.cdiv(Ch, cfg.BLOCK_K) * C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N),)
+    grid = (C.cdiv(Ch, cfg.BLOCK_K) * split * tiles_per_split,)
     rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
-               rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, *f32_split(float(eps)),
-               *f32_split(float(momentum)), FROM_RUNNING=not training, HAS_RUNNING=has_running,
-               HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=split,
-               BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-               num_warps=cfg.num_warps)
+               rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split,
+               *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
+               HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
+               SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+               BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
     if training:
         for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
             if given is not None and buf is not None and buf is not given:

@@ -108,6 +108,12 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
         block_m = max(1, min(next_pow2(problem.M), tile // block_n))
         block_n = max(1, min(next_pow2(N), tile // block_m))
         warps = 4
+    whole = next_pow2(problem.M) * next_pow2(N)
+    if whole * block_k <= 2 * caps.tile:
+        # A channel block fits one tile: statistics and normalization in one launch from registers (one read,
+        # one write) instead of two launches and a second read.
+        block_m, block_n = next_pow2(problem.M), next_pow2(N)
+        warps = _warps(whole * block_k, caps)
     tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
     channel_blocks = cdiv(K, block_k)
     split = max(1, min(tiles, caps.programs // channel_blocks))

@@ -34,7 +34,9 @@ from ._kernels import (
     SUM,
     acc_dtype,
     arg_combine,
+    arg_finish,
     arg_reduce,
+    arg_step,
     combine,
     div_exact,
     f32_split,
@@ -149,49 +151,53 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
     k = rows % K
     row_off = m * s_xm + k * s_xk
     if SINGLE:
-        # Whole row in registers: the extreme value first, then the smallest index holding it (two plain
+        # Whole row in registers: the extreme value, then the smallest position holding it (two plain
         # reductions are cheaper than one reduction of (value, index) pairs).
         cols = tl.arange(0, BLOCK_N)
         mask = row_ok[:, None] & (cols < N)[None, :]
         v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask,
                                    other=0).to(ACC), IDENT)
-        if IS_MAX:
-            best = tl.reduce(v, 1, max_fn)
-        else:
-            best = tl.reduce(v, 1, min_fn)
-        hit = (v == best[:, None]) | ((v != v) & (best != best)[:, None])
-        ri = tl.min(tl.where(hit & mask, cols[None, :], BLOCK_N), 1).to(tl.int64)
-        tl.store(val_ptr + m * s_om + k * s_ok, best, mask=row_ok)
-        tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
+        rv, ri = arg_finish(v, cols[None, :], BLOCK_N, 1, IS_MAX)  # int32 positions
+    elif HAS_IDX_IN:
+        # Combining split partials (a few per row): the index travels with its value.
+        acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        acc_i = tl.full([BLOCK_M, BLOCK_N], 0x7FFFFFFFFFFFFFFF, tl.int64)
+        for n0 in range(0, N, BLOCK_N):
+            cols = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+            mask = row_ok[:, None] & (cols < N)[None, :]
+            offs = row_off[:, None] + cols[None, :] * s_xn
+            v = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0).to(ACC), IDENT)
+            i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
+            acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
+        rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
     else:
+        # Each lane keeps its running extreme and the (int32) chunk where it was reached; positions are rebuilt
+        # once at the end. Half the per-element work of carrying int64 (value, index) pairs through the loop.
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
         acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
-        # Masked lanes carry an index past every real one, so a tie with the identity never picks them.
-        acc_i = tl.full([BLOCK_M, BLOCK_N], 0x7FFFFFFFFFFFFFFF, tl.int64)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
-            cols = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+        acc_c = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+        lanes = tl.arange(0, BLOCK_N)
+        for c in range(0, tl.cdiv(n_hi - n_lo, BLOCK_N)):
+            cols = n_lo + c * BLOCK_N + lanes
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            offs = row_off[:, None] + cols[None, :] * s_xn
-            v = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0).to(ACC), IDENT)
-            if HAS_IDX_IN:  # combining split partials: the index travels with its value
-                i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
-            else:
-                i = tl.where(mask, cols[None, :], 0x7FFFFFFFFFFFFFFF)
-            acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
-        rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
-        if SPLIT > 1:
-            tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
-            tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
-        else:
-            tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
-            tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
+            v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :] * s_xn, mask=mask,
+                                       other=0).to(ACC), IDENT)
+            acc_v, acc_c = arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
+        rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[None, :], n_hi, 1, IS_MAX)
+    if SPLIT > 1:
+        tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
+        tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
+    else:
+        tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
+        tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
 
 
 @triton.jit
 def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
                      SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """As the rows loop of :func:`_arg_rows_kernel`, over [BLOCK_N, BLOCK_K] tiles along the contiguous k."""
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = tl.program_id(0) // k_blocks
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -200,14 +206,14 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     acc_v = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
-    acc_i = tl.full([BLOCK_N, BLOCK_K], 0x7FFFFFFFFFFFFFFF, tl.int64)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        ns = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+    acc_c = tl.zeros([BLOCK_N, BLOCK_K], tl.int32)
+    lanes = tl.arange(0, BLOCK_N)
+    for c in range(0, tl.cdiv(n_hi - n_lo, BLOCK_N)):
+        ns = n_lo + c * BLOCK_N + lanes
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         v = tl.where(mask, tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC), IDENT)
-        i = tl.where(mask, ns[:, None], 0x7FFFFFFFFFFFFFFF)
-        acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
-    rv, ri = arg_reduce(acc_v, acc_i, 0, IS_MAX)
+        acc_v, acc_c = arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
+    rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[:, None], n_hi, 0, IS_MAX)
     if SPLIT > 1:
         offs = (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1)
         tl.store(val_ptr + offs, rv, mask=k_ok)

@@ -45,7 +45,7 @@ def _lse(m, s):
 def _emit(x, m, s, MODE: tl.constexpr):
     """softmax or log_softmax of x given the row's max m and sum of exp s (broadcast to x's shape)."""
     if MODE == 0:
-        y = tl.exp(x - m) / s
+        y = tl.exp(x - m) * (1.0 / s)  # one division per row, a multiply per element
     else:
         y = (x - m) - tl.log(s)
     return y
@@ -89,7 +89,7 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         elif MODE == 0:
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, e / s[:, None], mask=mask)
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, e * (1.0 / s)[:, None], mask=mask)
         else:
             tl.store(y_row[:, None] + cols[None, :] * s_yn, (x - m[:, None]) - tl.log(s)[:, None], mask=mask)
     else:
@@ -139,7 +139,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         if MODE == 2:
             tl.store(y_col, _lse(m, s), mask=k_ok)
         elif MODE == 0:
-            tl.store(y_col[None, :] + ns[:, None] * s_yn, e / s[None, :], mask=mask)
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, e * (1.0 / s)[None, :], mask=mask)
         else:
             tl.store(y_col[None, :] + ns[:, None] * s_yn, (x - m[None, :]) - tl.log(s)[None, :], mask=mask)
     else:
