@@ -1,0 +1,66 @@
+"""The built-in heuristic on a (fake) H200: valid configs for every op and the H200 sweep's rules."""
+
+from __future__ import annotations
+
+import pytest
+from tritred_core import Problem, get_registry
+from tritred_core.testing import FAKE_H200, assert_valid_launch_configs, problem_grid
+
+OPS = ["sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean", "softmax",
+       "log_softmax", "logsumexp", "layer_norm"]
+
+
+def _config(op: str, M: int, N: int, K: int = 1, dtype: str = "bfloat16"):
+    stride_m, stride_n = N * K, K
+    problem = Problem(op=op, dtype=dtype, M=M, N=N, K=K, stride_m=stride_m, stride_n=stride_n,
+                      stride_k=1)
+    reg = get_registry()
+    return reg.launch_config(reg.get(op).spec, problem, FAKE_H200)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_problem_gets_a_fitting_config(op):
+    reg = get_registry()
+    for dtype in ("bfloat16", "float32"):
+        assert_valid_launch_configs(reg, reg.get(op).spec, FAKE_H200,
+                                    problem_grid(op, dtype))
+
+
+@pytest.mark.parametrize("op", ["sum", "var", "softmax", "layer_norm", "max"])
+@pytest.mark.parametrize("N", [7, 100, 256, 512])
+def test_short_rows_take_one_warp_per_1024_elements(op, N):
+    cfg = _config(op, 262144, N)
+    assert (cfg.strategy, cfg.num_warps) == ("single_pass", 1)
+    assert cfg.BLOCK_M * cfg.BLOCK_N == 1024
+
+
+def test_wide_rows_stay_in_registers_up_to_32768():
+    cfg = _config("softmax", 4096, 32768)
+    assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 32768, 32)
+    assert _config("softmax", 4096, 32769).strategy == "multi_pass"
+    assert _config("layer_norm", 1024, 131072).BLOCK_N == 16384
+
+
+def test_column_split_stays_within_one_wave():
+    # 64 column blocks of a 16384x4096 dim=0 sum: 8 programs per SM is 1056, so 16 slices (not 17)
+    cfg = _config("sum", 1, 16384, 4096)
+    assert cfg.strategy == "split" and cfg.split * (4096 // cfg.BLOCK_K) <= 8 * FAKE_H200.sm_count
+    var = _config("var", 1, 16384, 4096)
+    assert (var.BLOCK_N, var.BLOCK_K, var.num_warps) == (64, 64, 4)
+
+
+@pytest.mark.parametrize("shape", [(32, 2048, 49), (8, 64, 300), (128, 16, 64)])
+def test_batch_norm_channel_in_one_tile_is_resident(shape):
+    B, C, S = shape
+    reg = get_registry()
+    problem = Problem(op="batch_norm", dtype="bfloat16", M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
+    cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
+    assert cfg.BLOCK_M >= B and cfg.BLOCK_N >= S  # one tile: statistics and output in one launch
+
+
+def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
+    reg = get_registry()
+    problem = Problem(op="batch_norm", dtype="bfloat16", M=64, N=3136, K=256, stride_m=256 * 3136, stride_n=1,
+                      stride_k=3136)
+    cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
+    assert cfg.BLOCK_M * cfg.BLOCK_N == 2048 and 256 * cfg.split <= 8 * FAKE_H200.sm_count
