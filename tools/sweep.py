@@ -158,7 +158,8 @@ def main() -> None:
                                                                    return_mode="median") / 1e6
         del copy_src, copy_dst
     results = []
-    jobs = [(c, cfg) for c in CASES if not a.only or c[0] in a.only.split(",") for cfg in [None, *([] if a.builtin else configs_for(*c))]]
+    jobs = [(c, cfg) for c in CASES if not a.only or c[0] in a.only.split(",")
+            for cfg in [None, *([] if a.builtin else configs_for(*c))]]
     import time
     t_end = time.time() + a.seconds
     last_case = None

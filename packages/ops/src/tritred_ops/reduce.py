@@ -41,8 +41,6 @@ from ._kernels import (
     div_exact,
     f32_split,
     identity,
-    max_fn,
-    min_fn,
     pre_cast,
     tile_reduce,
     tl_dtype,
