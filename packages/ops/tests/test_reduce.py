@@ -209,3 +209,16 @@ def test_deterministic(device):
     x = randn((3, 5000), torch.float32, device)
     a = [tr.sum(x, 1) for _ in range(3)] + [tr.sum(x) for _ in range(3)]
     assert all(torch.equal(a[0], t) for t in a[1:3]) and all(torch.equal(a[3], t) for t in a[4:])
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128),
+                                 dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3)], ids=str)
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
+def test_rows_off_16_byte_boundaries(name, cfg, force, device):
+    """Odd row strides take the shifted (ALIGN) tiles (not with a split); an unaligned base does not."""
+    if cfg is not None:
+        force(name, **cfg)
+    base = _inputs(name, (7, 123), torch.bfloat16, device, "contiguous")
+    for x in (base[:, :101], base[:, 5:106], _inputs(name, (6, 77), torch.float32, device, "contiguous")):
+        assert_close(_call(name, x, 1), _ref(name, x, 1), n=101, scale=2, what=f"{name} {x.shape} {x.stride()}")

@@ -106,3 +106,28 @@ def test_empty_and_scalar(device):
 def test_rows_sum_to_one(device):
     x = randn((7, 257), torch.float32, device, scale=5)
     assert torch.allclose(tr.softmax(x, 1).sum(1).cpu(), torch.ones(7), atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
+                                 dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+                                 dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=32, num_programs=3)],
+                         ids=config_id)
+def test_rows_off_16_byte_boundaries(cfg, force, device):
+    """Odd row strides take the shifted (ALIGN) tiles; unaligned bases and a dtype= output do not share them."""
+    from tritred_ops import _common as C
+    if cfg is not None:
+        force("softmax", **cfg)
+        force("log_softmax", **cfg)
+        force("logsumexp", **cfg)
+    base = randn((7, 123), torch.bfloat16, device, scale=3)
+    cases = [(base[:, :101], True),           # row stride 123: every row starts at another shift
+             (base[:, 3:104], False),         # data pointer off a 16-byte boundary: no shift
+             (randn((6, 77), torch.float32, device), True),
+             (randn((6, 77), torch.float64, device), True)]
+    for x, shifted in cases:
+        view = C.map_view(x, torch.empty_like(x), (1,))[2]
+        assert bool(C.row_align(x, view, 128, False)) == shifted
+        for name in ("softmax", "log_softmax", "logsumexp"):
+            assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what=f"{name} {x.shape}")
+        out = tr.softmax(x, 1, dtype=torch.float32)  # another element size: the output keeps its own offsets
+        assert_close(out, _ref("softmax", x, 1), n=8, scale=4, what="softmax dtype=float32")

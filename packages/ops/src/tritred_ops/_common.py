@@ -254,6 +254,25 @@ def rows_layout(view: View) -> bool:
     return view.strides[0][1] == 1 or view.K == 1 or view.N <= 1
 
 
+def row_align(x: torch.Tensor, view: View, block_n: int, single: bool) -> int:
+    """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
+    Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row
+    (see ``_kernels.aligned_rows``); 0 otherwise. A single-pass tile must hold the row plus the shift."""
+    (sxm, sxn, _) = view.strides[0]
+    vec = 16 // x.element_size()
+    if vec < 2 or sxn != 1 or view.K != 1 or view.N <= 1 or sxm % 16 == 0 or x.data_ptr() % 16:
+        return 0
+    if single and block_n < view.N + vec - 1:
+        return 0
+    return vec
+
+
+def row_align_out(y: torch.Tensor, x: torch.Tensor, view: View, align: int) -> bool:
+    """Whether the output's rows share the input's shift (same element size, row stride and 16-byte base)."""
+    return bool(align) and y.element_size() == x.element_size() and view.strides[1][0] == view.strides[0][0] \
+        and view.strides[1][1] == 1 and y.data_ptr() % 16 == 0
+
+
 def device_info(device: torch.device) -> DeviceInfo:
     """What the heuristics need to know about ``device``; cached per device in the registry's cache."""
     if device.type == "cuda" and device.index is None:

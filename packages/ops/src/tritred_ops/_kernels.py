@@ -206,6 +206,29 @@ def arg_finish(v, pos, past, axis: tl.constexpr, IS_MAX: tl.constexpr):
 
 
 @triton.jit
+def aligned_rows(x_off, ALIGN: tl.constexpr):
+    """(the ALIGN-element boundary at or below each row start ``x_off``, the row start's lane from there).
+
+    Rows of odd width start off 16-byte boundaries, and Triton, which cannot prove alignment, loads them one
+    element at a time. Tiles that start at the boundary below the row (the first ``lead`` lanes masked) load
+    16 bytes per instruction. Only for tensors whose data pointer is 16-byte aligned (the host checks).
+    """
+    lead = x_off % ALIGN
+    return tl.multiple_of(x_off - lead, ALIGN), lead
+
+
+@triton.jit
+def in_row(cols, lead, N, ALIGN: tl.constexpr):
+    """Lanes of a [rows, BLOCK_N] tile at tile columns ``cols`` that hold elements of their row (0 <= col - lead
+    < N); without ALIGN the tile starts at the row start (lead 0)."""
+    if ALIGN > 0:
+        r = (cols[None, :] >= lead[:, None]) & (cols[None, :] < (lead + N)[:, None])
+    else:
+        r = (cols < N)[None, :]
+    return r
+
+
+@triton.jit
 def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     """Merge two (mean, M2, count) partial statistics (Chan, Golub & LeVeque 1979); empty sides are exact."""
     n = n_a + n_b

@@ -52,13 +52,14 @@ def _warps(elements: int, caps: _Caps, lo: int = 4) -> int:
 
 
 def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int,
-                 rows_tile: int, chunk: int) -> LaunchConfig:
+                 rows_tile: int, chunk: int, one_warp_rows: bool = False) -> LaunchConfig:
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
-        if block_n <= caps.short_row:
-            # Short rows: one warp per 1024-element tile reduces with shuffles only, no shared-memory barrier
-            # (H200 sweep, 262144x256: var 72% -> 87%, layer_norm 80% -> 89%, softmax 88% -> 92%).
+        if one_warp_rows and block_n <= caps.short_row:
+            # Short rows of ops with several reductions per row: one warp per 1024-element tile reduces with
+            # shuffles only, no shared-memory barrier (H200 sweep, 262144x256: var 72% -> 87%, layer_norm
+            # 80% -> 89%, softmax 88% -> 92%; a plain sum loses, 77% -> 70%).
             block_m = max(1, min(next_pow2(R), 1024 // block_n))
             return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
@@ -174,5 +175,6 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
-        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk)
+        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk,
+                            one_warp_rows=name not in ("sum", "mean", "prod", "amax", "amin", "max", "min"))
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows)

@@ -33,6 +33,7 @@ from ._kernels import (
     PROD,
     SUM,
     acc_dtype,
+    aligned_rows,
     arg_combine,
     arg_finish,
     arg_reduce,
@@ -41,6 +42,7 @@ from ._kernels import (
     div_exact,
     f32_split,
     identity,
+    in_row,
     pre_cast,
     tile_reduce,
     tl_dtype,
@@ -57,7 +59,8 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+                 BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
+                 ALIGN: tl.constexpr = 0):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -67,36 +70,47 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN)
 
 
 @triton.jit
 def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr):
-    """Row block ``blk`` of :func:`_rows_kernel`."""
+                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
+    boundary below each row (see ``aligned_rows``)."""
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
-    x_row = x_ptr + m * s_xm + k * s_xk
+    x_off = m * s_xm + k * s_xk
+    lead = tl.zeros([BLOCK_M], tl.int64)
+    if ALIGN > 0:
+        x_off, lead = aligned_rows(x_off, ALIGN)
+    x_row = x_ptr + x_off
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         cols = tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & (cols < N)[None, :]
+        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
         r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
     else:
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
+        n_end = n_hi
+        if ALIGN > 0:  # (never with SPLIT: n_lo is 0)
+            n_end = N + ALIGN - 1
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
+        for n0 in range(n_lo, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N)
-            mask = row_ok[:, None] & (cols < n_hi)[None, :]
+            if ALIGN > 0:
+                mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
+            else:
+                mask = row_ok[:, None] & (cols < n_hi)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
             acc = combine(acc, x, OP)
@@ -263,10 +277,12 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
         blocks = C.cdiv(R, cfg.BLOCK_M)
         persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
         grid = (persist or blocks, split)
+        single = split == 1 and cfg.BLOCK_N >= view.N
+        align = C.row_align(x, view, cfg.BLOCK_N, single) if split == 1 else 0
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
-            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=split == 1 and cfg.BLOCK_N >= view.N,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, **consts)
+            PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         rec.launch(

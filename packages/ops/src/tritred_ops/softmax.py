@@ -22,7 +22,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, max_fn, pre_cast, tl_dtype
+from ._kernels import acc_dtype, aligned_rows, in_row, max_fn, pre_cast, tl_dtype
 from ._replay import Recorder, find_plan
 
 
@@ -55,31 +55,42 @@ def _emit(x, m, s, MODE: tl.constexpr):
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
-                 LOOP_STAGES: tl.constexpr = 1):
+                 LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
     k_idx = rows % K
-    x_row = x_ptr + m_idx * s_xm + k_idx * s_xk
-    y_row = y_ptr + m_idx * s_ym + k_idx * s_yk
+    x_off = m_idx * s_xm + k_idx * s_xk
+    y_off = m_idx * s_ym + k_idx * s_yk
+    lead = tl.zeros([BLOCK_M], tl.int64)
+    n_end = N  # tile columns to cover: the row, plus the shift of ALIGN
+    if ALIGN > 0:  # odd widths: tiles start at the 16-byte boundary below each row (see aligned_rows)
+        x_off, lead = aligned_rows(x_off, ALIGN)
+        n_end = N + ALIGN - 1
+        if MODE != 2:  # (logsumexp writes one value per row: its output keeps its offsets)
+            y_off = y_off - lead
+            if ALIGN_Y:
+                y_off = tl.multiple_of(y_off, ALIGN)
+    x_row = x_ptr + x_off
+    y_row = y_ptr + y_off
     if SINGLE:
         # The whole row is in registers: one read, one write.
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = row_ok[:, None] & (cols < N)[None, :]
+        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
         x = x.to(PRE).to(CAST).to(ACC)
         x = tl.where(mask, x, float("-inf"))
@@ -96,9 +107,9 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # Online softmax with one exp per element: each chunk's max rescales the running sum once per row.
         m = tl.full([BLOCK_M], float("-inf"), ACC)
         s = tl.zeros([BLOCK_M], ACC)
-        for n0 in range(0, N, BLOCK_N):
+        for n0 in range(0, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = row_ok[:, None] & (cols < N)[None, :]
+            mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_new = max_fn(m, tl.reduce(x, 1, max_fn))
@@ -110,10 +121,10 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
             # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
-            last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N
-            for n0 in range(0, N, BLOCK_N):
+            last = tl.cdiv(n_end, BLOCK_N) * BLOCK_N - BLOCK_N
+            for n0 in range(0, n_end, BLOCK_N):
                 cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
-                mask = row_ok[:, None] & (cols < N)[None, :]
+                mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)
 
@@ -182,9 +193,10 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rows = view.M * view.K
         blocks = C.cdiv(rows, cfg.BLOCK_M)
         persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
+        align = C.row_align(x, view, cfg.BLOCK_N, single)
         rec.launch(_rows_kernel, (persist or blocks,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   **common)
+                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), **common)
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
                    sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **common)
