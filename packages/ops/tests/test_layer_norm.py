@@ -76,3 +76,16 @@ def test_errors(device):
         tr.layer_norm(torch.ones(3, 4, dtype=torch.int64, device=device), (4,))
     with pytest.raises(TypeError, match="input"):
         tr.layer_norm([1.0, 2.0], (2,))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:3], ids=config_id)
+def test_rows_off_16_byte_boundaries(cfg, force, device):
+    """Odd row strides take the shifted (ALIGN) single-pass tiles; unaligned bases and loops do not."""
+    if cfg is not None:
+        force("layer_norm", **cfg)
+    base = randn((7, 123), torch.bfloat16, device, offset=3.0)
+    w, b = randn((101,), torch.float32, device), randn((101,), torch.bfloat16, device)
+    for x in (base[:, :101], base[:, 7:108]):
+        for args in ((w, None), (None, b), (None, None)):
+            assert_close(tr.layer_norm(x, (101,), *args), _ref(x, (101,), *args), n=16, scale=8,
+                         what=f"{x.stride()} {[a is None for a in args]}")

@@ -105,3 +105,14 @@ def test_nan_and_inf(device):
 def test_integer_input_raises(device):
     with pytest.raises(RuntimeError, match="var"):
         tr.var(torch.arange(6, device=device))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:3], ids=config_id)
+def test_rows_off_16_byte_boundaries(cfg, force, device):
+    """Odd row strides take the shifted (ALIGN) single-pass tiles; unaligned bases and loops do not."""
+    base = randn((7, 123), torch.bfloat16, device, offset=30.0)
+    for name in ("var", "std_mean"):
+        if cfg is not None:
+            force(name, **cfg)
+        for x in (base[:, :101], base[:, 3:104]):
+            _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 101, f"{name} {x.stride()}", scale=30)

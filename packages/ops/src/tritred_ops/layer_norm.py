@@ -19,10 +19,12 @@ from tritred_core import ReductionSpec
 from . import _common as C
 from ._kernels import (
     acc_dtype,
+    aligned_rows,
     chan_fn,
     chunk_stats,
     div_exact,
     f32_split,
+    in_row,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -35,33 +37,43 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
+                       ALIGN_Y: tl.constexpr = False):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N)
+                              BLOCK_N, ALIGN, ALIGN_Y)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N)
+                          BLOCK_N, ALIGN, ALIGN_Y)
 
 
 @triton.jit
 def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                       s_ym, s_yn, s_yk, eps, eps_lo,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
-                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+                      ALIGN_Y: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
     k_idx = rows % K
-    x_row = x_ptr + m_idx * s_xm + k_idx * s_xk
-    y_row = y_ptr + m_idx * s_ym + k_idx * s_yk
+    x_off = m_idx * s_xm + k_idx * s_xk
+    y_off = m_idx * s_ym + k_idx * s_yk
+    lead = tl.zeros([BLOCK_M], tl.int64)
+    if ALIGN > 0:  # odd widths, single pass only: tiles start at the 16-byte boundary below each row
+        x_off, lead = aligned_rows(x_off, ALIGN)
+        y_off = y_off - lead
+        if ALIGN_Y:
+            y_off = tl.multiple_of(y_off, ALIGN)
+    x_row = x_ptr + x_off
+    y_row = y_ptr + y_off
     if SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = row_ok[:, None] & (cols < N)[None, :]
+        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
         mean = mean0 + corr
@@ -89,10 +101,17 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
         y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
-        if HAS_W:
-            y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-        if HAS_B:
-            y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+        if ALIGN > 0:  # each row's lanes hold weight elements col - lead
+            pos = cols[None, :] - lead[:, None]
+            if HAS_W:
+                y = y * tl.load(w_ptr + pos, mask=mask, other=0).to(ACC)
+            if HAS_B:
+                y = y + tl.load(b_ptr + pos, mask=mask, other=0).to(ACC)
+        else:
+            if HAS_W:
+                y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+            if HAS_B:
+                y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
         tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
@@ -162,13 +181,15 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     dummy = y
     blocks = C.cdiv(R, cfg.BLOCK_M)
     persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
+    single = cfg.strategy == "single_pass"
+    align = C.row_align(x, view, cfg.BLOCK_N, single) if single else 0
     rec.launch(
         _layer_norm_kernel, (persist or blocks,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
         sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
-        ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-        BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+        ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+        PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
     else:

@@ -21,10 +21,12 @@ from tritred_core import LaunchConfig, ReductionSpec
 from . import _common as C
 from ._kernels import (
     acc_dtype,
+    aligned_rows,
     chan_fn,
     chunk_stats,
     div_exact,
     f32_split,
+    in_row,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -53,32 +55,37 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1):
+                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
-                          n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N)
+                          n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
+                          ALIGN)
 
 
 @triton.jit
 def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                       divisor, divisor_lo,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
     k = rows % K
-    x_row = x_ptr + m * s_xm + k * s_xk
+    x_off = m * s_xm + k * s_xk
+    lead = tl.zeros([BLOCK_M], tl.int64)
+    if ALIGN > 0:  # odd widths, single pass only: tiles start at the 16-byte boundary below each row
+        x_off, lead = aligned_rows(x_off, ALIGN)
+    x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
         cols = tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & (cols < N)[None, :]
+        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
         x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
         cnt = tl.full([BLOCK_M], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
@@ -206,7 +213,8 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         rec.launch(
             _stats_rows_kernel, (persist or blocks, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-            PERSIST=persist, LOOP_STAGES=cfg.num_stages, **consts)
+            PERSIST=persist, LOOP_STAGES=cfg.num_stages,
+            ALIGN=C.row_align(x, view, cfg.BLOCK_N, single) if single and split == 1 else 0, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
