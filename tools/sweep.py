@@ -150,9 +150,13 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default=None, help="comma-separated ops")
     ap.add_argument("--builtin", action="store_true", help="time the built-in config only")
+    ap.add_argument("--no-align", action="store_true", help="without the shifted tiles of odd-width rows (A/B)")
     ap.add_argument("--seconds", type=float, default=1e9, help="stop timing after this long (results so far kept)")
     a = ap.parse_args()
     k, n = map(int, a.shard.split("/"))
+    if a.no_align:
+        import tritred_ops._common as common
+        common.row_align = lambda *args, **kwargs: 0
     reg = get_registry()
     copy_gbps = 1.0
     if not a.compile_only:

@@ -89,3 +89,18 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
         for args in ((w, None), (None, b), (None, None)):
             assert_close(tr.layer_norm(x, (101,), *args), _ref(x, (101,), *args), n=16, scale=8,
                          what=f"{x.stride()} {[a is None for a in args]}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_shifted_rows_write_every_element(dtype, device):
+    """Shifted single-pass tiles store whole 16-byte chunks, then the rows' partial edge chunks (rows shorter than
+    a chunk, on and off boundaries). Freed NaN buffers first, so that an element left unwritten shows."""
+    for n in (3, 13, 37, 100):
+        x = randn((9, n), dtype, device, offset=2.0)
+        w, b = randn((n,), dtype, device), randn((n,), dtype, device)
+        for args in ((w, b), (None, None)):
+            for _ in range(3):
+                torch.full((9, n), float("nan"), dtype=dtype, device=device)
+            out = tr.layer_norm(x, (n,), *args)
+            assert not out.isnan().any(), f"layer_norm {n}: unwritten elements"
+            assert_close(out, _ref(x, (n,), *args), n=16, scale=8, what=f"{n} {dtype}")

@@ -131,3 +131,22 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
             assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what=f"{name} {x.shape}")
         out = tr.softmax(x, 1, dtype=torch.float32)  # another element size: the output keeps its own offsets
         assert_close(out, _ref("softmax", x, 1), n=8, scale=4, what="softmax dtype=float32")
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)], ids=config_id)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_shifted_rows_write_every_element(cfg, dtype, force, device):
+    """Shifted tiles store whole 16-byte chunks and then the rows' partial edge chunks: rows shorter than a
+    chunk, rows starting on and off a boundary, ends on and off one. Freed NaN buffers first, so that an
+    element left unwritten shows."""
+    if cfg is not None:
+        force("softmax", **cfg)
+        force("log_softmax", **cfg)
+    for shape in ((9, 3), (9, 13), (11, 37), (5, 100)):
+        x = randn(shape, dtype, device, scale=3)
+        for name in ("softmax", "log_softmax"):
+            for _ in range(3):  # recycle NaN-filled blocks of the output's size
+                torch.full(shape, float("nan"), dtype=dtype, device=device)
+            out = getattr(tr, name)(x, 1)
+            assert not out.isnan().any(), f"{name} {shape}: unwritten elements"
+            assert_close(out, _ref(name, x, 1), n=8, scale=4, what=f"{name} {shape} {dtype}")

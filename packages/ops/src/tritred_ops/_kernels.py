@@ -218,14 +218,46 @@ def aligned_rows(x_off, ALIGN: tl.constexpr):
 
 
 @triton.jit
-def in_row(cols, lead, N, ALIGN: tl.constexpr):
-    """Lanes of a [rows, BLOCK_N] tile at tile columns ``cols`` that hold elements of their row (0 <= col - lead
-    < N); without ALIGN the tile starts at the row start (lead 0)."""
+def row_masks(cols, lead, N, row_ok, ALIGN: tl.constexpr):
+    """(element mask, load mask) of a [rows, BLOCK_N] tile at tile columns ``cols``; rows start at lane ``lead``.
+
+    Triton vectorizes a masked load only when its mask is constant over each vector, so with ALIGN the load
+    mask covers whole 16-byte chunks up to the one holding the row's last element (the extra lanes read
+    neighbouring elements of the same aligned chunks, inside the allocation) and the element mask drops them
+    from the math and the stores. Without ALIGN the tile starts at the row start and the two are the same.
+    """
     if ALIGN > 0:
-        r = (cols[None, :] >= lead[:, None]) & (cols[None, :] < (lead + N)[:, None])
+        elem = row_ok[:, None] & (cols[None, :] >= lead[:, None]) & (cols[None, :] < (lead + N)[:, None])
+        end = tl.multiple_of(tl.cdiv(lead + N, ALIGN) * ALIGN, ALIGN)
+        load = row_ok[:, None] & (cols[None, :] < end[:, None])
     else:
-        r = (cols < N)[None, :]
-    return r
+        elem = row_ok[:, None] & (cols < N)[None, :]
+        load = elem
+    return elem, load
+
+
+@triton.jit
+def inner_mask(cols, lead, N, row_ok, ALIGN: tl.constexpr):
+    """Store mask of the whole 16-byte chunks inside each row of a shifted tile (constant over each chunk, so
+    the store vectorizes); the row's partial first and last chunks are written through :func:`edge_cols`."""
+    lo = tl.multiple_of(tl.cdiv(lead, ALIGN) * ALIGN, ALIGN)
+    hi = tl.multiple_of(((lead + N) // ALIGN) * ALIGN, ALIGN)
+    return row_ok[:, None] & (cols[None, :] >= lo[:, None]) & (cols[None, :] < hi[:, None])
+
+
+@triton.jit
+def edge_cols(lead, N, row_ok, ALIGN: tl.constexpr):
+    """(tile columns, mask) of the row elements outside whole chunks: [rows, 2 * ALIGN] lanes, the first ALIGN
+    over the row's first chunk, the others over the chunk after the last whole one (at most 2 * (ALIGN - 1)
+    elements per row, read and written one by one)."""
+    j = tl.arange(0, 2 * ALIGN)[None, :]
+    lo = (tl.cdiv(lead, ALIGN) * ALIGN)[:, None]
+    hi = (((lead + N) // ALIGN) * ALIGN)[:, None]
+    c = tl.where(j < ALIGN, j, hi + j - ALIGN)
+    first = (j < ALIGN) & (c < lo)
+    last = (j >= ALIGN) & (c >= hi) & (c >= lo)
+    ok = row_ok[:, None] & (c >= lead[:, None]) & (c < (lead + N)[:, None]) & (first | last)
+    return c, ok
 
 
 @triton.jit

@@ -23,13 +23,25 @@ from ._kernels import (
     chan_fn,
     chunk_stats,
     div_exact,
+    edge_cols,
     f32_split,
-    in_row,
+    inner_mask,
+    row_masks,
     sqrt_exact,
     tl_dtype,
     welford_step,
 )
 from ._replay import Recorder, find_plan
+
+
+@triton.jit
+def _affine(y, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """y * weight[pos] + bias[pos] for a tile whose lanes hold row positions ``pos`` (shifted tiles)."""
+    if HAS_W:
+        y = y * tl.load(w_ptr + pos, mask=mask, other=0).to(ACC)
+    if HAS_B:
+        y = y + tl.load(b_ptr + pos, mask=mask, other=0).to(ACC)
+    return y
 
 
 @triton.jit
@@ -73,8 +85,10 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     y_row = y_ptr + y_off
     if SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0).to(ACC)
+        if ALIGN > 0:
+            x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
@@ -102,17 +116,22 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     if SINGLE:
         y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
         if ALIGN > 0:  # each row's lanes hold weight elements col - lead
-            pos = cols[None, :] - lead[:, None]
-            if HAS_W:
-                y = y * tl.load(w_ptr + pos, mask=mask, other=0).to(ACC)
-            if HAS_B:
-                y = y + tl.load(b_ptr + pos, mask=mask, other=0).to(ACC)
+            y = _affine(y, w_ptr, b_ptr, cols[None, :] - lead[:, None], mask, HAS_W, HAS_B, ACC)
+            if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the rows' partial edge chunks
+                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
+                c, ok = edge_cols(lead, N, row_ok, ALIGN)  # recomputed from a reload, the same arithmetic
+                x_e = tl.load(x_row[:, None] + c, mask=ok, other=0).to(ACC)
+                y_e = ((x_e - mean0[:, None]) - corr[:, None]) * rstd[:, None]
+                y_e = _affine(y_e, w_ptr, b_ptr, c - lead[:, None], ok, HAS_W, HAS_B, ACC)
+                tl.store(y_row[:, None] + c, y_e, mask=ok)
+            else:
+                tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
         else:
             if HAS_W:
                 y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
             if HAS_B:
                 y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-        tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
         last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N

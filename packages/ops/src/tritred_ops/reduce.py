@@ -42,8 +42,8 @@ from ._kernels import (
     div_exact,
     f32_split,
     identity,
-    in_row,
     pre_cast,
+    row_masks,
     tile_reduce,
     tl_dtype,
 )
@@ -94,8 +94,8 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     x_row = x_ptr + x_off
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         cols = tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0)
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
         r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
     else:
@@ -108,10 +108,11 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         for n0 in range(n_lo, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N)
             if ALIGN > 0:
-                mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
+                mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
             else:
                 mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
+                lmask = mask
+            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
             acc = combine(acc, x, OP)
         r = tile_reduce(acc, 1, OP)

@@ -22,7 +22,7 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, aligned_rows, in_row, max_fn, pre_cast, tl_dtype
+from ._kernels import acc_dtype, aligned_rows, edge_cols, inner_mask, max_fn, pre_cast, row_masks, tl_dtype
 from ._replay import Recorder, find_plan
 
 
@@ -49,6 +49,16 @@ def _emit(x, m, s, MODE: tl.constexpr):
     else:
         y = (x - m) - tl.log(s)
     return y
+
+
+@triton.jit
+def _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                 ACC: tl.constexpr, ALIGN: tl.constexpr):
+    """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores), recomputed
+    from a reload with the row's (max, sum): the same arithmetic as the chunks' own, bit for bit."""
+    c, ok = edge_cols(lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(PRE).to(CAST).to(ACC)
+    tl.store(y_row[:, None] + c, _emit(x, m[:, None], s[:, None], MODE), mask=ok)
 
 
 @triton.jit
@@ -90,8 +100,8 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if SINGLE:
         # The whole row is in registers: one read, one write.
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0)
         x = x.to(PRE).to(CAST).to(ACC)
         x = tl.where(mask, x, float("-inf"))
         m = tl.reduce(x, 1, max_fn)
@@ -99,18 +109,24 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         s = tl.sum(e, 1)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
-        elif MODE == 0:
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, e * (1.0 / s)[:, None], mask=mask)
         else:
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, (x - m[:, None]) - tl.log(s)[:, None], mask=mask)
+            if MODE == 0:
+                y = e * (1.0 / s)[:, None]
+            else:
+                y = (x - m[:, None]) - tl.log(s)[:, None]
+            if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the row's partial edge chunks
+                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
+                _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
+            else:
+                tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
         # Online softmax with one exp per element: each chunk's max rescales the running sum once per row.
         m = tl.full([BLOCK_M], float("-inf"), ACC)
         s = tl.zeros([BLOCK_M], ACC)
         for n0 in range(0, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0)
+            mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0)
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_new = max_fn(m, tl.reduce(x, 1, max_fn))
             # -inf lanes add 0 even while the row max is still -inf (where exp(-inf - -inf) would be NaN)
@@ -124,9 +140,13 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             last = tl.cdiv(n_end, BLOCK_N) * BLOCK_N - BLOCK_N
             for n0 in range(0, n_end, BLOCK_N):
                 cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
-                mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
+                mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0).to(PRE).to(CAST).to(ACC)
+                if ALIGN_Y:
+                    mask = inner_mask(cols, lead, N, row_ok, ALIGN)
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)
+            if ALIGN_Y:
+                _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
 
 
 @triton.jit

@@ -26,7 +26,7 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
-    in_row,
+    row_masks,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -85,8 +85,10 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
         cols = tl.arange(0, BLOCK_N)
-        mask = row_ok[:, None] & in_row(cols, lead, N, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0).to(ACC)
+        if ALIGN > 0:
+            x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         cnt = tl.full([BLOCK_M], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
