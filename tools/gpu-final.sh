@@ -1,21 +1,45 @@
 #!/usr/bin/env bash
-# One H200 call (device tool): latency, the whole test suite compiled, then tritred beside every peer (torch
-# eager, torch.compile, Liger-Kernel, FlagGems) on the public suite, in four bench runs (one JSON each) so that a
-# timeout loses one part only. Results to $OUT (or ./gpu-out).
+# H200 calls (device tool) for a closing measurement. STEPS picks what runs (default: all, in this order):
+#   latency  tools/latency.py (host-bound tiny calls, interleaved with eager)
+#   tests    the whole test suite compiled on the GPU
+#   memcheck compute-sanitizer memcheck over the shifted-row (ALIGN) and batch_norm tests
+#   align    built-in configs with and without the shifted tiles of odd-width rows (tools/sweep.py --no-align)
+#   bench    tritred beside every peer (torch eager, torch.compile, Liger-Kernel, FlagGems) on the public suite,
+#            in four runs (one JSON each) so that a timeout loses one part only
+# Results to $OUT (or ./gpu-out).
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+STEPS=${STEPS:-latency tests memcheck align bench}
 source tools/gpu-setup.sh
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
-python3 tools/latency.py 2>&1 | tee "$OUT/latency.txt"
-TRITRED_TEST_DEVICE=cuda HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev} timeout "${TEST_TIMEOUT:-150}" \
-  python3 -m pytest -q -n 12 -p no:cacheprovider packages examples/tests > "$OUT/tests.log" 2>&1
-echo "tests rc=$?"; grep -E "passed|failed" "$OUT/tests.log" | tail -3; grep -E "^FAILED" "$OUT/tests.log" | head
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+if has latency; then python3 tools/latency.py 2>&1 | tee "$OUT/latency.txt"; fi
+if has tests; then
+  TRITRED_TEST_DEVICE=cuda HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev} timeout "${TEST_TIMEOUT:-200}" \
+    python3 -m pytest -q -n 12 -p no:cacheprovider packages examples/tests > "$OUT/tests.log" 2>&1
+  echo "tests rc=$?"; grep -E "passed|failed" "$OUT/tests.log" | tail -3; grep -E "^FAILED|^ERROR" "$OUT/tests.log" | head
+fi
+if has memcheck; then
+  TRITRED_TEST_DEVICE=cuda timeout "${MEMCHECK_TIMEOUT:-120}" compute-sanitizer --tool memcheck --print-limit 20 \
+    python3 -m pytest -q -p no:cacheprovider packages/ops/tests/test_softmax.py packages/ops/tests/test_reduce.py \
+    packages/ops/tests/test_layer_norm.py packages/ops/tests/test_statistics.py packages/ops/tests/test_batch_norm.py \
+    -k "boundaries or every_element or forced" > "$OUT/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "passed|failed|ERROR SUMMARY" "$OUT/memcheck.log" | tail -3
+fi
+if has align; then
+  for flag in "" --no-align; do
+    echo "== builtin $flag"
+    timeout 90 python3 tools/sweep.py --builtin --only softmax,layer_norm,var $flag 2>&1 | grep -v "^FAIL"
+  done | tee "$OUT/align.txt"
+fi
 part() {  # name, timeout, bench args...
   local name=$1 t=$2; shift 2
   timeout "$t" tritred bench --suite h200 --peers eager,compile,liger,flaggems --warmup 10 --rep 30 \
     --json "$OUT/bench-$name.json" "$@" > "$OUT/bench-$name.txt" 2>&1
   echo "bench $name rc=$? ($(date +%T))"; grep -E "geometric" "$OUT/bench-$name.txt"
 }
-part bf16-norm "${T1:-110}" softmax log_softmax layer_norm --dtype bfloat16
-part bf16-red "${T2:-120}" --dtype bfloat16 sum mean amax amin prod max var std batch_norm
-part fp32-norm "${T3:-90}" softmax log_softmax layer_norm --dtype float32
-part fp32-red "${T4:-110}" --dtype float32 sum mean amax amin prod max var std batch_norm
+if has bench; then
+  part bf16-norm "${T1:-110}" softmax log_softmax layer_norm --dtype bfloat16
+  part bf16-red "${T2:-150}" --dtype bfloat16 sum mean amax amin prod max var std batch_norm
+  part fp32-norm "${T3:-90}" softmax log_softmax layer_norm --dtype float32
+  part fp32-red "${T4:-110}" --dtype float32 sum mean amax amin prod max var std batch_norm
+fi
