@@ -66,3 +66,18 @@ def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
                       stride_k=3136)
     cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
     assert cfg.BLOCK_M * cfg.BLOCK_N == 2048 and 256 * cfg.split <= 8 * FAKE_H200.sm_count
+
+
+def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
+    """The ALIGN rule measured on the H200: one row per program takes the shifted tiles, several do not."""
+    import torch
+    from tritred_core import LaunchConfig
+    from tritred_ops import _common as C
+    x = torch.empty((6, 300), dtype=torch.bfloat16)
+    view = C.map_view(x, torch.empty_like(x), (1,))[2]
+    one = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=512)
+    two = LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=512)
+    assert C.row_align(x, view, one, True) == 8 and C.row_align(x, view, two, True) == 8  # interpreter: both
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: cuda))
+    assert C.row_align(x, view, one, True) == 8 and C.row_align(x, view, two, True) == 0

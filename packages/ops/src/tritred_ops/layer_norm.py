@@ -201,7 +201,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     blocks = C.cdiv(R, cfg.BLOCK_M)
     persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
     single = cfg.strategy == "single_pass"
-    align = C.row_align(x, view, cfg.BLOCK_N, single) if single else 0
+    align = C.row_align(x, view, cfg, single) if single else 0
     rec.launch(
         _layer_norm_kernel, (persist or blocks,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,

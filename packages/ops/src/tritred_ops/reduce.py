@@ -279,7 +279,7 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
         persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
         grid = (persist or blocks, split)
         single = split == 1 and cfg.BLOCK_N >= view.N
-        align = C.row_align(x, view, cfg.BLOCK_N, single) if split == 1 else 0
+        align = C.row_align(x, view, cfg, single) if split == 1 else 0
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,

@@ -216,7 +216,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             _stats_rows_kernel, (persist or blocks, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-            ALIGN=C.row_align(x, view, cfg.BLOCK_N, single) if single and split == 1 else 0, **consts)
+            ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
