@@ -151,6 +151,8 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated ops")
     ap.add_argument("--builtin", action="store_true", help="time the built-in config only")
     ap.add_argument("--no-align", action="store_true", help="without the shifted tiles of odd-width rows (A/B)")
+    ap.add_argument("--case", action="append", default=[],
+                    help="op:shape:dtype:dim instead of the built-in cases, e.g. sum:16384x4096:float32:-1")
     ap.add_argument("--seconds", type=float, default=1e9, help="stop timing after this long (results so far kept)")
     a = ap.parse_args()
     k, n = map(int, a.shard.split("/"))
@@ -166,7 +168,11 @@ def main() -> None:
                                                                    return_mode="median") / 1e6
         del copy_src, copy_dst
     results = []
-    jobs = [(c, cfg) for c in CASES if not a.only or c[0] in a.only.split(",")
+    cases = CASES
+    if a.case:
+        cases = [(op, tuple(int(d) for d in shape.split("x")), getattr(torch, dtype),
+                  None if dim == "None" else int(dim)) for op, shape, dtype, dim in (c.split(":") for c in a.case)]
+    jobs = [(c, cfg) for c in cases if not a.only or c[0] in a.only.split(",")
             for cfg in [None, *([] if a.builtin else configs_for(*c))]]
     import time
     t_end = time.time() + a.seconds
