@@ -291,3 +291,59 @@ def test_batch_norm_running_stats_must_be_1d(device):
     _raises_like_torch(lambda: tr.batch_norm(x, torch.zeros(1, 3, device=device), torch.ones(1, 3, device=device),
                                              training=True),
                        lambda: F.batch_norm(x.cpu(), torch.zeros(1, 3), torch.ones(1, 3), training=True))
+
+
+# -- third session's adversarial pass ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=2, split=3)], ids=str)
+def test_statistics_merge_with_an_empty_side_and_means_past_1e19(cfg, force, device):
+    """Chan's merge with one empty side squared the other side's whole mean (1e20^2 = inf in float32) and
+    multiplied by the zero count: NaN. torch: finite."""
+    if cfg is not None:
+        force("var", **cfg)
+    x = torch.full((2, 5), 1e20, device=device)
+    torch.testing.assert_close(tr.var(x, -1).cpu(), torch.zeros(2))
+    g = torch.Generator().manual_seed(0)
+    # a spread of 1e15 around 1e20: float32 keeps ~5 digits of it (1e13 noise would be one ulp of the mean)
+    xb = (torch.full((2, 3, 40, 40), 1e20) + torch.randn(2, 3, 40, 40, generator=g) * 1e15).to(device)
+    rm, rv = torch.zeros(3, device=device), torch.ones(3, device=device)
+    rm_ref, rv_ref = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    y = tr.batch_norm(xb, rm, rv, None, None, True)
+    ref = F.batch_norm(xb.double().cpu(), rm_ref, rv_ref, None, None, True)
+    assert bool(y.isfinite().all()) and bool(rv.isfinite().all())
+    torch.testing.assert_close(rv.cpu().double(), rv_ref, rtol=3e-3, atol=0)
+    assert (y.cpu().double() - ref).abs().max().item() < 0.05
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "softmax", "log_softmax"])
+@pytest.mark.parametrize("src", [torch.float64, torch.int64])
+def test_dtype_bfloat16_from_float64_and_integers(name, src, device):
+    """dtype=torch.bfloat16 on a float64 input: the interpreter's direct cast reinterpreted bits (sum 6 -> 0).
+    Conversions now go through float32, as torch's (bit for bit)."""
+    x = torch.tensor([[1.0, 2.0, 3.0, 0.5], [3.25, -7.0, 1e3, 1.0 / 3]], dtype=torch.float64)
+    x = (x if src == torch.float64 else x.round().to(src)).to(device)
+    if src != torch.float64 and name in ("softmax", "log_softmax"):
+        x = x.to(torch.float64)
+    fn = getattr(torch, name)
+    ref = fn(x.cpu().to(torch.float32).to(torch.bfloat16).double(), -1)  # torch: convert, then reduce
+    out = getattr(tr, name)(x, -1, dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=2),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=2, split=2)], ids=str)
+def test_max_min_values_are_the_elements_at_their_indices(cfg, force, device):
+    """max/min returned the reduction's value: +0.0 for a first maximum -0.0 (max.NaN orders -0 < +0). torch
+    returns x[index] (signs of zero included), rows and columns."""
+    if cfg is not None:
+        force("max", **cfg)
+        force("min", **cfg)
+    x = torch.tensor([[-0.0, 0.0, 0.0, -1.0, 0.0], [0.0, -0.0, -0.0, 1.0, -2.0]], device=device)
+    for name in ("max", "min"):
+        for dim, xx in ((1, x), (0, x.t().contiguous())):
+            out, ref = getattr(tr, name)(xx, dim), getattr(torch, name)(xx.cpu(), dim)
+            assert torch.equal(out.indices.cpu(), ref.indices)
+            assert torch.equal(torch.signbit(out.values.cpu()), torch.signbit(ref.values)), (name, dim)
+            assert torch.equal(out.values.cpu(), xx.cpu().gather(dim, ref.indices.unsqueeze(dim)).squeeze(dim))

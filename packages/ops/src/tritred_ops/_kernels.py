@@ -39,10 +39,11 @@ def f32_split(value: float) -> tuple[float, float]:
 def pre_cast(src: torch.dtype, cast: torch.dtype) -> tl.dtype:
     """First conversion of a loaded element on its way to ``cast`` (the ``dtype=`` argument).
 
-    Integer/bool -> bfloat16 goes through float32: Triton's interpreter converts integers to bf16 by
-    reinterpreting bits (compiled Triton is right either way, and the two roundings agree below 2**24).
+    Anything but float32/half -> bfloat16/float16 goes through float32, as torch converts (c10's BFloat16 and
+    Half are built from a float): the same double rounding, bit for bit. It also avoids the interpreter's
+    integer and float64 -> bf16 conversions, which reinterpret bits.
     """
-    if cast == torch.bfloat16 and not src.is_floating_point:
+    if cast in (torch.bfloat16, torch.float16) and src not in (torch.float32, torch.bfloat16, torch.float16):
         return tl.float32
     return tl_dtype(cast)
 
@@ -267,7 +268,7 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     w_b = tl.where(n > 0, div_exact(n_b, tl.where(n > 0, n, 1), n.dtype), 0)
     delta = mean_b - mean_a
     mean = mean_a + delta * w_b
-    m2 = m2_a + m2_b + delta * delta * n_a * w_b
+    m2 = m2_a + m2_b + delta * (delta * (n_a * w_b))  # (an empty side gives 0, not inf * 0, for |delta| > 1e19)
     return mean, m2, n
 
 

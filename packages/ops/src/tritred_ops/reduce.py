@@ -171,6 +171,7 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask,
                                    other=0).to(ACC), IDENT)
         rv, ri = arg_finish(v, cols[None, :], BLOCK_N, 1, IS_MAX)  # int32 positions
+        rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     elif HAS_IDX_IN:
         # Combining split partials (a few per row): the index travels with its value.
         acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
@@ -198,6 +199,7 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
                                        other=0).to(ACC), IDENT)
             acc_v, acc_c = arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
         rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[None, :], n_hi, 1, IS_MAX)
+        rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     if SPLIT > 1:
         tl.store(val_ptr + rows * SPLIT + tl.program_id(1), rv, mask=row_ok)
         tl.store(idx_ptr + rows * SPLIT + tl.program_id(1), ri, mask=row_ok)
@@ -227,6 +229,7 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
         v = tl.where(mask, tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC), IDENT)
         acc_v, acc_c = arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
     rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[:, None], n_hi, 0, IS_MAX)
+    rv = tl.load(x_col + ri * s_xn, mask=k_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     if SPLIT > 1:
         offs = (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1)
         tl.store(val_ptr + offs, rv, mask=k_ok)
