@@ -254,6 +254,14 @@ def rows_layout(view: View) -> bool:
     return view.strides[0][1] == 1 or view.K == 1 or view.N <= 1
 
 
+def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int]:
+    """(programs along the row axis, PERSIST) of a row kernel: one program per BLOCK_M rows, or a persistent grid
+    of ``cfg.num_programs`` programs (no more than the row blocks) looping over them; never with a split of N."""
+    blocks = cdiv(rows, cfg.BLOCK_M)
+    persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
+    return persist or blocks, persist
+
+
 def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
     """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
     Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row

@@ -153,8 +153,8 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if name == "batch_norm":
         return _batch_norm_config(problem, caps)
     # (longest row kept on chip, may split N, rows per program tile, loop chunk, column kernels' warps, program
-    # target and rows per tile)
-    col_rows = 32
+    # target and rows per tile; short rows in one-warp tiles: ops with several reductions per row)
+    col_rows, one_warp_rows = 32, True
     if name in ("softmax", "log_softmax", "logsumexp"):
         single_cap, allow_split, rows_tile, chunk = caps.softmax_resident, False, 2048, caps.norm_chunk
         col_warps, col_programs = 4, caps.programs
@@ -164,10 +164,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         col_warps, col_programs = 4, caps.programs
     elif name in ("max", "min"):  # with indices (a value and an index per lane): smaller row tiles
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.arg_tile, caps.chunk
-        col_warps, col_programs = 8, caps.col_programs
+        col_warps, col_programs, one_warp_rows = 8, caps.col_programs, False
     elif name in ("sum", "mean", "prod", "amax", "amin"):
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
-        col_warps, col_programs = 8, caps.col_programs
+        col_warps, col_programs, one_warp_rows = 8, caps.col_programs, False
     elif name in ("var", "std", "var_mean", "std_mean"):  # (their split combine costs more: fewer programs)
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
         # columns: 64x64 tiles of 4 warps (H200 sweep, var dim=0 of 16384x4096 bf16: 35% -> 60%)
@@ -177,6 +177,5 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
-        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk,
-                            one_warp_rows=name not in ("sum", "mean", "prod", "amax", "amin", "max", "min"))
+        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, one_warp_rows)
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows)

@@ -198,12 +198,11 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     R = view.M * view.K
     assert R == rows
     dummy = y
-    blocks = C.cdiv(R, cfg.BLOCK_M)
-    persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
+    programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     align = C.row_align(x, view, cfg, single) if single else 0
     rec.launch(
-        _layer_norm_kernel, (persist or blocks,), x, w if w is not None else dummy, b if b is not None else dummy,
+        _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
         sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,

@@ -15,7 +15,6 @@ no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for i
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -278,9 +277,8 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
     split, nps = C.split_plan(cfg, view.N)
     target = rec.empty((R, split), acc, x.device) if split > 1 else out
     if C.rows_layout(view):
-        blocks = C.cdiv(R, cfg.BLOCK_M)
-        persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
-        grid = (persist or blocks, split)
+        programs, persist = C.row_programs(cfg, R, split)
+        grid = (programs, split)
         single = split == 1 and cfg.BLOCK_N >= view.N
         align = C.row_align(x, view, cfg, single) if split == 1 else 0
         rec.launch(
@@ -406,8 +404,6 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     then divided by the number of reduced elements.
     """
     return _reduce("mean", SUM, input, dim, keepdim, dtype)
-
-
 
 
 def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False, *,

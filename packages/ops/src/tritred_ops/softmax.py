@@ -211,10 +211,9 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if C.rows_layout(view):
         rows = view.M * view.K
-        blocks = C.cdiv(rows, cfg.BLOCK_M)
-        persist = min(cfg.num_programs, blocks) if cfg.num_programs > 0 else 0
+        programs, persist = C.row_programs(cfg, rows)
         align = C.row_align(x, view, cfg, single)
-        rec.launch(_rows_kernel, (persist or blocks,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
+        rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                    ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), **common)
     else:

@@ -210,10 +210,9 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
     else:
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
-        blocks = C.cdiv(R, cfg.BLOCK_M)
-        persist = builtins.min(cfg.num_programs, blocks) if cfg.num_programs > 0 and split == 1 else 0
+        programs, persist = C.row_programs(cfg, R, split)
         rec.launch(
-            _stats_rows_kernel, (persist or blocks, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
+            _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages,
             ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0, **consts)
