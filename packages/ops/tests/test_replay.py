@@ -19,15 +19,20 @@ from tritred_ops import _replay
 
 @pytest.fixture
 def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts Plan.run calls."""
+    """Counts Plan.run calls (``run`` is set per plan: the generated function or ``run_generic``)."""
     calls: list[int] = []
-    real = _replay.Plan.run
+    real_init = _replay.Plan.__init__
 
-    def counted(self, *inputs):  # noqa: ANN001, ANN202
-        calls.append(1)
-        return real(self, *inputs)
+    def init(self, *args):  # noqa: ANN001, ANN002, ANN202
+        real_init(self, *args)
+        run = self.run
 
-    monkeypatch.setattr(_replay.Plan, "run", counted)
+        def counted(*inputs):  # noqa: ANN002, ANN202
+            calls.append(1)
+            return run(*inputs)
+        self.run = counted
+
+    monkeypatch.setattr(_replay.Plan, "__init__", init)
     return calls
 
 

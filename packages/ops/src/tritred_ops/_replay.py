@@ -66,12 +66,22 @@ def _typed(a: Any) -> Hashable:
     return (t, a)
 
 
-def find_plan(op: str, args: tuple[Any, ...], *tensors: Any) -> tuple[Plan | None, Hashable]:
+_FLAT = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
+
+
+def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Plan | None, Hashable]:
     """(the saved plan or None, the call's key or None when the call has no key: a non-tensor or unhashable
-    argument, which the full path then reports or handles)."""
+    argument, which the full path then reports or handles). ``x`` is the first tensor argument (keyed inline:
+    this is the hot path of every repeated call), ``tensors`` the others."""
+    types = tuple(map(type, args))
     try:
+        if not _FLAT.issuperset(types):  # sequences and other numbers: keyed with their elements' types
+            args = tuple(map(_typed, args))
+        if x.is_neg():
+            raise TypeError("a negative-bit view is materialized by the full path on every call")
         # The default dtype is the result dtype of some calls (logsumexp of integers).
-        key = (op, torch.get_default_dtype(), *map(_typed, args), *map(tensor_key, tensors))
+        key = (op, torch.get_default_dtype(), types, args, type(x), x.shape, x.stride(), x.dtype, x.device,
+               x.data_ptr() % 16, *map(tensor_key, tensors))
         return get_registry().cache.get(key), key
     except (AttributeError, TypeError):
         return None, None
@@ -113,6 +123,14 @@ def _stream_getter() -> Any:
 
     active = driver.active
     return lambda: active.get_current_stream(active.get_current_device())
+
+
+def _raw_stream() -> tuple[Any, Any] | None:
+    """(current stream of a device index, current device index): the two calls Triton's own driver makes when
+    torch is present (``torch._C._cuda_getCurrentRawStream``), bound directly; None when not available."""
+    get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    get_device = getattr(torch._C, "_cuda_getDevice", None)
+    return (get_stream, get_device) if get_stream is not None and get_device is not None else None
 
 
 class _Launch:
@@ -168,7 +186,8 @@ class Plan:
     one workspace allocation, each at a fixed, 256-byte aligned offset.
     """
 
-    __slots__ = ("compiled", "device", "fast", "launches", "n_inputs", "outputs", "stream_of", "temps", "ws_bytes")
+    __slots__ = ("compiled", "device", "fast", "launches", "n_inputs", "outputs", "run", "stream_of", "temps",
+                 "ws_bytes")
 
     def __init__(self, n_inputs: int, outputs: list[Alloc], temps: list[tuple[Alloc, int]], ws_bytes: int,
                  launches: list[_Launch]) -> None:
@@ -178,13 +197,9 @@ class Plan:
         self.device = (outputs or [t for t, _ in temps])[0][3] if (outputs or temps) else None
         self.stream_of = _stream_getter() if self.compiled else None
         self.fast = _straight_line(self) if self.compiled and all(x.c_entry for x in launches) else None
-
-    def run(self, *inputs: torch.Tensor | None) -> list[torch.Tensor]:
-        """Allocate the outputs (and the workspace), launch the kernels; returns the outputs."""
-        fast = self.fast
-        if fast is not None:
-            return fast(*inputs)  # type: ignore[no-any-return]
-        return self.run_generic(*inputs)
+        # run(*inputs): allocate the outputs (and the workspace), launch the kernels; returns the outputs. The
+        # generated function itself when there is one (one Python call less per replay).
+        self.run = self.fast if self.fast is not None else self.run_generic
 
     def run_generic(self, *inputs: torch.Tensor | None) -> list[torch.Tensor]:
         """:meth:`run` through the per-launch objects (the interpreter, launch hooks, other launchers)."""
@@ -216,13 +231,15 @@ def _straight_line(plan: Plan) -> Any:
     gives (``test_replay.py`` compares the two launch by launch). Launch hooks (profilers) take the generic path.
     """
     ns: dict[str, Any] = {"empty_strided": torch.empty_strided, "empty": torch.empty, "uint8": torch.uint8,
-                          "hooks": _hooks, "generic": plan.run_generic, "stream_of": plan.stream_of,
-                          "DEVICE": plan.device}
+                          "RT": knobs.runtime, "HookChain": type(knobs.runtime.launch_enter_hook),
+                          "generic": plan.run_generic, "stream_of": plan.stream_of, "DEVICE": plan.device}
     n_in, n_out = plan.n_inputs, len(plan.outputs)
     params = ", ".join(f"i{k}" for k in range(n_in))
     lines = [f"def run({params}):",
-             "    enter, leave = hooks()",
-             "    if enter is not None or leave is not None:",
+             # _hooks() inlined: an empty HookChain (Triton 3.x's default) or None is no hook
+             "    enter, leave = RT.launch_enter_hook, RT.launch_exit_hook",
+             "    if ((enter is not None and (type(enter) is not HookChain or enter.calls))",
+             "            or (leave is not None and (type(leave) is not HookChain or leave.calls))):",
              f"        return generic({params})"]
     for k, (shape, stride, dtype, _) in enumerate(plan.outputs):
         ns[f"S{k}"], ns[f"T{k}"], ns[f"D{k}"] = shape, stride, dtype
@@ -231,7 +248,12 @@ def _straight_line(plan: Plan) -> Any:
         ns["WS"] = plan.ws_bytes
         lines.append("    ws = empty(WS, dtype=uint8, device=DEVICE)")  # held until the launches are queued
         lines.append("    w = ws.data_ptr()")
-    lines.append("    stream = stream_of()")
+    raw = _raw_stream()
+    if raw is not None:
+        ns["get_stream"], ns["get_device"] = raw
+        lines.append("    stream = get_stream(get_device())")
+    else:
+        lines.append("    stream = stream_of()")
     used = sorted({slot for launch in plan.launches for _, slot in launch.slots})
     for slot in used:
         if slot < n_in:

@@ -248,8 +248,8 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
            correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     plan, key = find_plan(name, (dim, unbiased, keepdim, correction), x)
     if plan is not None:
-        out, mean_out = plan.run(x)
-        return out, mean_out
+        outs = plan.run(x)
+        return outs[0], outs[-1]
     x = C.check_tensor(name, "input", x)
     C.check_keepdim(name, keepdim)
     dim, corr = _parse_correction(name, dim, unbiased, correction)
@@ -262,7 +262,9 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     shape = C.reduced_shape(x.shape, dims, keepdim)
     rec = Recorder(x)
     out = rec.empty(shape, x.dtype, x.device)
-    mean_out = rec.empty(shape, x.dtype, x.device)
+    want_mean = name.endswith("_mean")
+    # var/std write no mean: its pointer is out's, never stored to (one allocation less per call)
+    mean_out = rec.empty(shape, x.dtype, x.device) if want_mean else out
     n = C.prod([x.shape[d] for d in dims])
     if out.numel() == 0:
         return out, mean_out
@@ -270,9 +272,8 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
     src, view, layout = _prepare(name, x, dims, out, keepdim)
     cfg = C.decide(SPECS[name], x, view, layout)
-    _launch(rec, src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"),
-            name.endswith("_mean"), cfg)
-    rec.save(key, out, mean_out)
+    _launch(rec, src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"), want_mean, cfg)
+    rec.save(key, *((out, mean_out) if want_mean else (out,)))
     return out, mean_out
 
 
