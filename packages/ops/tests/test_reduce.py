@@ -129,6 +129,9 @@ COL_CONFIGS = [
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
     dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=8),
     dict(strategy="split", BLOCK_N=8, BLOCK_K=4, split=5),
+    # num_stages: tiles loaded per iteration (the last iteration of a slice partly past its end, or past N)
+    dict(strategy="multi_pass", BLOCK_N=4, BLOCK_K=8, num_stages=3),
+    dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=3, num_stages=4),
 ]
 
 
@@ -146,7 +149,7 @@ def test_row_branches(name, cfg, force, device):
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
-@pytest.mark.parametrize("cfg", COL_CONFIGS, ids=lambda c: f"cols-{c['strategy']}")
+@pytest.mark.parametrize("cfg", COL_CONFIGS, ids=lambda c: f"cols-{c['strategy']}-s{c.get('num_stages', 1)}")
 def test_col_branches(name, cfg, force, device):
     force(name, **cfg)
     x = _inputs(name, (100, 13), torch.float32, device, "contiguous")

@@ -7,7 +7,7 @@ the :class:`~tritred_core.Problem` and :class:`~tritred_core.DeviceInfo`, so its
 Register-tile budget: a program keeps about 4096 accumulator elements in registers with ~32 per thread (4
 warps); rows that fit are single pass (up to 8192 for reductions, 32768 on 32 warps for softmax and layer_norm;
 rows <= 512 of ops with several reductions per row in 1024-element tiles of one warp), longer rows loop over
-4096-wide chunks (8192 for softmax, 16384 for layer_norm) with 16-32 warps (multi pass), and few outputs with
+4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 16-32 warps (multi pass), and few outputs with
 long rows split N across programs (two-stage, deterministic), never past one wave of programs.
 The numbers come from config sweeps on an H200 (``tools/sweep.py``, docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
@@ -37,7 +37,7 @@ class _Caps:
         self.softmax_resident = 32768 if gpu else 256   # longest softmax row kept in registers (32 warps)
         self.norm_resident = 32768 if gpu else 256  # longest layer_norm row kept in registers
         self.chunk = 4096 if gpu else 128           # BLOCK_N of multi-pass loops (16 warps: 8 per thread)
-        self.norm_chunk = 8192 if gpu else 128      # BLOCK_N of softmax/layer_norm loops (two sweeps: wider wins)
+        self.norm_chunk = 16384 if gpu else 256     # BLOCK_N of softmax/layer_norm loops (two sweeps: wider wins)
         self.short_row = 512 if gpu else 0          # rows this short: 1024-element tiles of one warp (no barrier)
         self.arg_tile = 2048 if gpu else 256        # elements per program of max/min with indices (value + index)
         self.programs = 4 * device.sm_count if gpu else 4  # enough programs to fill the device
@@ -77,26 +77,28 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
-                 target_programs: int, rows: int = 32) -> LaunchConfig:
-    """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs; few column blocks split
-    N up to ``target_programs`` programs, never past them: a last partial wave costs more than the extra
-    parallelism brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%)."""
+                 target_programs: int, rows: int = 32, loads: int = 1) -> LaunchConfig:
+    """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
+    per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
+    ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
+    brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
-    if caps.gpu and problem.M * cdiv(K, 128) >= target_programs:
-        block_k, warps = min(next_pow2(K), 128), 4  # plenty of columns: wider blocks (256x262144 dim=0: 60% -> 65%)
     rows_fit = max(1, caps.tile // block_k)
     if N <= min(rows_fit, single_cap):
         return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
                             num_warps=min(warps, caps.max_warps))
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
+    loads = max(1, min(loads, cdiv(N, block_n)))
+    step = block_n * loads  # rows per loop iteration
     programs = problem.M * cdiv(K, block_k)
-    if allow_split and programs < target_programs and N > 4 * block_n:
-        split = min(target_programs // programs, cdiv(N, 4 * block_n))
+    if allow_split and programs < target_programs and N > 4 * step:
+        split = min(target_programs // programs, cdiv(N, 4 * step))
         if split > 1:
             return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                                num_warps=min(warps, caps.max_warps))
-    return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=min(warps, caps.max_warps))
+                                num_warps=min(warps, caps.max_warps), num_stages=loads)
+    return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=min(warps, caps.max_warps),
+                        num_stages=loads)
 
 
 def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
@@ -154,20 +156,24 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return _batch_norm_config(problem, caps)
     # (longest row kept on chip, may split N, rows per program tile, loop chunk, column kernels' warps, program
     # target and rows per tile; short rows in one-warp tiles: ops with several reductions per row)
-    col_rows, one_warp_rows = 32, True
+    col_rows, col_loads, one_warp_rows = 32, 1, True
     if name in ("softmax", "log_softmax", "logsumexp"):
+        # loops: 16384-wide chunks of 32 warps (H200, tools/exp_h200.py, 1024x131072 with the L2 hints: bf16
+        # 65% -> 67%, fp32 66% -> 70% against 8192 on 16 warps)
         single_cap, allow_split, rows_tile, chunk = caps.softmax_resident, False, 2048, caps.norm_chunk
         col_warps, col_programs = 4, caps.programs
     elif name == "layer_norm":
         # loops: 16384-wide chunks of 32 warps (H200 sweep, 1024x131072 bf16: 51% -> 61%)
-        single_cap, allow_split, rows_tile, chunk = caps.norm_resident, False, 2048, 2 * caps.norm_chunk
+        single_cap, allow_split, rows_tile, chunk = caps.norm_resident, False, 2048, caps.norm_chunk
         col_warps, col_programs = 4, caps.programs
     elif name in ("max", "min"):  # with indices (a value and an index per lane): smaller row tiles
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.arg_tile, caps.chunk
         col_warps, col_programs, one_warp_rows = 8, caps.col_programs, False
     elif name in ("sum", "mean", "prod", "amax", "amin"):
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
-        col_warps, col_programs, one_warp_rows = 8, caps.col_programs, False
+        # columns: 32x64 tiles of 4 warps, 4 tiles loaded per iteration (H200, tools/exp_h200.py: sum dim=1 of
+        # 64x4096x256 bf16 69% -> 75%, dim=0 of 16384x4096 bf16 66% -> 72%)
+        col_warps, col_programs, col_loads, one_warp_rows = 4, caps.col_programs, 4, False
     elif name in ("var", "std", "var_mean", "std_mean"):  # (their split combine costs more: fewer programs)
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
         # columns: 64x64 tiles of 4 warps (H200 sweep, var dim=0 of 16384x4096 bf16: 35% -> 60%)
@@ -178,4 +184,4 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
         return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, one_warp_rows)
-    return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows)
+    return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads)

@@ -92,19 +92,23 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
+        # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
+        # not read again (evict-first); as the softmax loop (H200: +3-4 points on 131072-wide rows).
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         n_full = N // BLOCK_N
         for i in range(0, n_full):
             cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0).to(ACC)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                        eviction_policy="evict_last").to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
         t0 = n_full * BLOCK_N
         if t0 < N:
             cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
+                        eviction_policy="evict_last").to(ACC)
             n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
@@ -138,13 +142,14 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         for n0 in range(0, N, BLOCK_N):
             cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
+                        eviction_policy="evict_first").to(ACC)
             y = (x - mean[:, None]) * rstd[:, None]
             if HAS_W:
                 y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
             if HAS_B:
                 y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),

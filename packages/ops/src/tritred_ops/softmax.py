@@ -123,10 +123,12 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # Online softmax with one exp per element: each chunk's max rescales the running sum once per row.
         m = tl.full([BLOCK_M], float("-inf"), ACC)
         s = tl.zeros([BLOCK_M], ACC)
+        # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
+        # not read again (evict-first). (H200, 1024x131072: bf16 63 -> 67 %, fp32 66 -> 70 %; tools/exp_h200.py)
         for n0 in range(0, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_last")
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_new = max_fn(m, tl.reduce(x, 1, max_fn))
             # -inf lanes add 0 even while the row max is still -inf (where exp(-inf - -inf) would be NaN)
@@ -141,10 +143,12 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             for n0 in range(0, n_end, BLOCK_N):
                 cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0).to(PRE).to(CAST).to(ACC)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0,
+                            eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
                 if ALIGN_Y:
                     mask = inner_mask(cols, lead, N, row_ok, ALIGN)
-                tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask)
+                tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask,
+                         eviction_policy="evict_first")
             if ALIGN_Y:
                 _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
 
@@ -179,7 +183,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         for n0 in range(0, N, BLOCK_N):
             ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = (ns < N)[:, None] & k_ok[None, :]
-            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_last")
             x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
             m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
         m, s = tl.reduce((m_l, s_l), 0, _online_fn)
@@ -189,8 +193,10 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             for n0 in range(0, N, BLOCK_N):
                 ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask = (ns < N)[:, None] & k_ok[None, :]
-                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(PRE).to(CAST).to(ACC)
-                tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask)
+                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
+                            eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
+                tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
+                         eviction_policy="evict_first")
 
 
 SPECS = {

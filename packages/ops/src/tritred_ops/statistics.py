@@ -86,7 +86,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     if SINGLE:  # the row is one register tile: exact corrected two-pass
         cols = tl.arange(0, BLOCK_N)
         mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0).to(ACC)
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
+                    eviction_policy="evict_first").to(ACC)
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         cnt = tl.full([BLOCK_M], N, ACC)
@@ -98,14 +99,16 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         n_full = (n_hi - n_lo) // BLOCK_N
         for i in range(0, n_full):
             cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0).to(ACC)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                        eviction_policy="evict_first").to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
+                        eviction_policy="evict_first").to(ACC)
             n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
@@ -133,7 +136,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     if SINGLE:
         ns = tl.arange(0, BLOCK_N)
         mask = (ns < N)[:, None] & k_ok[None, :]
-        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0,
+                    eviction_policy="evict_first").to(ACC)
         cnt = tl.full([BLOCK_K], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)
@@ -143,14 +147,15 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         n_full = (n_hi - n_lo) // BLOCK_N
         for i in range(0, n_full):
             ns = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
-            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0).to(ACC)
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
+                        eviction_policy="evict_first").to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_N, BLOCK_K], ACC) + n_full), 0, chan_fn)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
-            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0).to(ACC)
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
             n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
