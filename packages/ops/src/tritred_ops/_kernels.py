@@ -208,14 +208,31 @@ def arg_finish(v, pos, past, axis: tl.constexpr, IS_MAX: tl.constexpr):
 
 @triton.jit
 def aligned_rows(x_off, ALIGN: tl.constexpr):
-    """(the ALIGN-element boundary at or below each row start ``x_off``, the row start's lane from there).
+    """(the ALIGN-element boundary at or below each row start ``x_off``, the row start's lane from there);
+    ALIGN = 0: (``x_off``, 0), tiles start at the row start.
 
     Rows of odd width start off 16-byte boundaries, and Triton, which cannot prove alignment, loads them one
     element at a time. Tiles that start at the boundary below the row (the first ``lead`` lanes masked) load
     16 bytes per instruction. Only for tensors whose data pointer is 16-byte aligned (the host checks).
     """
-    lead = x_off % ALIGN
-    return tl.multiple_of(x_off - lead, ALIGN), lead
+    if ALIGN > 0:
+        lead = x_off % ALIGN
+        start = tl.multiple_of(x_off - lead, ALIGN)
+    else:
+        lead = tl.zeros_like(x_off)
+        start = x_off
+    return start, lead
+
+
+@triton.jit
+def shifted_out(y_off, lead, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr):
+    """Output row offsets for the tiles of :func:`aligned_rows`: shifted by the same ``lead`` (ALIGN_Y: the host
+    checked that the output rows are then 16-byte aligned as well)."""
+    if ALIGN > 0:
+        y_off = y_off - lead
+        if ALIGN_Y:
+            y_off = tl.multiple_of(y_off, ALIGN)
+    return y_off
 
 
 @triton.jit
@@ -238,11 +255,18 @@ def row_masks(cols, lead, N, row_ok, ALIGN: tl.constexpr):
 
 
 @triton.jit
+def _whole_chunks(lead, N, ALIGN: tl.constexpr):
+    """(first, end) tile columns of the whole ALIGN-element chunks inside each shifted row."""
+    lo = tl.multiple_of(tl.cdiv(lead, ALIGN) * ALIGN, ALIGN)
+    hi = tl.multiple_of(((lead + N) // ALIGN) * ALIGN, ALIGN)
+    return lo, hi
+
+
+@triton.jit
 def inner_mask(cols, lead, N, row_ok, ALIGN: tl.constexpr):
     """Store mask of the whole 16-byte chunks inside each row of a shifted tile (constant over each chunk, so
     the store vectorizes); the row's partial first and last chunks are written through :func:`edge_cols`."""
-    lo = tl.multiple_of(tl.cdiv(lead, ALIGN) * ALIGN, ALIGN)
-    hi = tl.multiple_of(((lead + N) // ALIGN) * ALIGN, ALIGN)
+    lo, hi = _whole_chunks(lead, N, ALIGN)
     return row_ok[:, None] & (cols[None, :] >= lo[:, None]) & (cols[None, :] < hi[:, None])
 
 
@@ -252,8 +276,8 @@ def edge_cols(lead, N, row_ok, ALIGN: tl.constexpr):
     over the row's first chunk, the others over the chunk after the last whole one (at most 2 * (ALIGN - 1)
     elements per row, read and written one by one)."""
     j = tl.arange(0, 2 * ALIGN)[None, :]
-    lo = (tl.cdiv(lead, ALIGN) * ALIGN)[:, None]
-    hi = (((lead + N) // ALIGN) * ALIGN)[:, None]
+    lo, hi = _whole_chunks(lead, N, ALIGN)
+    lo, hi = lo[:, None], hi[:, None]
     c = tl.where(j < ALIGN, j, hi + j - ALIGN)
     first = (j < ALIGN) & (c < lo)
     last = (j >= ALIGN) & (c >= hi) & (c >= lo)

@@ -27,6 +27,7 @@ from ._kernels import (
     f32_split,
     inner_mask,
     row_masks,
+    shifted_out,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -75,12 +76,9 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     k_idx = rows % K
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
-    lead = tl.zeros([BLOCK_M], tl.int64)
-    if ALIGN > 0:  # odd widths, single pass only: tiles start at the 16-byte boundary below each row
-        x_off, lead = aligned_rows(x_off, ALIGN)
-        y_off = y_off - lead
-        if ALIGN_Y:
-            y_off = tl.multiple_of(y_off, ALIGN)
+    # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
+    x_off, lead = aligned_rows(x_off, ALIGN)
+    y_off = shifted_out(y_off, lead, ALIGN, ALIGN_Y)
     x_row = x_ptr + x_off
     y_row = y_ptr + y_off
     if SINGLE:

@@ -87,9 +87,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     m = rows // K
     k = rows % K
     x_off = m * s_xm + k * s_xk
-    lead = tl.zeros([BLOCK_M], tl.int64)
-    if ALIGN > 0:
-        x_off, lead = aligned_rows(x_off, ALIGN)
+    x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         cols = tl.arange(0, BLOCK_N)

@@ -22,7 +22,17 @@ import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, aligned_rows, edge_cols, inner_mask, max_fn, pre_cast, row_masks, tl_dtype
+from ._kernels import (
+    acc_dtype,
+    aligned_rows,
+    edge_cols,
+    inner_mask,
+    max_fn,
+    pre_cast,
+    row_masks,
+    shifted_out,
+    tl_dtype,
+)
 from ._replay import Recorder, find_plan
 
 
@@ -86,15 +96,13 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     k_idx = rows % K
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
-    lead = tl.zeros([BLOCK_M], tl.int64)
+    # odd widths (ALIGN): tiles start at the 16-byte boundary below each row (see aligned_rows)
+    x_off, lead = aligned_rows(x_off, ALIGN)
+    if MODE != 2:  # (logsumexp writes one value per row: its output keeps its offsets)
+        y_off = shifted_out(y_off, lead, ALIGN, ALIGN_Y)
     n_end = N  # tile columns to cover: the row, plus the shift of ALIGN
-    if ALIGN > 0:  # odd widths: tiles start at the 16-byte boundary below each row (see aligned_rows)
-        x_off, lead = aligned_rows(x_off, ALIGN)
+    if ALIGN > 0:
         n_end = N + ALIGN - 1
-        if MODE != 2:  # (logsumexp writes one value per row: its output keeps its offsets)
-            y_off = y_off - lead
-            if ALIGN_Y:
-                y_off = tl.multiple_of(y_off, ALIGN)
     x_row = x_ptr + x_off
     y_row = y_ptr + y_off
     if SINGLE:

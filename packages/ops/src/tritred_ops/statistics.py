@@ -77,9 +77,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     m = rows // K
     k = rows % K
     x_off = m * s_xm + k * s_xk
-    lead = tl.zeros([BLOCK_M], tl.int64)
-    if ALIGN > 0:  # odd widths, single pass only: tiles start at the 16-byte boundary below each row
-        x_off, lead = aligned_rows(x_off, ALIGN)
+    # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
+    x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
