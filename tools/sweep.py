@@ -43,6 +43,9 @@ CASES = [
     ("sum", (16384, 4096), torch.float32, 0),
     ("var", (16384, 4096), torch.bfloat16, 0),
     ("sum", (64, 4096, 256), torch.bfloat16, 1),
+    ("sum", (256, 262144), torch.bfloat16, 0),
+    ("sum", (64, 4096, 256), torch.float32, 1),
+    ("softmax", (1024, 131072), torch.float32, -1),
     ("softmax", (100000, 300), torch.bfloat16, -1),  # off the suite: odd widths (the rules, not the table)
     ("layer_norm", (50000, 768), torch.bfloat16, -1),
     ("var", (65536, 100), torch.float32, -1),
@@ -94,10 +97,11 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
                         out.append(LaunchConfig(strategy=strategy, BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
                                                 num_programs=4 * 132, num_stages=2))
     else:
+        # num_stages of the plain reductions' column kernel: tiles loaded per loop iteration
         for (bk, bn), w, sp in itertools.product([(32, 64), (64, 32), (64, 64), (128, 16), (128, 32), (256, 16)],
                                                  [4, 8], [1, 4, 8, 16]):
             strat = "split" if sp > 1 else "multi_pass"
-            for st in (1, 2, 3) if (bk, bn) in ((64, 32), (128, 16)) else (1,):
+            for st in (1, 2, 4) if (bk, bn) in ((64, 32), (128, 16), (256, 16)) else (1,):
                 out.append(LaunchConfig(strategy=strat, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, split=sp, num_stages=st))
     return out
 
