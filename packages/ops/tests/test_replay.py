@@ -224,6 +224,7 @@ def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
     monkeypatch.setattr(torch, "empty_strided", pinned)
     monkeypatch.setattr(torch, "empty", lambda *a, **k: pool.pop(0) if pool else torch.zeros(*a, **k))
     monkeypatch.setattr(_replay, "_stream_getter", lambda: (lambda: 1234))
+    monkeypatch.setattr(_replay, "_raw_stream", lambda: (lambda device: 1234, lambda: 0))  # (on a CUDA build)
     x, k = torch.randn(5), Kernel()
     rec = _replay.Recorder(x, None)
     y, t, t2 = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device), \

@@ -74,9 +74,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     for t in range(t_lo, t_hi):
         offs, ok, n_t = _tile(t, s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
         mask = ok[:, None] & c_ok[None, :]
-        # evict-last: the normalize pass reads the input again (its lines are likelier to stay in L2)
-        x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0,
-                    eviction_policy="evict_last").to(ACC)
+        x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
         tot_l += x
         if n_t == BLOCK_M * BLOCK_N:
             full += 1
@@ -120,8 +118,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     c_ok = cs < C
     offs, ok, n_t = _tile(t.to(tl.int64), s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
     mask = ok[:, None] & c_ok[None, :]  # tiles past the last (t >= tile count) have every image b >= B
-    # evict-first: the input and output are not read again by this op
-    x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
+    x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
     if FROM_RUNNING:
         mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
         rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
@@ -156,7 +153,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     if HAS_B:
         y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
     y_offs, _, _ = _tile(t.to(tl.int64), s_chunks, B, S, y_b, y_s, BLOCK_M, BLOCK_N)
-    tl.store(y_ptr + y_offs[:, None] + cs[None, :] * y_c, y, mask=mask, eviction_policy="evict_first")
+    tl.store(y_ptr + y_offs[:, None] + cs[None, :] * y_c, y, mask=mask)
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),

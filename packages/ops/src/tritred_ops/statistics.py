@@ -226,7 +226,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
-        block_m, block_s = C.combine_blocks(R, split, tile=2048)
+        block_m, block_s = C.combine_blocks(R, split)
         rec.launch(
             _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
             *f32_split(divisor), SPLIT=split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
