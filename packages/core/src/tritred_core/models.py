@@ -109,6 +109,8 @@ class LaunchConfig(_Frozen):
     with an online combine: Welford, online softmax), ``split`` (``split`` programs per output each reduce a slice
     of N into partials, a second tiny launch combines them in a fixed order: deterministic).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent.
+    ``num_stages``: software-pipelining depth of loops; for the column kernel of the plain reductions (sum, mean,
+    prod, amax, amin over a non-contiguous dim) the number of tiles loaded per loop iteration.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """
