@@ -29,6 +29,19 @@ def pct(ms: float, nbytes: int) -> float:
     return nbytes / (ms * 1e-3) / 1e9 / COPY_GBS * 100
 
 
+def timed(call, ok, nbytes: int, label: str, rows: list) -> None:
+    """Run ``call`` once, check it with ``ok()``, time it; append (% copy, label, ok) to ``rows`` (or print why
+    the variant failed to compile or run)."""
+    try:
+        call()
+        good = ok()
+        ms = do_bench(call, warmup=10, rep=50)
+    except Exception as e:  # noqa: BLE001
+        print(f"  {label}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        return
+    rows.append((pct(ms, nbytes), label, good))
+
+
 @triton.jit
 def col_sum(x_ptr, out_ptr, N, K, s_xm, s_xn, n_per_split, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr,
             BLOCK_K: tl.constexpr, LOADS: tl.constexpr, EVICT: tl.constexpr):
@@ -105,14 +118,8 @@ def run_cols() -> None:
                 else:
                     col_sum[(M * triton.cdiv(K, bk), 1)](x, out, N, K, s_xm, x.stride(dim), N, SPLIT=1, BLOCK_N=bn,
                                                          BLOCK_K=bk, LOADS=loads, EVICT=evict, num_warps=w)
-            try:
-                call()
-                ok = torch.allclose(out.float(), ref.float(), rtol=2e-2, atol=2e-1)
-                ms = do_bench(call, warmup=10, rep=50)
-            except Exception as e:  # noqa: BLE001
-                print(f"  N{bn} K{bk} w{w} L{loads} {evict or '-'} split{split}: {type(e).__name__}", flush=True)
-                continue
-            rows.append((pct(ms, nbytes), f"N{bn} K{bk} w{w} L{loads} {evict or '-'} split{split}", ok))
+            timed(call, lambda: torch.allclose(out.float(), ref.float(), rtol=2e-2, atol=2e-1), nbytes,
+                  f"N{bn} K{bk} w{w} L{loads} {evict or '-'} split{split}", rows)
         rows.sort(reverse=True)
         for p, name, ok in rows[:12]:
             print(f"  {p:5.1f}% {name}{'' if ok else '  WRONG'}", flush=True)
@@ -161,14 +168,8 @@ def run_softmax() -> None:
                 [R, 132, 264, 528]):
             def call():
                 sm_loop[(grid,)](x, y, R, N, BLOCK_N=bn, EV1=ev[0], EV2=ev[1], EVS=ev[2], num_warps=w)
-            try:
-                call()
-                ok = torch.allclose(y.float(), ref, rtol=2e-2, atol=1e-6)
-                ms = do_bench(call, warmup=10, rep=50)
-            except Exception as e:  # noqa: BLE001
-                print(f"  N{bn} w{w} {ev} grid{grid}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-                continue
-            rows.append((pct(ms, nbytes), f"N{bn} w{w} ev={'/'.join(e or '-' for e in ev)} grid{grid}", ok))
+            timed(call, lambda: torch.allclose(y.float(), ref, rtol=2e-2, atol=1e-6), nbytes,
+                  f"N{bn} w{w} ev={'/'.join(e or '-' for e in ev)} grid{grid}", rows)
         rows.sort(reverse=True)
         for p, name, ok in rows[:15]:
             print(f"  {p:5.1f}% {name}{'' if ok else '  WRONG'}", flush=True)
