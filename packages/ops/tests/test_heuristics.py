@@ -41,6 +41,8 @@ def test_wide_rows_stay_in_registers_up_to_32768():
     assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 32768, 32)
     assert _config("softmax", 4096, 32769).strategy == "multi_pass"
     assert _config("layer_norm", 1024, 131072).BLOCK_N == 16384
+    long_softmax = _config("softmax", 1024, 131072)  # two-sweep loop: 16384-wide chunks of 32 warps
+    assert (long_softmax.strategy, long_softmax.BLOCK_N, long_softmax.num_warps) == ("multi_pass", 16384, 32)
 
 
 def test_column_split_stays_within_one_wave():
@@ -81,3 +83,14 @@ def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: cuda))
     assert C.row_align(x, view, one, True) == 8 and C.row_align(x, view, two, True) == 0
+
+
+@pytest.mark.parametrize("shape", [(1, 16384, 4096), (64, 4096, 256), (1, 256, 262144)])
+def test_column_sums_load_four_tiles_per_iteration(shape):
+    # plain reductions over a non-contiguous dim: 32x64 tiles, 4 warps, num_stages = 4 tiles per iteration;
+    # the other column kernels keep one (num_stages is Triton's pipelining depth there)
+    cfg = _config("sum", *shape)
+    assert (cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.num_stages) == (32, 64, 4, 4)
+    for op in ("var", "max", "softmax"):
+        assert _config(op, *shape).num_stages == 1
+    assert _config("sum", 1, 80, 4096).num_stages == 3  # never more tiles than the column has rows for
