@@ -187,18 +187,16 @@ def test_plugin_registration_drops_plans(force, device):
     assert _plans() == 0
 
 
-def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
-    """A compiled plan runs as generated straight-line code; it must make the launcher calls (every argument, in
-    order) that the per-launch path makes. Checked with a fake compiled kernel and launcher (no GPU needed)."""
+def _fake_plan(monkeypatch, log: list):
+    """A compiled two-launch plan over a fake kernel and a fake Triton 3.6 launcher (no GPU needed): the C entry
+    point logs its arguments; the launcher's ``run`` (taken with launch hooks) logs ("run", hooks)."""
     import inspect
-
-    log: list = []
 
     class Launcher:  # Triton 3.6's CudaLauncher layout
         launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = 0, 1, 0, 0
 
         def __call__(self, gridX, gridY, gridZ, stream, function, *args):  # noqa: ANN001, ANN204, N803
-            raise AssertionError("the C entry point is called directly")
+            log.append(("run", args[2], args[3]))
 
         def launch(self, *args):  # noqa: ANN002, ANN202
             log.append(args)
@@ -226,6 +224,7 @@ def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
     monkeypatch.setattr(_replay, "_stream_getter", lambda: (lambda: 1234))
     monkeypatch.setattr(_replay, "_raw_stream", lambda: (lambda device: 1234, lambda: 0))  # (on a CUDA build)
     x, k = torch.randn(5), Kernel()
+    get_registry().cache.pop(("fake-plan",), None)  # a plan saved by another test logs to that test's list
     rec = _replay.Recorder(x, None)
     y, t, t2 = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device), \
         rec.empty((7,), torch.int64, x.device)
@@ -234,6 +233,14 @@ def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
     rec.save(("fake-plan",), y)
     plan = get_registry().cache[("fake-plan",)]
     assert plan.fast is not None and plan.ws_bytes == 512
+    return plan, x, pool
+
+
+def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
+    """A compiled plan runs as generated straight-line code; it must make the launcher calls (every argument, in
+    order) that the per-launch path makes."""
+    log: list = []
+    plan, x, pool = _fake_plan(monkeypatch, log)
     outputs = []
     out, ws = torch.zeros(4), torch.zeros(512, dtype=torch.uint8)
     for run in (plan.run, plan.run_generic):
@@ -309,3 +316,26 @@ def test_negative_views_are_read_as_values(device):
     ref = torch.nn.functional.batch_norm(xb.double().cpu(), rm_ref, rv_ref, None, None, True, 0.5, 1e-5)
     assert_close(tr.batch_norm(xb, rm_neg, rv, None, None, True, 0.5, 1e-5), ref, n=20, what="bn")
     assert_close(rm_neg.clone(), rm_ref, n=20, what="neg running_mean updated through the view")
+
+
+@pytest.mark.parametrize("hook", ["function", "chain"])
+def test_straight_line_plan_takes_the_generic_path_under_launch_hooks(monkeypatch, hook):
+    """A profiler's launch hook (a plain function, or a non-empty HookChain of Triton 3.x) must see every
+    launch: the generated code then goes through the launcher's ``run`` with the hooks, never the C entry."""
+    from triton import knobs
+
+    log: list = []
+    plan, x, pool = _fake_plan(monkeypatch, log)
+
+    def enter(metadata):  # noqa: ANN001, ANN202
+        return None
+    if hook == "function":
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", enter)
+    else:
+        chain = knobs.HookChain()
+        chain.add(enter)
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", chain)
+    pool[:] = [torch.zeros(4), torch.zeros(512, dtype=torch.uint8)]
+    plan.run(x, None)
+    assert [entry[0] for entry in log] == ["run", "run"]
+    assert all(entry[1] is knobs.runtime.launch_enter_hook for entry in log)

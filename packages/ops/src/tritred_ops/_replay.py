@@ -231,16 +231,19 @@ def _straight_line(plan: Plan) -> Any:
     gives (``test_replay.py`` compares the two launch by launch). Launch hooks (profilers) take the generic path.
     """
     ns: dict[str, Any] = {"empty_strided": torch.empty_strided, "empty": torch.empty, "uint8": torch.uint8,
-                          "RT": knobs.runtime, "HookChain": type(knobs.runtime.launch_enter_hook),
+                          "RT": knobs.runtime, "HookChain": getattr(knobs, "HookChain", None), "hooks": _hooks,
                           "generic": plan.run_generic, "stream_of": plan.stream_of, "DEVICE": plan.device}
     n_in, n_out = plan.n_inputs, len(plan.outputs)
     params = ", ".join(f"i{k}" for k in range(n_in))
-    lines = [f"def run({params}):",
-             # _hooks() inlined: an empty HookChain (Triton 3.x's default) or None is no hook
-             "    enter, leave = RT.launch_enter_hook, RT.launch_exit_hook",
-             "    if ((enter is not None and (type(enter) is not HookChain or enter.calls))",
-             "            or (leave is not None and (type(leave) is not HookChain or leave.calls))):",
-             f"        return generic({params})"]
+    lines = [f"def run({params}):"]
+    if ns["HookChain"] is not None:  # _hooks() inlined: None or an empty HookChain (Triton 3.x's default) is no hook
+        lines += ["    enter, leave = RT.launch_enter_hook, RT.launch_exit_hook",
+                  "    if ((enter is not None and (type(enter) is not HookChain or enter.calls))",
+                  "            or (leave is not None and (type(leave) is not HookChain or leave.calls))):"]
+    else:
+        lines += ["    enter, leave = hooks()",
+                  "    if enter is not None or leave is not None:"]
+    lines.append(f"        return generic({params})")
     for k, (shape, stride, dtype, _) in enumerate(plan.outputs):
         ns[f"S{k}"], ns[f"T{k}"], ns[f"D{k}"] = shape, stride, dtype
         lines.append(f"    o{k} = empty_strided(S{k}, T{k}, dtype=D{k}, device=DEVICE)")
