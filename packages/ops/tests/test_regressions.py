@@ -7,6 +7,7 @@ go with the fix.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -347,3 +348,64 @@ def test_max_min_values_are_the_elements_at_their_indices(cfg, force, device):
             assert torch.equal(out.indices.cpu(), ref.indices)
             assert torch.equal(torch.signbit(out.values.cpu()), torch.signbit(ref.values)), (name, dim)
             assert torch.equal(out.values.cpu(), xx.cpu().gather(dim, ref.indices.unsqueeze(dim)).squeeze(dim))
+
+
+# ---- from the fourth session's adversarial pass (bugs older than that session's changes) ----
+
+@pytest.mark.parametrize("case", ["var_correction_-inf", "var_correction_nan", "layer_norm_eps_inf",
+                                  "batch_norm_eval_eps_inf"])
+def test_infinite_and_nan_scalar_arguments(case, device):
+    """Infinite and NaN scalars reach the kernels as torch's: f32_split(inf) was (inf, inf - inf = NaN), so var
+    correction=-inf gave NaN (torch: 0) and layer_norm/batch_norm eps=inf NaN (torch: bias / 0); var
+    correction=nan gave NaN, where torch's max(N - correction, 0) takes it to 0 (m2 / 0 = inf)."""
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    w, b = torch.randn(6), torch.randn(6)
+    rm, rv = torch.randn(4), torch.rand(4) + 0.5
+    xb = torch.randn(3, 4, 5)
+    calls = {
+        "var_correction_-inf": (lambda m, t: m.var(t, 1, correction=-math.inf), x),
+        "var_correction_nan": (lambda m, t: m.var(t, 1, correction=math.nan), x),
+        "layer_norm_eps_inf": (lambda m, t: m.layer_norm(t, (6,), w.to(t.device), b.to(t.device), eps=math.inf), x),
+        "batch_norm_eval_eps_inf": (lambda m, t: m.batch_norm(t, rm.to(t.device), rv.to(t.device), None, None, False,
+                                                              0.1, math.inf), xb),
+    }
+    fn, inp = calls[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = fn(F if "norm" in case else torch, inp)
+        out = fn(tr, inp.to(device))
+    torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", ["sum_dim_tuple_with_bool", "var_int_unbiased", "max_dim_None", "min_dim_None",
+                                  "layer_norm_float_shape", "batch_norm_training_int", "batch_norm_momentum_bool",
+                                  "batch_norm_training_eps_nan"])
+def test_argument_types_like_torch(case, device):
+    """Argument forms where tritred raised and torch computes, or the reverse (torch 2.13): the same exception
+    type as torch, or the same result."""
+    x = torch.randn(4, 6).to(device)
+    xb = torch.randn(3, 4, 5).to(device)
+    rm, rv = torch.zeros(4, device=device), torch.ones(4, device=device)
+    calls = {
+        "sum_dim_tuple_with_bool": lambda m: m.sum(x, (0, True)),           # torch: a full sum
+        "var_int_unbiased": lambda m: m.var(x, 1, 1),                       # torch: TypeError
+        "max_dim_None": lambda m: m.max(x, None),                           # torch: TypeError
+        "min_dim_None": lambda m: m.min(x, None),                           # torch: TypeError
+        "layer_norm_float_shape": lambda m: m.layer_norm(x, (6.0,)),        # torch: TypeError
+        "batch_norm_training_int": lambda m: m.batch_norm(xb, rm, rv, None, None, 1),          # torch: TypeError
+        "batch_norm_momentum_bool": lambda m: m.batch_norm(xb, rm, rv, None, None, True, True),  # torch: computes
+        "batch_norm_training_eps_nan": lambda m: m.batch_norm(xb, rm, rv, None, None, True, 0.1, math.nan),  # NaNs
+    }
+    _like_torch(lambda: calls[case](tr), lambda: calls[case](F if "norm" in case else torch))
+
+
+def test_f32_split_keeps_infinities_and_the_sign_of_zero():
+    from tritred_ops._kernels import f32_split
+
+    assert f32_split(math.inf) == (math.inf, 0.0) and f32_split(-math.inf) == (-math.inf, 0.0)
+    hi, lo = f32_split(math.nan)
+    assert math.isnan(hi) and lo == 0.0
+    hi, lo = f32_split(-0.0)
+    assert math.copysign(1.0, hi + lo) == -1.0
+    hi, lo = f32_split(0.1)
+    assert hi + lo == 0.1 and hi != 0.1

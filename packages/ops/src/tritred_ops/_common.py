@@ -148,7 +148,8 @@ def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int,
     if as_index(dim) is not None:
         dims = [wrap_dim(op, dim, ndim)]  # type: ignore[arg-type]
     elif isinstance(dim, (tuple, list, torch.Size)):
-        dims = [wrap_dim(op, d, ndim) for d in dim]
+        # (torch's int-list arguments take a bool element as an int: sum(x, (0, True)) is a sum over dims 0, 1)
+        dims = [wrap_dim(op, int(d) if isinstance(d, bool) else d, ndim) for d in dim]
         if not dims:  # torch treats dim=() / [] as a full reduction
             return tuple(range(ndim))
     else:

@@ -6,6 +6,7 @@ what they have in common lives here so that each combine rule is written once.
 
 from __future__ import annotations
 
+import math
 import struct
 
 import torch
@@ -32,8 +33,11 @@ def f32_split(value: float) -> tuple[float, float]:
     Triton passes Python floats to kernels as float32; a float64 kernel (eps, momentum, divisors) joins the two
     parts in float64 so its scalars keep float64 precision.
     """
+    if not math.isfinite(value):  # inf - inf would make the low part NaN
+        return value, 0.0
     hi = struct.unpack("f", struct.pack("f", value))[0] if abs(value) < 3.0e38 else value
-    return hi, value - hi
+    # (a zero low part carries hi's sign: -0.0 + 0.0 would be +0.0)
+    return hi, (value - hi) or math.copysign(0.0, hi)
 
 
 def pre_cast(src: torch.dtype, cast: torch.dtype) -> tl.dtype:

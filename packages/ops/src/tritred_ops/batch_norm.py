@@ -231,7 +231,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if input.dim() < 2:
         raise RuntimeError(f"{op}(): expected an input with at least 2 dims [B, C, *], got {input.dim()}D")
     C.check_float(op, input)
-    if momentum is None or isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+    if not isinstance(training, bool):  # torch takes no training=1 or None
+        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
+    if momentum is None or not isinstance(momentum, (int, float)):  # (a bool is a number to torch: True is 1.0)
         raise TypeError(f"{op}(): argument 'momentum' must be float, not {type(momentum).__name__}")
     Ch = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
@@ -248,7 +250,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
     if not training and running_mean is None:
         raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
-    if training and not eps > 0:
+    if training and eps <= 0:  # (torch's test: a NaN eps passes and gives NaN)
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
     # CUDA kernels also take running statistics of any floating dtype (they are updated in their own dtype).

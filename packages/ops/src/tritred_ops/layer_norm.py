@@ -167,7 +167,11 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     input = C.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(int(s) for s in normalized_shape)
+    for pos, s in enumerate(normalized_shape):
+        if C.as_index(s) is None:  # as torch: ints (numpy ints too), no floats or bools
+            raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
+                            f"element of type {type(s).__name__} at pos {pos}")
+    normalized_shape = tuple(C.as_index(s) for s in normalized_shape)  # type: ignore[misc]
     D = len(normalized_shape)
     if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != normalized_shape:
         raise RuntimeError(f"{op}(): Given normalized_shape={list(normalized_shape)}, expected input with shape "

@@ -451,7 +451,7 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     return _reduce("amin", MIN, input, dim, keepdim, None)
 
 
-def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) -> torch.Tensor | MaxMin:
+def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) -> torch.Tensor | MaxMin:
     plan, key = find_plan(name, (dim, keepdim), x)
     if plan is not None:
         return MaxMin(*plan.run(x))
@@ -460,10 +460,13 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
         raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
                         f"(elementwise); tritred has only the reductions: use torch.{name}imum, or an int dim")
     C.check_supported(name, x, allow_integers=True)
-    if dim is None and keepdim is not _UNSET:
+    if dim is None:  # as torch: max(input) or max(input, int dim), no max(input, None)
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, NoneType): "
+                        "'dim' must be an int (or omitted for the full reduction)")
+    if dim is _UNSET and keepdim is not _UNSET:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
     keepdim = C.check_keepdim(name, False if keepdim is _UNSET else keepdim)
-    if dim is None:
+    if dim is _UNSET:
         if x.numel() == 0:
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")
@@ -514,19 +517,20 @@ def _arg(name: str, x: torch.Tensor, dim: int | None, keepdim: bool | _Unset) ->
     return MaxMin(values, indices)
 
 
-def max(input: torch.Tensor, dim: int | None = None, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
+def max(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
     """Maximum — mirrors :func:`torch.max` (the reduction overloads).
 
     ``max(input)`` returns a 0-d tensor (NaN if any element is NaN; RuntimeError on an empty input).
     ``max(input, dim, keepdim=False)`` returns ``(values, indices)`` (a named tuple): values in the input dtype,
     int64 indices of the first maximal element along ``dim`` (the first NaN when the slice has one).
 
-    Raises IndexError (dim out of range, or reducing a dim of size 0), TypeError, NotImplementedError (complex).
+    Raises IndexError (dim out of range, or reducing a dim of size 0), TypeError (``dim=None``, a non-int dim, or
+    keepdim without dim, as torch), NotImplementedError (complex).
     Split strategy: per-slice (value, index) partials combined in index order: ties stay first-occurrence.
     """
     return _arg("max", input, dim, keepdim)
 
 
-def min(input: torch.Tensor, dim: int | None = None, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
+def min(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
     return _arg("min", input, dim, keepdim)

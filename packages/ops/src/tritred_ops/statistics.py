@@ -10,7 +10,6 @@ their counts are recomputed from the split geometry rather than stored.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 
 import torch
@@ -236,6 +235,9 @@ def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool
         if unbiased is not None:
             raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
         dim, unbiased = None, dim
+    if unbiased is not None and not isinstance(unbiased, bool):  # torch takes no var(x, 1, 1)
+        raise TypeError(f"{name}() received an invalid combination of arguments: 'unbiased' must be bool, "
+                        f"not {type(unbiased).__name__}")
     if unbiased is not None and correction is not None:
         raise TypeError(f"{name}() received an invalid combination of arguments: "
                         "got both 'unbiased' and 'correction'")
@@ -274,7 +276,8 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
     src, view, layout = _prepare(name, x, dims, out, keepdim)
     cfg = C.decide(SPECS[name], x, view, layout)
-    _launch(rec, src, view, out, mean_out, builtins.max(n - corr, 0.0), name.startswith("std"), want_mean, cfg)
+    divisor = n - corr if n - corr > 0 else 0.0  # torch's max(N - correction, 0), which takes NaN to 0
+    _launch(rec, src, view, out, mean_out, divisor, name.startswith("std"), want_mean, cfg)
     rec.save(key, *((out, mean_out) if want_mean else (out,)))
     return out, mean_out
 
