@@ -14,6 +14,7 @@ CONFIGS = [
     dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
     dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=2, num_stages=2),  # persistent rows
     dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=32, num_programs=3),
+    dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=64, num_warps=32),  # 1024-thread loop: registers capped at 32
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
     dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=4),
 ]
