@@ -66,16 +66,13 @@ def _typed(a: Any) -> Hashable:
     return (t, a)
 
 
-_FLAT = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
-
-
 def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Plan | None, Hashable]:
     """(the saved plan or None, the call's key or None when the call has no key: a non-tensor or unhashable
     argument, which the full path then reports or handles). ``x`` is the first tensor argument (keyed inline:
     this is the hot path of every repeated call), ``tensors`` the others."""
     types = tuple(map(type, args))
     try:
-        if not _FLAT.issuperset(types):  # sequences and other numbers: keyed with their elements' types
+        if not _PLAIN.issuperset(types):  # sequences and other numbers: keyed with their elements' types
             args = tuple(map(_typed, args))
         if x.is_neg():
             raise TypeError("a negative-bit view is materialized by the full path on every call")

@@ -466,7 +466,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     if dim is _UNSET and keepdim is not _UNSET:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
     keepdim = C.check_keepdim(name, False if keepdim is _UNSET else keepdim)
-    if dim is _UNSET:
+    if isinstance(dim, _Unset):
         if x.numel() == 0:
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")

@@ -223,19 +223,19 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32:
-        # Loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536 registers).
-        # The fp32 log_softmax loop otherwise takes 46 (one program per SM: 55 % of copy bandwidth on
-        # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
-        # in 32 with no spill. The other modes and dtypes already use 32 or fewer.
-        common["maxnreg"] = 32
     if C.rows_layout(view):
         rows = view.M * view.K
         programs, persist = C.row_programs(cfg, rows)
         align = C.row_align(x, view, cfg, single)
+        # Row loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536
+        # registers). The fp32 log_softmax loop otherwise takes 46 (one program per SM: 55 % of copy bandwidth on
+        # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
+        # in 32 with no spill (tools/ptxas_regs.py). The other modes and dtypes already use 32 or fewer.
+        cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), **common)
+                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), **common,
+                   **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
                    sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **common)
