@@ -239,6 +239,7 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
     Raises:
         RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape, non-float
             dtypes, tensors on different devices, not on CUDA (outside the interpreter).
-        TypeError: a tensor argument that is not a Tensor.
+        TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
+            (floats and bools raise, as in torch).
     """
     return layer_norm_with_stats(input, normalized_shape, weight, bias, eps, store_stats=False)[0]

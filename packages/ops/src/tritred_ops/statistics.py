@@ -293,7 +293,8 @@ _ARGS_DOC = """
 
     Raises:
         RuntimeError: integer/bool input, repeated dim, tensor not on CUDA (outside the interpreter).
-        TypeError: both ``unbiased`` and ``correction``. IndexError: dim out of range.
+        TypeError: both ``unbiased`` and ``correction``, or an ``unbiased`` that is not a bool.
+        IndexError: dim out of range.
         NotImplementedError: complex input.
 
     Algorithm: chunked two-pass in registers merged by Chan et al. (1979) (Welford 1962's pairwise form);
