@@ -69,11 +69,20 @@ def test_strided_input(device):
                                  # one tile per channel block: statistics from the tile (resident, one launch)
                                  dict(strategy="split", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1, split=1),
                                  # full and partial tiles in both B and S, split ranges of unequal length
-                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=4)], ids=str)
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=4),
+                                 # normalize programs looping over several tiles (2 and 3 per channel block of
+                                 # 6 and 4 tiles, the last program's range cut short), edges in B and S
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3,
+                                      num_programs=10),
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=2, split=2,
+                                      num_programs=9),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, split=1,
+                                      num_programs=5)], ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)
     _run(randn((3, 5, 7, 3), torch.float32, device), True)
     _run(randn((3, 5, 7, 3), torch.float32, device).to(memory_format=torch.channels_last), True)
+    _run(randn((3, 5, 7, 3), torch.float32, device), False)
 
 
 def test_without_affine_or_running(device):

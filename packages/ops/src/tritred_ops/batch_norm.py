@@ -32,19 +32,19 @@ from ._replay import Recorder, find_plan
 
 
 @triton.jit
-def _tile(t, s_chunks, B, S, s_b, s_s, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Tile ``t`` of a channel's (B, S) plane as BLOCK_M * BLOCK_N flat lanes: (offsets, in-range mask, count).
-
-    Lane i is image b0 + i // BLOCK_N, spatial s0 + i % BLOCK_N (power-of-two shifts); a flat lane axis keeps
-    the statistics 2-D ([lanes, channels]) for the shared Welford helpers.
-    """
-    b0 = (t // s_chunks) * BLOCK_M  # one scalar division per tile
-    s0 = (t % s_chunks) * BLOCK_N
+def _lanes(ptr, cs, s_b, s_s, s_c, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Pointers of a [BLOCK_M batch, BLOCK_N spatial] tile at the origin, as BLOCK_M * BLOCK_N flat lanes by
+    BLOCK_K channels: lane i is image i // BLOCK_N, spatial i % BLOCK_N (power-of-two shifts). A flat lane axis
+    keeps the statistics 2-D ([lanes, channels]) for the shared Welford helpers. A tile adds its corner offset."""
     i = tl.arange(0, BLOCK_M * BLOCK_N)
-    bs = b0 + i // BLOCK_N
-    ss = s0 + i % BLOCK_N
-    n = tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)  # valid lanes per channel
-    return bs * s_b + ss * s_s, (bs < B) & (ss < S), n
+    return ptr + ((i // BLOCK_N).to(tl.int64) * s_b + (i % BLOCK_N) * s_s)[:, None] + cs[None, :] * s_c
+
+
+@triton.jit
+def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """In-range lanes of the tile at (b0, s0) that crosses an edge of B or S."""
+    i = tl.arange(0, BLOCK_M * BLOCK_N)
+    return (((b0 + i // BLOCK_N) < B) & ((s0 + i % BLOCK_N) < S))[:, None] & c_ok[None, :]
 
 
 @triton.jit
@@ -61,8 +61,13 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
-    t_lo = tl.program_id(1).to(tl.int64) * tiles_per_split
+    t_lo = tl.program_id(1) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    # A tile's lanes sit at fixed offsets from its corner: computed once, so a tile costs a scalar corner
+    # offset, and its (batch, spatial) chunk steps on without a division (bf16 tiles are issue-bound).
+    lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
+    bi = t_lo // s_chunks
+    si = t_lo % s_chunks
     mean_l = tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC)
     m2_l = tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC)
     # A plain sum beside: torch's running_mean of a channel holding inf is inf, the Welford mean is NaN.
@@ -71,18 +76,26 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     mean_p = tl.zeros([BLOCK_K], ACC)
     m2_p = tl.zeros([BLOCK_K], ACC)
     cnt_p = tl.zeros([BLOCK_K], ACC)
-    for t in range(t_lo, t_hi):
-        offs, ok, n_t = _tile(t, s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
-        mask = ok[:, None] & c_ok[None, :]
-        x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
-        tot_l += x
-        if n_t == BLOCK_M * BLOCK_N:
+    for _ in range(t_lo, t_hi):
+        b0 = bi * BLOCK_M
+        s0 = si * BLOCK_N
+        corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
+        if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
+            x = tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC)
+            tot_l += x
             full += 1
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, full, ACC))
-        else:
-            n_c = tl.zeros([BLOCK_K], ACC) + n_t
+        else:  # an edge of B or S
+            mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
+            x = tl.load(lanes + corner, mask=mask, other=0).to(ACC)
+            tot_l += x
+            n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
             mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
+        si += 1
+        wrap = si == s_chunks
+        bi += wrap.to(tl.int32)
+        si = tl.where(wrap, 0, si)
     mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M * BLOCK_N, BLOCK_K], ACC) + full), 0, chan_fn)
     mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
     offs = cs * SPLIT + tl.program_id(1)
@@ -93,17 +106,41 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
 
 
 @triton.jit
+def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC: tl.constexpr):
+    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch)."""
+    mom = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)  # float64 scalars arrive as two float32 parts
+    rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
+    rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
+    unbiased = div_exact(m2, n - 1, ACC)
+    plain = total / n
+    batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
+    tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
+    tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
+
+
+@triton.jit
+def _normalize(x, mean, scale, bias, HAS_B: tl.constexpr):
+    """(x - mean) * (rstd * weight) + bias for a [lanes, channels] tile (no + 0 without bias: -0.0 stays)."""
+    y = (x - mean[None, :]) * scale[None, :]
+    if HAS_B:
+        y = y + bias[None, :]
+    return y
+
+
+@triton.jit
 def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
-                  B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, eps, eps_lo, momentum, momentum_lo,
-                  FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr, HAS_RUNNING: tl.constexpr,
-                  HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
-                  BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """y = (x - mean) * rstd * weight + bias on one [BLOCK_M batch, BLOCK_N spatial, BLOCK_K channel] tile.
+                  B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo,
+                  momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
+                  HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+                  SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
+    channel] tiles of one channel block.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
-    program, cheaper than a launch of their own), or, RESIDENT (one tile holds the whole channel block), from the
-    tile itself: one launch, one read. The program of tile 0 of each channel block also updates the running
-    statistics. Eval: mean and variance are the running ones.
+    program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
+    the whole channel block), from the tile itself: one launch, one read. The first program of each channel
+    block also updates the running statistics. Eval: mean and variance are the running ones.
 
     Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
     (the likeliest to still be in L2), stepping back through the tile ranges.
@@ -113,21 +150,30 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
     cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    q = pid // c_blocks
-    t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)
     c_ok = cs < C
-    offs, ok, n_t = _tile(t.to(tl.int64), s_chunks, B, S, s_b, s_s, BLOCK_M, BLOCK_N)
-    mask = ok[:, None] & c_ok[None, :]  # tiles past the last (t >= tile count) have every image b >= B
-    x = tl.load(x_ptr + offs[:, None] + cs[None, :] * s_c, mask=mask, other=0).to(ACC)
-    if FROM_RUNNING:
-        mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-        rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+    first = pid < c_blocks  # the channel block's first program
+    x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
+    y_lanes = _lanes(y_ptr, cs, y_b, y_s, y_c, BLOCK_M, BLOCK_N)
+    scale = tl.zeros([BLOCK_K], ACC) + 1
+    if HAS_W:
+        scale = tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
+    bias = tl.zeros([BLOCK_K], ACC)
+    if HAS_B:
+        bias = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
+    if RESIDENT:  # the channel block's one tile, at the origin: statistics and normalization from registers
+        mask = _edge_mask(0, 0, B, S, c_ok, BLOCK_M, BLOCK_N)
+        x = tl.load(x_lanes, mask=mask, other=0).to(ACC)
+        n = tl.zeros([BLOCK_K], ACC) + tl.minimum(B, BLOCK_M) * tl.minimum(S, BLOCK_N)
+        mean0, corr, m2 = chunk_stats(x, mask, 0, n)
+        mean = mean0 + corr
+        rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
+        if HAS_RUNNING:
+            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum, momentum_lo, ACC)
+        tl.store(y_lanes, _normalize(x, mean, scale * rstd, bias, HAS_B), mask=mask)
     else:
-        if RESIDENT:
-            n = tl.zeros([BLOCK_K], ACC) + n_t
-            mean0, corr, m2 = chunk_stats(x, mask, 0, n)
-            mean = mean0 + corr
-            total = tl.sum(x, 0)
+        if FROM_RUNNING:
+            mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
+            rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
         else:
             sp = tl.arange(0, BLOCK_S)
             pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
@@ -135,25 +181,27 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pm2_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
-            total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
-        rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
-        if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
-            if t == 0:  # one program per channel block updates the running statistics
-                mom = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)  # (a new name: fp64 != fp32)
-                rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-                rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
-                unbiased = div_exact(m2, n - 1, ACC)  # the running variance tracks the unbiased estimate
-                plain = total / n
-                batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
-                tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
-                tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
-    y = (x - mean[None, :]) * rstd[None, :]
-    if HAS_W:
-        y = y * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
-    if HAS_B:
-        y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)[None, :]
-    y_offs, _, _ = _tile(t.to(tl.int64), s_chunks, B, S, y_b, y_s, BLOCK_M, BLOCK_N)
-    tl.store(y_ptr + y_offs[:, None] + cs[None, :] * y_c, y, mask=mask)
+            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)
+            if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
+                if first:
+                    total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
+                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
+        scale = scale * rstd
+        q_end = SPLIT * tiles_per_split
+        q_lo = (pid // c_blocks) * tiles_per_program
+        for q in range(q_lo, tl.minimum(q_lo + tiles_per_program, q_end)):
+            t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)  # mirror order
+            b0 = (t // s_chunks) * BLOCK_M  # (past the last tile, b0 >= B: nothing in range)
+            s0 = (t % s_chunks) * BLOCK_N
+            x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
+            y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
+            if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
+                x = tl.load(x_at, mask=c_ok[None, :], other=0).to(ACC)
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :])
+            else:
+                mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
+                x = tl.load(x_at, mask=mask, other=0).to(ACC)
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
@@ -296,9 +344,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     else:
         split, tiles_per_split, pm = 1, tiles, y
         pm2 = pn = psum = pm
-    grid = (C.cdiv(Ch, cfg.BLOCK_K) * split * tiles_per_split,)
+    # The normalize launch: cfg.num_programs > 0 spreads each channel block's tiles over num_programs / (channel
+    # blocks) programs (its statistics merged once per program), 0 gives one tile per program.
+    c_blocks, units = C.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split
+    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
+    tiles_per_program = C.cdiv(units, min(per_block, units))
+    grid = (c_blocks * C.cdiv(units, tiles_per_program),)
     rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
                rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split,
+               tiles_per_program,
                *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
