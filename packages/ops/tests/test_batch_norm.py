@@ -77,12 +77,23 @@ def test_strided_input(device):
                                  dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=2, split=2,
                                       num_programs=9),
                                  dict(strategy="split", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, split=1,
-                                      num_programs=5)], ids=str)
+                                      num_programs=5),
+                                 # statistics groups wider than the tile's lanes allow: a group of 2 lanes
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=3)], ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)
     _run(randn((3, 5, 7, 3), torch.float32, device), True)
     _run(randn((3, 5, 7, 3), torch.float32, device).to(memory_format=torch.channels_last), True)
     _run(randn((3, 5, 7, 3), torch.float32, device), False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_statistics_far_from_zero_over_many_full_tiles(dtype, force, device):
+    """Values at 1000 +- 1 over 32 full tiles per channel: the per-group two-pass statistics and their Chan
+    merges must keep the small variance (E[x^2] - E[x]^2 would lose it in float32)."""
+    force("batch_norm", strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=1)
+    _run(randn((8, 3, 64), dtype, device, offset=1000.0), True)
+    _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False)
 
 
 def test_without_affine_or_running(device):
