@@ -6,14 +6,16 @@ spatial stride (channels-last), batch and spatial merge into one axis.
 
 Training runs two launches, both deterministic:
 1. ``_stats_kernel``: programs own BLOCK_K channels and a contiguous range of [BLOCK_M batch, BLOCK_N
-   spatial, BLOCK_K channel] tiles (about 8 programs per SM); full tiles take a per-lane Welford (1962) step
-   with one scalar division per tile, partial ones (edges of B and S) the corrected two-pass in registers, and
-   everything merges once at the end (Chan et al. 1979). NCHW tiles run along the spatial axis, channels-last
-   along C.
-2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the program of tile 0
+   spatial, BLOCK_K channel] tiles (about 8 programs per SM). In a full tile each group of lanes that one
+   thread loads as one 16-byte vector gets its two-pass statistics in registers and merges into the group's
+   running (mean, M2) (Chan et al. 1979; one scalar division per tile); partial tiles (edges of B and S) take
+   the corrected two-pass over the tile; everything merges once at the end. NCHW tiles run along the spatial
+   axis, channels-last along C.
+2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the first program
    of each channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
-   variance, as torch), then ``y = (x - mean) * rstd * weight + bias``, tile by tile in the input's layout, in
-   the mirror order of the statistics pass (the tiles it read last, likeliest in L2, first).
+   variance, as torch), then ``y = (x - mean) * (rstd * weight) + bias``, in the input's layout, in the mirror
+   order of the statistics pass (the tiles it read last, likeliest in L2, first); one tile per program, or
+   ``num_programs`` programs looping over their channel block's tiles.
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
 statistics.

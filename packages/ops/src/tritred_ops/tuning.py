@@ -123,6 +123,10 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
         # Persistent row grids: a few programs per SM, each looping over row blocks (loads pipelined).
         for per_sm in (2, 4):
             add(num_programs=per_sm * sm_count, num_stages=2)
+    if problem.op == "batch_norm" and base.num_programs == 0:
+        # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
+        for per_sm in (4, 16):
+            add(num_programs=per_sm * sm_count)
     return list(out.values())
 
 
