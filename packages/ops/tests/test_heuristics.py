@@ -26,7 +26,7 @@ def test_every_problem_gets_a_fitting_config(op):
                                     problem_grid(op, dtype))
 
 
-@pytest.mark.parametrize("op", ["var", "softmax", "layer_norm", "logsumexp"])
+@pytest.mark.parametrize("op", ["var", "softmax", "layer_norm", "logsumexp", "max", "min"])
 @pytest.mark.parametrize("N", [7, 100, 256, 512])
 def test_short_rows_take_one_warp_per_1024_elements(op, N):
     cfg = _config(op, 262144, N)
@@ -34,6 +34,16 @@ def test_short_rows_take_one_warp_per_1024_elements(op, N):
     assert cfg.BLOCK_M * cfg.BLOCK_N == 1024
     plain = _config("sum", 262144, N)  # one reduction per row: wider tiles of 4 warps win
     assert plain.num_warps >= 4
+
+
+@pytest.mark.parametrize("N", [768, 1000, 1024])
+def test_layer_norm_rows_up_to_1024_take_one_warp(N):
+    """H200 sweep, layer_norm 65536x1024: one warp per row, bf16 83% -> 90%, fp32 94% -> 96%."""
+    for dtype in ("bfloat16", "float32"):
+        cfg = _config("layer_norm", 65536, N, dtype=dtype)
+        assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 1, 1024, 1)
+    assert _config("softmax", 65536, 1024).num_warps >= 4  # not measured for softmax: unchanged
+    assert _config("layer_norm", 65536, 2048).num_warps >= 4
 
 
 def test_wide_rows_stay_in_registers_up_to_32768():

@@ -39,6 +39,7 @@ class _Caps:
         self.chunk = 4096 if gpu else 128           # BLOCK_N of multi-pass loops (16 warps: 8 per thread)
         self.norm_chunk = 16384 if gpu else 256     # BLOCK_N of softmax/layer_norm loops (two sweeps: wider wins)
         self.short_row = 512 if gpu else 0          # rows this short: 1024-element tiles of one warp (no barrier)
+        self.norm_short_row = 1024 if gpu else 0    # the same for layer_norm
         self.arg_tile = 2048 if gpu else 256        # elements per program of max/min with indices (value + index)
         self.programs = 4 * device.sm_count if gpu else 4  # enough programs to fill the device
         self.col_programs = 8 * device.sm_count if gpu else 8  # column kernels: more, narrower programs win
@@ -54,14 +55,16 @@ def _warps(elements: int, caps: _Caps, lo: int = 4) -> int:
 
 
 def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int,
-                 rows_tile: int, chunk: int, one_warp_rows: bool = False) -> LaunchConfig:
+                 rows_tile: int, chunk: int, one_warp_rows: int = 0) -> LaunchConfig:
+    """Row kernels; ``one_warp_rows``: the longest (power-of-two) row given one-warp tiles (0: none)."""
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
-        if one_warp_rows and block_n <= caps.short_row:
+        if block_n <= one_warp_rows:
             # Short rows of ops with several reductions per row: one warp per 1024-element tile reduces with
             # shuffles only, no shared-memory barrier (H200 sweep, 262144x256: var 72% -> 87%, layer_norm
-            # 80% -> 89%, softmax 88% -> 92%; a plain sum loses, 77% -> 70%).
+            # 80% -> 89%, softmax 88% -> 92%; a plain sum loses, 77% -> 70%; max with indices bf16 60% -> 67%,
+            # fp32 87% -> 87%; layer_norm 65536x1024 bf16 83% -> 90%, fp32 94% -> 96%).
             block_m = max(1, min(next_pow2(R), 1024 // block_n))
             return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
@@ -159,7 +162,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return _batch_norm_config(problem, caps)
     # (longest row kept on chip, may split N, rows per program tile, loop chunk, column kernels' warps, program
     # target and rows per tile; short rows in one-warp tiles: ops with several reductions per row)
-    col_rows, col_loads, one_warp_rows = 32, 1, True
+    col_rows, col_loads, one_warp_rows = 32, 1, caps.short_row
     if name in ("softmax", "log_softmax", "logsumexp"):
         # loops: 16384-wide chunks of 32 warps (H200, tools/exp_h200.py, 1024x131072 with the L2 hints: bf16
         # 65% -> 67%, fp32 66% -> 70% against 8192 on 16 warps)
@@ -168,15 +171,15 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     elif name == "layer_norm":
         # loops: 16384-wide chunks of 32 warps (H200 sweep, 1024x131072 bf16: 51% -> 61%)
         single_cap, allow_split, rows_tile, chunk = caps.norm_resident, False, 2048, caps.norm_chunk
-        col_warps, col_programs = 4, caps.programs
+        col_warps, col_programs, one_warp_rows = 4, caps.programs, caps.norm_short_row
     elif name in ("max", "min"):  # with indices (a value and an index per lane): smaller row tiles
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.arg_tile, caps.chunk
-        col_warps, col_programs, one_warp_rows = 8, caps.col_programs, False
+        col_warps, col_programs = 8, caps.col_programs
     elif name in ("sum", "mean", "prod", "amax", "amin"):
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
         # columns: 32x64 tiles of 4 warps, 4 tiles loaded per iteration (H200, tools/exp_h200.py: sum dim=1 of
         # 64x4096x256 bf16 69% -> 75%, dim=0 of 16384x4096 bf16 66% -> 72%)
-        col_warps, col_programs, col_loads, one_warp_rows = 4, caps.col_programs, 4, False
+        col_warps, col_programs, col_loads, one_warp_rows = 4, caps.col_programs, 4, 0
     elif name in ("var", "std", "var_mean", "std_mean"):  # (their split combine costs more: fewer programs)
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
         # columns: 64x64 tiles of 4 warps (H200 sweep, var dim=0 of 16384x4096 bf16: 35% -> 60%)
