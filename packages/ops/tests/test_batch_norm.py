@@ -15,7 +15,7 @@ def _params(c, device, dtype=torch.float32):
     return rm, rv, randn((c,), dtype, device), randn((c,), dtype, device)
 
 
-def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5):
+def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5, y_scale=8.0):
     c = x.shape[1]
     # torch's dtype rule: parameters in the input's dtype, or float32 beside a half/bfloat16 input
     rm, rv, w, b = _params(c, x.device, x.dtype if x.dtype == torch.float64 else torch.float32)
@@ -31,7 +31,7 @@ def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5):
     assert torch.equal(x, before), "input mutated"
     assert out.dtype == x.dtype and out.shape == x.shape
     n = x.numel() // c
-    assert_close(out, ref, n=16, scale=8, what=f"y {tuple(x.shape)} training={training}")
+    assert_close(out, ref, n=16, scale=y_scale, what=f"y {tuple(x.shape)} training={training}")
     if running:
         assert_close(rm, rm_ref, n=n, scale=2, what="running_mean")
         assert_close(rv, rv_ref, n=n, scale=4, what="running_var")
@@ -90,10 +90,13 @@ def test_forced_configs(cfg, force, device):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_statistics_far_from_zero_over_many_full_tiles(dtype, force, device):
     """Values at 1000 +- 1 over 32 full tiles per channel: the per-group two-pass statistics and their Chan
-    merges must keep the small variance (E[x^2] - E[x]^2 would lose it in float32)."""
+    merges must keep the small variance (E[x^2] - E[x]^2 would lose it in float32: errors ~0.1 in y). An fp32
+    mean of 1000 carries ~0.5 ulp(1000) = 3e-5 per update (Welford's and torch's alike), a bound of ~1000 times
+    the fp32 rounding in y; bf16 outputs round far coarser than that."""
     force("batch_norm", strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=1)
-    _run(randn((8, 3, 64), dtype, device, offset=1000.0), True)
-    _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False)
+    y_scale = 8000.0 if dtype == torch.float32 else 8.0
+    _run(randn((8, 3, 64), dtype, device, offset=1000.0), True, y_scale=y_scale)
+    _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False, y_scale=y_scale)
 
 
 def test_without_affine_or_running(device):
