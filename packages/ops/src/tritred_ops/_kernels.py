@@ -301,6 +301,20 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
+def load_loop(ptrs, mask, EVICT_FIRST: tl.constexpr):
+    """A row loop's load of data read once, with the evict-first L2 hint when EVICT_FIRST (0 where masked).
+
+    The hint is a per-dtype choice (H200, 1024x131072, one bench with and one without): it gains 2-byte loops
+    of var/std and max/min 2-4 points (70 vs 66-68 %) and costs 4-byte loops 5-7 (86-88 vs 93 %).
+    """
+    if EVICT_FIRST:
+        x = tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")
+    else:
+        x = tl.load(ptrs, mask=mask, other=0)
+    return x
+
+
+@triton.jit
 def welford_step(mean, m2, x, inv):
     """Per-lane Welford (1962) step of full chunks, where every lane has seen the same count ``1 / inv``.
 

@@ -41,6 +41,7 @@ from ._kernels import (
     div_exact,
     f32_split,
     identity,
+    load_loop,
     pre_cast,
     row_masks,
     tile_reduce,
@@ -165,8 +166,10 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 @triton.jit
 def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
-                     SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index)."""
+                     SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     EVICT_LOOP: tl.constexpr = False):
+    """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
+    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -204,8 +207,8 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         for c in range(0, tl.cdiv(n_hi - n_lo, BLOCK_N)):
             cols = n_lo + c * BLOCK_N + lanes
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :] * s_xn, mask=mask,
-                                       other=0).to(ACC), IDENT)
+            v = tl.where(mask, load_loop(x_ptr + row_off[:, None] + cols[None, :] * s_xn, mask,
+                                         EVICT_LOOP).to(ACC), IDENT)
             acc_v, acc_c = arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
         rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[None, :], n_hi, 1, IS_MAX)
         rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
@@ -503,7 +506,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-            BLOCK_N=cfg.BLOCK_N, **consts)
+            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and src.element_size() <= 2, **consts)
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,

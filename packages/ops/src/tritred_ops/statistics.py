@@ -25,6 +25,7 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
+    load_loop,
     row_masks,
     sqrt_exact,
     tl_dtype,
@@ -54,23 +55,27 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0):
-    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT)."""
+                       PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
+                       EVICT_LOOP: tl.constexpr = False):
+    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
+    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN)
+                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
+                              EVICT_LOOP)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
                           n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN)
+                          ALIGN, EVICT_LOOP)
 
 
 @triton.jit
 def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                       divisor, divisor_lo,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
+                      EVICT_LOOP: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -97,14 +102,14 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         n_full = (n_hi - n_lo) // BLOCK_N
         for i in range(0, n_full):
             cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0).to(ACC)
+            x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0).to(ACC)
+            x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
             n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
@@ -216,7 +221,8 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-            ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0, **consts)
+            ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0,
+            EVICT_LOOP=not single and x.element_size() <= 2, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
