@@ -99,6 +99,19 @@ def test_statistics_far_from_zero_over_many_full_tiles(dtype, force, device):
     _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False, y_scale=y_scale)
 
 
+@pytest.mark.parametrize("dtype, value", [(torch.float32, 1e38), (torch.bfloat16, 5e37)])
+def test_group_means_of_values_near_the_float_maximum(dtype, value, force, device):
+    """A constant channel above FLT_MAX / GROUP over full tiles: the group mean stays finite (a sum of GROUP such
+    values would overflow: NaN output and running stats), so y is 0 and the running statistics are torch's."""
+    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1)
+    x = torch.full((2, 1, 8), value, dtype=dtype, device=device)
+    rm, rv = torch.zeros(1, device=device), torch.ones(1, device=device)
+    y = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
+    assert torch.equal(y, torch.zeros_like(y))
+    torch.testing.assert_close(rm.cpu(), torch.tensor([0.1 * x[0, 0, 0].item()]), rtol=1e-6, atol=0)
+    torch.testing.assert_close(rv.cpu(), torch.tensor([0.9]), rtol=1e-6, atol=0)
+
+
 def test_without_affine_or_running(device):
     x = randn((4, 3, 6), torch.float32, device)
     _run(x, True, affine=False)

@@ -88,8 +88,9 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
         corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
             xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC), [G, GROUP, BLOCK_K])
-            sum_g = tl.sum(xg, 1)
-            mean_x = sum_g * (1.0 / GROUP)  # (exact: GROUP is a power of two)
+            # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
+            # a power of two: the same rounding as a sum divided by GROUP).
+            mean_x = tl.sum(xg * (1.0 / GROUP), 1)
             d = xg - mean_x[:, None, :]
             full += 1
             inv = div_exact(1.0, full, ACC)
@@ -97,7 +98,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             mean_g += delta * inv
             # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
             m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
-            tot_g += sum_g
+            tot_g += mean_x * GROUP  # the plain sum (inf where an inf is)
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
             x = tl.load(lanes + corner, mask=mask, other=0).to(ACC)
