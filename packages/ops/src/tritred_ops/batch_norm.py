@@ -69,7 +69,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     t_lo = tl.program_id(1) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
     # A tile's lanes sit at fixed offsets from its corner: computed once, so a tile costs a scalar corner
-    # offset, and its (batch, spatial) chunk steps on without a division (bf16 tiles are issue-bound).
+    # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
+    # BLOCK_M * BLOCK_N elements); offsets are int64.
     lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     bi = t_lo // s_chunks
     si = t_lo % s_chunks
