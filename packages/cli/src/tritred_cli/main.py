@@ -329,18 +329,20 @@ def tune_cmd(
     problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
     con = _console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
-    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "split", "ms"):
+    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "ms"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     for t in trials:
         c = t.config
         table.add_row(c.strategy, str(c.BLOCK_M), str(c.BLOCK_N), str(c.BLOCK_K), str(c.num_warps),
-                      str(c.num_stages), str(c.split), f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"))
+                      str(c.num_stages), str(c.num_programs), str(c.split),
+                      f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"))
     con.print(table)
     if best is None:
         raise UsageError("no candidate ran correctly: nothing stored")
     where = "not stored (--dry-run)" if dry_run else f"stored in {tuning.cache_path()}"
     con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_K={best.BLOCK_K} "
-              f"num_warps={best.num_warps}; {where}")
+              f"num_warps={best.num_warps} num_stages={best.num_stages} num_programs={best.num_programs} "
+              f"split={best.split}; {where}")
 
 
 # -- check ---------------------------------------------------------------------------------------------------------

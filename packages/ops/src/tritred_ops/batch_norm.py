@@ -281,12 +281,12 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         Tensor of the input's shape, dtype and memory format. Statistics in fp32 (fp64 for fp64 inputs).
 
     Raises:
-        ValueError: training with one value per channel (B * prod(spatial) == 1).
+        ValueError: training with one value per channel (B * prod(spatial) == 1) or with eps <= 0 (a NaN eps
+            passes, as in torch); only one of running_mean and running_var given.
         RuntimeError: running_mean missing in eval, parameters with the wrong number of elements, non-float
             dtypes, fewer than 2 dims, tensors on different devices, not on CUDA (outside the interpreter).
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
-        ValueError: training with eps <= 0 (a NaN eps passes, as in torch).
     """
     op = "batch_norm"
     plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)

@@ -158,7 +158,8 @@ SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
 def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                           bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: leading dims)."""
+    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: the leading dims,
+    e.g. (32,) for a (32, 1024) input; torch's ``native_layer_norm`` keeps the normalized dims as size 1)."""
     op = "layer_norm"
     plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
     if plan is not None:
