@@ -300,6 +300,11 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean, m2, n
 
 
+def loop_evicts(t: torch.Tensor) -> bool:
+    """The ``EVICT_FIRST`` of :func:`load_loop` for a row loop over ``t``: 2-byte dtypes only (measured below)."""
+    return t.element_size() <= 2
+
+
 @triton.jit
 def load_loop(ptrs, mask, EVICT_FIRST: tl.constexpr):
     """A row loop's load of data read once, with the evict-first L2 hint when EVICT_FIRST (0 where masked).

@@ -168,11 +168,12 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     input = C.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    for pos, s in enumerate(normalized_shape):
-        if C.as_index(s) is None:  # as torch: ints (numpy ints too), no floats or bools
+    sizes = [C.as_index(s) for s in normalized_shape]  # as torch: ints (numpy ints too), no floats or bools
+    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):
+        if size is None:
             raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
                             f"element of type {type(s).__name__} at pos {pos}")
-    normalized_shape = tuple(C.as_index(s) for s in normalized_shape)  # type: ignore[misc]
+    normalized_shape = tuple(sizes)  # type: ignore[arg-type]
     D = len(normalized_shape)
     if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != normalized_shape:
         raise RuntimeError(f"{op}(): Given normalized_shape={list(normalized_shape)}, expected input with shape "

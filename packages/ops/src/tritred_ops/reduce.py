@@ -42,6 +42,7 @@ from ._kernels import (
     f32_split,
     identity,
     load_loop,
+    loop_evicts,
     pre_cast,
     row_masks,
     tile_reduce,
@@ -506,7 +507,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and src.element_size() <= 2, **consts)
+            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and loop_evicts(src), **consts)
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,

@@ -26,6 +26,7 @@ from ._kernels import (
     div_exact,
     f32_split,
     load_loop,
+    loop_evicts,
     row_masks,
     sqrt_exact,
     tl_dtype,
@@ -222,7 +223,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages,
             ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0,
-            EVICT_LOOP=not single and x.element_size() <= 2, **consts)
+            EVICT_LOOP=not single and loop_evicts(x), **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
