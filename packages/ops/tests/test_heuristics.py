@@ -104,3 +104,14 @@ def test_column_sums_load_four_tiles_per_iteration(shape):
     for op in ("var", "max", "softmax"):
         assert _config(op, *shape).num_stages == 1
     assert _config("sum", 1, 80, 4096).num_stages == 3  # never more tiles than the column has rows for
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
+def test_plain_reductions_of_whole_row_tiles_give_each_thread_two_vectors(op):
+    """H200, rotating inputs: sum of 16384x4096 rows fp32 88% -> 93% on 16 warps, bf16 83% -> 87% on 8."""
+    assert _config(op, 16384, 4096, dtype="float32").num_warps == 16
+    assert _config(op, 16384, 4096, dtype="bfloat16").num_warps == 8
+    assert _config(op, 8192, 8192, dtype="float32").num_warps == 16  # (32 vectors' worth: capped)
+    assert _config(op, 65536, 3000, dtype="float32").num_warps == 4  # partial tile: the ~32 elements rule
+    assert _config(op, 65536, 1024, dtype="float32").BLOCK_M > 1  # several rows per program: unchanged
+    assert _config("var", 16384, 4096, dtype="float32").num_warps == 4  # not measured for var: unchanged

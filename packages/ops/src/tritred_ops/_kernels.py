@@ -300,6 +300,14 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean, m2, n
 
 
+#: L2 hint of the single-pass row loads of softmax and layer_norm (ops writing an output as large as their input).
+#: Evict-last, though each element is read once: H200, rotating inputs (no L2 residue between calls), our kernels
+#: and stand-alone ones alike: softmax 16384x4096 fp32 94 -> 98 %, bf16 90 -> 94, 4096x32768 fp32 96 -> 98,
+#: 65536x1024 fp32 94 -> 99, layer_norm 16384x4096 fp32 88 -> 96 (the plain reductions, with no output stream,
+#: are faster with evict-first: sum 16384x4096 fp32 92 against 89). Measured, not explained.
+SINGLE_LOAD_EVICT = "evict_last"
+
+
 def loop_evicts(t: torch.Tensor) -> bool:
     """The ``EVICT_FIRST`` of :func:`load_loop` for a row loop over ``t``: 2-byte dtypes only (measured below)."""
     return t.element_size() <= 2
@@ -339,7 +347,7 @@ def _add_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def chunk_stats(x, mask, axis: tl.constexpr, n):
+def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False):
     """(mean, correction, M2) of the ``n`` valid lanes of a tile along ``axis``: the corrected two-pass algorithm.
 
     The first mean carries the rounding of a sum of large values (rows far from 0); the deviations' own sum
@@ -348,10 +356,18 @@ def chunk_stats(x, mask, axis: tl.constexpr, n):
     fourth reduction. The mean is returned in two parts, ``mean + correction``: ``(x - mean) - correction``
     centers a value more exactly than ``x - (mean + correction)`` rounded to the dtype (rows with a mean far
     larger than their spread).
+
+    EVEN: every lane is valid (a whole row per tile; lanes of rows past the end are never stored), so no select per
+    element. A program whose tile fills its SM cannot hide its arithmetic between its load and its store.
     """
     n_safe = n
     mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
-    if axis == 0:
+    if EVEN:
+        if axis == 0:
+            d = x - mean[None, :]
+        else:
+            d = x - mean[:, None]
+    elif axis == 0:
         d = tl.where(mask, x - mean[None, :], 0.0)
     else:
         d = tl.where(mask, x - mean[:, None], 0.0)

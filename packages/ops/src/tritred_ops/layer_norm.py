@@ -18,6 +18,7 @@ from tritred_core import ReductionSpec
 
 from . import _common as C
 from ._kernels import (
+    SINGLE_LOAD_EVICT,
     acc_dtype,
     aligned_rows,
     chan_fn,
@@ -45,23 +46,32 @@ def _affine(y, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr
     return y
 
 
+def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
+    """``maxnreg`` for single-pass programs of 16 warps: 64 registers per thread, so that two programs share an SM
+    (65536 registers); uncapped, ptxas (sm_90a, Triton 3.6) takes 104 for fp32 16384-wide rows, one program per
+    SM, whose load, statistics and store then run one after the other (ptxas: no spill at 64)."""
+    return {"maxnreg": 64} if single and num_warps == 16 else {}
+
+
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
                        s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
-                       ALIGN_Y: tl.constexpr = False):
-    """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks."""
+                       ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = ""):
+    """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
+    unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
+    load (``SINGLE_LOAD_EVICT``)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT)
 
 
 @triton.jit
@@ -69,7 +79,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       s_ym, s_yn, s_yk, eps, eps_lo,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      ALIGN_Y: tl.constexpr):
+                      ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -84,10 +94,10 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     if SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0).to(ACC)
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
-        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC))
+        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
@@ -216,7 +226,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        EVEN=single and align == 0 and view.N == cfg.BLOCK_N, EVICT=SINGLE_LOAD_EVICT, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
     else:

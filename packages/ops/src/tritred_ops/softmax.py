@@ -23,6 +23,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
 from ._kernels import (
+    SINGLE_LOAD_EVICT,
     acc_dtype,
     aligned_rows,
     edge_cols,
@@ -75,21 +76,24 @@ def _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE: tl.constexpr, PRE: t
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
-                 LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False):
-    """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks."""
+                 LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
+                 EVICT: tl.constexpr = ""):
+    """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
+    EVICT: the L2 hint of the single-pass load (``SINGLE_LOAD_EVICT``)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
+                EVICT: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -109,11 +113,18 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # The whole row is in registers: one read, one write.
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0)
+        # Masked lanes of a float input load -inf and add exp(-inf - m) = 0, with no select per element: this
+        # program's arithmetic sits between its load and its store, unhidden when one 32-warp program fills the
+        # SM (H200, 4096x32768 fp32: two selects per element cost ~10 points). A row whose max is -inf gives NaN,
+        # as torch. Integer inputs (softmax(x, dtype=...)) cannot hold -inf: they select.
+        FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=float("-inf") if FLOAT_IN else 0,
+                    eviction_policy=EVICT)
         x = x.to(PRE).to(CAST).to(ACC)
-        x = tl.where(mask, x, float("-inf"))
+        if ALIGN > 0 or not FLOAT_IN:  # (ALIGN: lanes of the neighbouring rows, read with the row's chunks)
+            x = tl.where(mask, x, float("-inf"))
         m = tl.reduce(x, 1, max_fn)
-        e = tl.where(mask, tl.exp(x - m[:, None]), 0.0)
+        e = tl.exp(x - m[:, None])
         s = tl.sum(e, 1)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
@@ -234,7 +245,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), **common,
+                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), EVICT=SINGLE_LOAD_EVICT, **common,
                    **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,

@@ -57,18 +57,19 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
-                       EVICT_LOOP: tl.constexpr = False):
+                       EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
-    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`)."""
+    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
+    unshifted): N == BLOCK_N, every lane of a row is one of its elements."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                               divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
-                              EVICT_LOOP)
+                              EVICT_LOOP, EVEN)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
                           n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN, EVICT_LOOP)
+                          ALIGN, EVICT_LOOP, EVEN)
 
 
 @triton.jit
@@ -76,7 +77,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       divisor, divisor_lo,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      EVICT_LOOP: tl.constexpr):
+                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -95,7 +96,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         cnt = tl.full([BLOCK_M], N, ACC)
-        mean, corr, m2 = chunk_stats(x, mask, 1, cnt)
+        mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -218,12 +219,12 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
+        align = C.row_align(x, view, cfg, single) if single and split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-            PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-            ALIGN=C.row_align(x, view, cfg, single) if single and split == 1 else 0,
-            EVICT_LOOP=not single and loop_evicts(x), **consts)
+            PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
+            EVEN=single and split == 1 and align == 0 and view.N == cfg.BLOCK_N, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
