@@ -300,12 +300,19 @@ def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean, m2, n
 
 
-#: L2 hint of the single-pass row loads of softmax and layer_norm (ops writing an output as large as their input).
-#: Evict-last, though each element is read once: H200, rotating inputs (no L2 residue between calls), our kernels
-#: and stand-alone ones alike: softmax 16384x4096 fp32 94 -> 98 %, bf16 90 -> 94, 4096x32768 fp32 96 -> 98,
-#: 65536x1024 fp32 94 -> 99, layer_norm 16384x4096 fp32 88 -> 96 (the plain reductions, with no output stream,
-#: are faster with evict-first: sum 16384x4096 fp32 92 against 89). Measured, not explained.
-SINGLE_LOAD_EVICT = "evict_last"
+def single_load_evict(op: str, num_warps: int) -> str:
+    """L2 hint of the single-pass row load of softmax or layer_norm (ops writing an output as large as their input).
+
+    Evict-last, though each element is read once. Measured, not explained: H200, rotating inputs (no L2 residue
+    between calls), hint none / evict-first / evict-last (docs/data/h200-exp-2026-11-30-b.txt):
+    softmax 16384x4096 fp32 94 / 91 / 98 %, bf16 91 / 88 / 94; 65536x1024 fp32 95 / 90 / 98; 8192x8192 bf16
+    90 / 87 / 94 (last wins 11 of 12 shapes; plain reductions, with no output stream, prefer evict-first).
+    layer_norm gains with tiles of 4-8 warps only (16384x4096 fp32 88.5 -> 90.8, bf16 88.3 -> 91.2) and loses
+    with one warp (65536x1024 bf16 90.7 -> 84.2) and 16-32 (2048x16384 fp32 83.3 -> 80.6): no hint there.
+    """
+    if op == "layer_norm" and not 4 <= num_warps <= 8:
+        return ""
+    return "evict_last"
 
 
 def loop_evicts(t: torch.Tensor) -> bool:

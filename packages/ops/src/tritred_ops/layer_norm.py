@@ -18,7 +18,6 @@ from tritred_core import ReductionSpec
 
 from . import _common as C
 from ._kernels import (
-    SINGLE_LOAD_EVICT,
     acc_dtype,
     aligned_rows,
     chan_fn,
@@ -29,6 +28,7 @@ from ._kernels import (
     inner_mask,
     row_masks,
     shifted_out,
+    single_load_evict,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -62,7 +62,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = ""):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
-    load (``SINGLE_LOAD_EVICT``)."""
+    load (:func:`single_load_evict`)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
@@ -226,8 +226,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-        EVEN=single and align == 0 and view.N == cfg.BLOCK_N, EVICT=SINGLE_LOAD_EVICT, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
+        EVEN=single and align == 0 and view.N == cfg.BLOCK_N, EVICT=single_load_evict("layer_norm", cfg.num_warps),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
     else:

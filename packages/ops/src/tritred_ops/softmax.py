@@ -23,7 +23,6 @@ from tritred_core import LaunchConfig, ReductionSpec
 
 from . import _common as C
 from ._kernels import (
-    SINGLE_LOAD_EVICT,
     acc_dtype,
     aligned_rows,
     edge_cols,
@@ -32,6 +31,7 @@ from ._kernels import (
     pre_cast,
     row_masks,
     shifted_out,
+    single_load_evict,
     tl_dtype,
 )
 from ._replay import Recorder, find_plan
@@ -79,7 +79,7 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
                  EVICT: tl.constexpr = ""):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
-    EVICT: the L2 hint of the single-pass load (``SINGLE_LOAD_EVICT``)."""
+    EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
@@ -245,7 +245,8 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align), EVICT=SINGLE_LOAD_EVICT, **common,
+                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
+                   EVICT=single_load_evict("softmax", cfg.num_warps), **common,
                    **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
