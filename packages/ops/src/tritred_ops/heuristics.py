@@ -5,7 +5,8 @@ the :class:`~tritred_core.Problem` and :class:`~tritred_core.DeviceInfo`, so its
 ``tritred explain`` and tested without a GPU.
 
 Register-tile budget: a program keeps about 4096 accumulator elements in registers with ~32 per thread (4
-warps); rows that fit are single pass (up to 8192 for reductions, 32768 on 32 warps for softmax and layer_norm;
+warps; the plain reductions' whole-row tiles take two 16-byte loads per thread instead); rows that fit are single
+pass (up to 8192 for reductions, 32768 on 32 warps for softmax and layer_norm;
 rows <= 512 of ops with several reductions per row in 1024-element tiles of one warp), longer rows loop over
 4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 16-32 warps (multi pass), and few outputs with
 long rows split N across programs (two-stage, deterministic), never past one wave of programs.
