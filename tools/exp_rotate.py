@@ -1,0 +1,169 @@
+# ruff: noqa: B023, E501
+"""H200 A/B experiments with rotating inputs (a developer's tool; the sixth session's numbers in
+docs/data/h200-exp-2026-11-30-b.txt come from these).
+
+Each timed call reads a different copy of its input (3 copies, cycled), so that no L2 residue of the previous
+call can serve a read: an L2 hint such as evict-last could otherwise flatter a variant by surviving do_bench's
+cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read + written once, % of the
+device-to-device copy bandwidth measured in the same process.
+
+Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap]
+
+- minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
+  each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
+- hint: softmax and layer_norm single pass with each load hint (none / evict_first / evict_last), the built-in
+  kernels (``single_load_evict`` replaced in their modules).
+- warps: the plain reductions' whole-row tiles with ~32 elements per thread vs two 16-byte loads per thread.
+- ln-cap: layer_norm's 16-warp single pass with and without its 64-register cap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import torch
+import triton
+import triton.language as tl
+import tritred_ops as T
+import tritred_ops.heuristics  # noqa: F401  (the modules, not the functions the package exports)
+import tritred_ops.layer_norm  # noqa: F401
+import tritred_ops.softmax  # noqa: F401
+from triton.testing import do_bench
+from tritred_core import get_registry
+
+S, L, H = (sys.modules[f"tritred_ops.{m}"] for m in ("softmax", "layer_norm", "heuristics"))
+COPIES = 3
+
+
+def copy_gbps() -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6
+
+
+def rotating(fn, xs: list) -> float:
+    """Median ms of fn(xs[i]) with i cycling over the copies."""
+    i = [0]
+
+    def call():
+        k = i[0] % len(xs)
+        i[0] += 1
+        fn(xs[k])
+    return do_bench(call, warmup=10, rep=30, return_mode="median")
+
+
+def fresh(shape, dtype) -> list:
+    get_registry().cache.clear()  # (launch plans are cached per problem: re-decide after a replaced rule)
+    return [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+
+
+@triton.jit
+def sm_single(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr, EVL: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=float("-inf"), eviction_policy=EVL).to(tl.float32)
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * N + cols, (e * (1.0 / tl.sum(e, 0))).to(y_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def row_sum(x_ptr, y_ptr, R, N, BLOCK_N: tl.constexpr, EV: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0, eviction_policy=EV)
+    tl.store(y_ptr + row, tl.sum(x.to(tl.float32), 0).to(y_ptr.dtype.element_ty))
+
+
+def run_minimal(pct) -> None:
+    for (R, N), dtype in itertools.product([(4096, 32768), (16384, 4096)], (torch.float32, torch.bfloat16)):
+        xs = fresh((R, N), dtype)
+        y = torch.empty_like(xs[0])
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        line = [f"built-in {pct(rotating(lambda x: T.softmax(x, -1), xs), nb):.1f}"]
+        for w, ev in itertools.product((32,) if N == 32768 else (4, 8), ("", "evict_first", "evict_last")):
+            same = do_bench(lambda: sm_single[(R,)](xs[0], y, N, BLOCK_N=N, EVL=ev, num_warps=w), warmup=10, rep=30,
+                            return_mode="median")
+            rot = rotating(lambda x: sm_single[(R,)](x, y, N, BLOCK_N=N, EVL=ev, num_warps=w), xs)
+            line.append(f"w{w} {ev or 'none'} {pct(same, nb):.1f}/{pct(rot, nb):.1f}")
+        print(f"softmax {R}x{N} {str(dtype)[6:]} (same/rotating): " + " | ".join(line), flush=True)
+    for dtype in (torch.float32, torch.bfloat16):
+        R, N = 16384, 4096
+        xs = fresh((R, N), dtype)
+        y = torch.empty(R, device="cuda", dtype=dtype)
+        nb = xs[0].numel() * xs[0].element_size() + R * xs[0].element_size()
+        line = [f"built-in {pct(rotating(lambda x: T.sum(x, -1), xs), nb):.1f}"]
+        for w, ev in itertools.product((4, 8, 16), ("", "evict_first", "evict_last")):
+            line.append(f"w{w} {ev or 'none'} "
+                        f"{pct(rotating(lambda x: row_sum[(R,)](x, y, R, N, BLOCK_N=N, EV=ev, num_warps=w), xs), nb):.1f}")
+        print(f"row sum {R}x{N} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
+SHAPES = [(16384, 4096), (4096, 32768), (65536, 1024), (8192, 8192), (2048, 16384), (262144, 256)]
+
+
+def run_hint(pct) -> None:
+    real = S.single_load_evict
+    for shape, dtype in itertools.product(SHAPES, (torch.float32, torch.bfloat16)):
+        N = shape[-1]
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        b = torch.randn(N, device="cuda", dtype=dtype)
+        line = []
+        for op, fn in (("softmax", lambda x: T.softmax(x, -1)), ("layer_norm", lambda x: T.layer_norm(x, (N,), w, b))):
+            res = []
+            for hint in ("", "evict_first", "evict_last"):
+                S.single_load_evict = L.single_load_evict = lambda op, num_warps, h=hint: h
+                xs = fresh(shape, dtype)
+                nb = 2 * xs[0].numel() * xs[0].element_size()
+                res.append(f"{pct(rotating(fn, xs), nb):.1f}")
+            line.append(f"{op} none/first/last {' / '.join(res)}")
+        S.single_load_evict = L.single_load_evict = real
+        print(f"{shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
+def run_warps(pct) -> None:
+    real = H._vector_warps
+    for shape, dtype in itertools.product([(16384, 4096), (8192, 8192), (4096, 4096), (65536, 3000)],
+                                          (torch.float32, torch.bfloat16)):
+        line = []
+        for op in ("sum", "amax", "mean"):
+            res = []
+            for rule in (lambda problem, elements, caps: H._warps(elements, caps), real):
+                H._vector_warps = rule
+                xs = fresh(shape, dtype)
+                nb = xs[0].numel() * xs[0].element_size() + shape[0] * xs[0].element_size()
+                res.append(pct(rotating(lambda x: getattr(T, op)(x, -1), xs), nb))
+            line.append(f"{op} {res[0]:.1f} -> {res[1]:.1f}")
+        H._vector_warps = real
+        print(f"{shape} {str(dtype)[6:]} (~32 elements -> two vectors per thread): " + " | ".join(line), flush=True)
+
+
+def run_ln_cap(pct) -> None:
+    real = L._register_cap
+    for shape, dtype in itertools.product([(2048, 16384), (4096, 16384)], (torch.float32, torch.bfloat16)):
+        N = shape[-1]
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        b = torch.randn(N, device="cuda", dtype=dtype)
+        res = []
+        for cap in (lambda single, num_warps: {}, real):
+            L._register_cap = cap
+            xs = fresh(shape, dtype)
+            nb = 2 * xs[0].numel() * xs[0].element_size() + 2 * N * xs[0].element_size()
+            res.append(pct(rotating(lambda x: T.layer_norm(x, (N,), w, b), xs), nb))
+        L._register_cap = real
+        print(f"layer_norm {shape} {str(dtype)[6:]}: uncapped {res[0]:.1f}, capped {res[1]:.1f}", flush=True)
+
+
+def main() -> None:
+    gbps = copy_gbps()
+    print(f"copy {gbps:.0f} GB/s", flush=True)
+
+    def pct(ms: float, nbytes: int) -> float:
+        return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
+    steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap}
+    for name in sys.argv[1:] or list(steps):
+        steps[name](pct)
+
+
+if __name__ == "__main__":
+    main()
