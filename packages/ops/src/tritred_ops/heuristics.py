@@ -62,8 +62,9 @@ def _itemsize(problem: Problem) -> int:
 
 def _vector_warps(problem: Problem, elements: int, caps: _Caps) -> int:
     """Warps giving each thread two 16-byte loads of a ``elements`` tile: the plain reductions' single pass, whose
-    per-element work is one add, wins from more loads in flight per SM over fuller threads (H200, sum of 16384x4096
-    rows: fp32 4 -> 16 warps 88 -> 92 %, bf16 4 -> 8 warps 83 -> 85 %; exp/verify, rotating inputs)."""
+    per-element work is one add, wins from more loads in flight per SM over fuller threads (H200, rotating inputs,
+    ``tools/exp_rotate.py warps``: sum of 16384x4096 rows fp32 4 -> 16 warps 88 -> 94 %, bf16 4 -> 8 warps 83 -> 87 %;
+    partial tiles lost up to 10 points: not taken for them)."""
     return max(4, min(16, caps.max_warps, next_pow2(max(1, elements * _itemsize(problem) // (32 * 32)))))
 
 
