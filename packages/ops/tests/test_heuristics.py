@@ -125,3 +125,9 @@ def test_single_pass_load_hint_rule():
     assert {single_load_evict("softmax", w) for w in (1, 4, 8, 16, 32)} == {"evict_last"}
     assert [single_load_evict("layer_norm", w) for w in (1, 2, 4, 8, 16, 32)] == ["", "", "evict_last", "evict_last",
                                                                                    "", ""]
+
+
+def test_an_unknown_dtype_name_still_gets_a_config():
+    """Problem.dtype is a free string (a plugin may build its own problems): the element size rule must not raise."""
+    cfg = _config("sum", 16384, 4096, dtype="fp32")
+    assert cfg.strategy == "single_pass" and cfg.num_warps == 16  # counted as 4 bytes
