@@ -284,6 +284,12 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
     return vec
 
 
+def even_rows(view: View, cfg: LaunchConfig, single: bool, align: int) -> bool:
+    """EVEN for the single-pass row kernels: each row fills its tile exactly (N == BLOCK_N, unshifted), so every
+    lane of a row is one of its elements and the kernel needs no select per element (``_kernels.chunk_stats``)."""
+    return single and align == 0 and view.N == cfg.BLOCK_N
+
+
 def row_align_out(y: torch.Tensor, x: torch.Tensor, view: View, align: int) -> bool:
     """Whether the output's rows share the input's shift (same element size, row stride and 16-byte base)."""
     return bool(align) and y.element_size() == x.element_size() and view.strides[1][0] == view.strides[0][0] \
