@@ -47,6 +47,8 @@ class _Caps:
         self.sm_count = device.sm_count if gpu else 2
         self.max_warps = 32 if gpu else 4           # 32 for 32768-wide rows kept in registers
         self.loop_warps = 16 if gpu else 4          # loops: 8 elements per thread per 4096-wide chunk
+        self.stats_loop_warps = 8 if gpu else 4     # var/std loops: 16 Welford lanes per thread per chunk
+        self.stats_resident = 16384 if gpu else 256  # longest var/std row kept in registers (16 warps)
 
 
 def _warps(elements: int, caps: _Caps, lo: int = 4) -> int:
@@ -69,11 +71,21 @@ def _vector_warps(problem: Problem, elements: int, caps: _Caps) -> int:
 
 
 def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int,
-                 rows_tile: int, chunk: int, one_warp_rows: int = 0, vector_warps: bool = False) -> LaunchConfig:
-    """Row kernels; ``one_warp_rows``: the longest (power-of-two) row given one-warp tiles (0: none)."""
+                 rows_tile: int, chunk: int, one_warp_rows: int = 0, vector_warps: bool = False,
+                 loop_warps: int = 0, half_rows: bool = False) -> LaunchConfig:
+    """Row kernels; ``one_warp_rows``: the longest (power-of-two) row given one-warp tiles (0: none);
+    ``loop_warps``: warps of the loops over chunks of at most 8192 (0: ``caps.loop_warps``); ``half_rows``: 2-byte
+    rows of 512-1024 elements take one-warp tiles of 2048 elements (see below)."""
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
+        if half_rows and caps.gpu and _itemsize(problem) == 2 and 512 <= block_n <= 1024:
+            # var/std and max/min with indices: a 2-byte element fills half the bytes per thread of a float32
+            # one, so one warp takes twice the elements (H200, rotating inputs, tools/exp_rotate.py tiles:
+            # var 65536x1024 bf16 64% -> 85%, 131072x512 69% -> 82%; max 59% -> 76%, 70% -> 73%). float32 did
+            # not gain, and 256-wide bf16 rows lost 3 points (var 68% -> 65%): not taken for them.
+            block_m = max(1, min(next_pow2(R), 2048 // block_n))
+            return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
         if block_n <= one_warp_rows:
             # Short rows of ops with several reductions per row: one warp per 1024-element tile reduces with
             # shuffles only, no shared-memory barrier (H200 sweep, 262144x256: var 72% -> 87%, layer_norm
@@ -83,11 +95,19 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
             return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
         warps = _warps(block_m * block_n, caps)
-        if vector_warps and caps.gpu and block_m == 1 and block_n == N:  # (measured on whole tiles only)
-            warps = _vector_warps(problem, block_n, caps)
+        if vector_warps and caps.gpu and block_n == N:  # (measured on whole-row tiles only)
+            warps = _vector_warps(problem, block_m * block_n, caps)
+            if block_m > 1:
+                # Several rows per tile: 8 warps (H200, rotating inputs, tools/exp_rotate.py tiles: sum of
+                # 65536x1024 bf16 79% -> 86%, 262144x256 bf16 82% -> 84%, fp32 86% -> 89%; equal on 65536x1024
+                # fp32, where 16 warps were not measured).
+                warps = min(warps, 8)
         return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
     block_n = chunk
-    loop_warps = caps.loop_warps if chunk <= 8192 else caps.max_warps  # 8 elements per thread per iteration
+    if chunk > 8192:
+        loop_warps = caps.max_warps
+    elif not loop_warps:
+        loop_warps = caps.loop_warps  # 8 elements per thread per iteration
     if allow_split and R < caps.programs:
         # Few long rows: give each row several programs so the whole device streams.
         split = max(2, min(cdiv(caps.programs, R), cdiv(N, block_n)))
@@ -179,6 +199,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     # (longest row kept on chip, may split N, rows per program tile, loop chunk, column kernels' warps, program
     # target and rows per tile; short rows in one-warp tiles: ops with several reductions per row)
     col_rows, col_loads, one_warp_rows, vector_warps = 32, 1, caps.short_row, False
+    loop_warps, half_rows = 0, False
     if name in ("softmax", "log_softmax", "logsumexp"):
         # loops: 16384-wide chunks of 32 warps (H200, tools/exp_h200.py, 1024x131072 with the L2 hints: bf16
         # 65% -> 67%, fp32 66% -> 70% against 8192 on 16 warps)
@@ -190,14 +211,19 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         col_warps, col_programs, one_warp_rows = 4, caps.programs, caps.norm_short_row
     elif name in ("max", "min"):  # with indices (a value and an index per lane): smaller row tiles
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.arg_tile, caps.chunk
-        col_warps, col_programs = 8, caps.col_programs
+        col_warps, col_programs, half_rows = 8, caps.col_programs, True
     elif name in ("sum", "mean", "prod", "amax", "amin"):
         single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
         # columns: 32x64 tiles of 4 warps, 4 tiles loaded per iteration (H200, tools/exp_h200.py: sum dim=1 of
         # 64x4096x256 bf16 69% -> 75%, dim=0 of 16384x4096 bf16 66% -> 72%)
         col_warps, col_programs, col_loads, one_warp_rows, vector_warps = 4, caps.col_programs, 4, 0, True
     elif name in ("var", "std", "var_mean", "std_mean"):  # (their split combine costs more: fewer programs)
-        single_cap, allow_split, rows_tile, chunk = caps.row_single, True, caps.tile, caps.chunk
+        # Rows up to 16384 in registers on 16 warps, longer ones in loops of 8 warps over 4096-wide chunks (H200,
+        # rotating inputs, tools/exp_rotate.py stats: var of 4096x16384 bf16 43% -> 76%, fp32 67% -> 89% against
+        # the loop; the loop on 8 warps against 16: 1024x131072 bf16 70% -> 79%, fp32 91% -> 94%, 4096x32768
+        # bf16 57% -> 73%).
+        single_cap, allow_split, rows_tile, chunk = caps.stats_resident, True, caps.tile, caps.chunk
+        loop_warps, half_rows = caps.stats_loop_warps, True
         # columns: 64x64 tiles of 4 warps (H200 sweep, var dim=0 of 16384x4096 bf16: 35% -> 60%)
         col_warps, col_programs, col_rows = 4, caps.programs, 64
     else:
@@ -205,5 +231,6 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
-        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, one_warp_rows, vector_warps)
+        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, one_warp_rows, vector_warps,
+                            loop_warps, half_rows)
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads)

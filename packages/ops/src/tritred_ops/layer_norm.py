@@ -53,25 +53,35 @@ def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
     return {"maxnreg": 64} if single and num_warps == 16 else {}
 
 
+def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int) -> bool:
+    """PRELOAD_WB: the single pass loads weight and bias beside the row, before the statistics, so that their
+    latency hides under the reductions' instead of following them. float32 rows on 1-8 warps only (H200, rotating
+    inputs, ``tools/exp_rotate.py ln-preload``: 16384x4096 91% -> 98%, 8192x8192 93% -> 97%, 65536x1024
+    96% -> 96%); bfloat16 rows lost (16384x4096 90% -> 73%), and so did 16-32 warps, whose registers spill."""
+    return single and align == 0 and dtype == torch.float32 and num_warps <= 8
+
+
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
                        s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
-                       ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = ""):
+                       ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
+                       PRELOAD_WB: tl.constexpr = False):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
-    load (:func:`single_load_evict`)."""
+    load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
+    (:func:`_preload_affine`)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB)
 
 
 @triton.jit
@@ -79,7 +89,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       s_ym, s_yn, s_yk, eps, eps_lo,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr):
+                      ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
+                      PRELOAD_WB: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -97,6 +108,11 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
+        if PRELOAD_WB:  # (kept in the input dtype until used)
+            if HAS_W:
+                w_pre = tl.load(w_ptr + cols, mask=cols < N, other=0)
+            if HAS_B:
+                b_pre = tl.load(b_ptr + cols, mask=cols < N, other=0)
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
@@ -139,10 +155,16 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             else:
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
         else:
-            if HAS_W:
-                y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-            if HAS_B:
-                y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+            if PRELOAD_WB:
+                if HAS_W:
+                    y = y * w_pre.to(ACC)[None, :]
+                if HAS_B:
+                    y = y + b_pre.to(ACC)[None, :]
+            else:
+                if HAS_W:
+                    y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+                if HAS_B:
+                    y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
@@ -227,6 +249,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
+        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
