@@ -7,7 +7,7 @@ call can serve a read: an L2 hint such as evict-last could otherwise flatter a v
 cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read + written once, % of the
 device-to-device copy bandwidth measured in the same process.
 
-Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap]
+Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -15,6 +15,11 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap]
   kernels (``single_load_evict`` replaced in their modules).
 - warps: the plain reductions' whole-row tiles with ~32 elements per thread vs two 16-byte loads per thread.
 - ln-cap: layer_norm's 16-warp single pass with and without its 64-register cap.
+- ln-preload: layer_norm's single pass with weight and bias loaded after the statistics or with the row, on the
+  built-in config and forced 4/8/16 warps (the seventh session's numbers: docs/data/h200-exp-2026-11-30-c.txt).
+- tiles: short rows (256-1024) of var, max and sum: the built-in config beside forced tiles (rows x warps).
+- stats: var/std rows past 8192 (loops of 8 or 16 warps, a single pass of 16 or 32 warps) and the plain
+  reductions' and max's loops on 8/16/32 warps over 4096-16384-wide chunks.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import tritred_ops.heuristics  # noqa: F401  (the modules, not the functions the
 import tritred_ops.layer_norm  # noqa: F401
 import tritred_ops.softmax  # noqa: F401
 from triton.testing import do_bench
-from tritred_core import get_registry
+from tritred_core import LaunchConfig, get_registry, hookimpl
 
 S, L, H = (sys.modules[f"tritred_ops.{m}"] for m in ("softmax", "layer_norm", "heuristics"))
 COPIES = 3
@@ -154,13 +159,120 @@ def run_ln_cap(pct) -> None:
         print(f"layer_norm {shape} {str(dtype)[6:]}: uncapped {res[0]:.1f}, capped {res[1]:.1f}", flush=True)
 
 
+class Force:
+    """A plugin whose launch config for ``op`` comes first (tritred's hook: the first non-None answer wins)."""
+
+    def __init__(self, op: str, cfg: LaunchConfig) -> None:
+        self.op, self.cfg = op, cfg
+
+    @hookimpl
+    def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+        return self.cfg if spec.name == self.op else None
+
+
+def close(a, b) -> bool:
+    if isinstance(a, (tuple, list)):
+        return all(close(x, y) for x, y in zip(a, b))
+    if not a.dtype.is_floating_point:
+        return torch.equal(a, b)
+    return torch.allclose(a.float(), b.float(), rtol=3e-2, atol=3e-2, equal_nan=True)
+
+
+def forced(pct, op: str, fn, ref, xs: list, nbytes: int, cfg: LaunchConfig | None) -> str:
+    """% of copy bandwidth of fn with ``cfg`` forced (None: the built-in heuristic); checked against ref once."""
+    reg = get_registry()
+    reg.cache.clear()
+    name = reg.register(Force(op, cfg), name="exp-force") if cfg is not None else None
+    try:
+        if not close(fn(xs[0]), ref(xs[0])):
+            return "WRONG"
+        return f"{pct(rotating(fn, xs), nbytes):.1f}"
+    finally:
+        if name:
+            reg.unregister(name)
+        reg.cache.clear()
+
+
+def cfg_name(c: LaunchConfig | None) -> str:
+    return "built-in" if c is None else f"{c.strategy[:5]} M{c.BLOCK_M} N{c.BLOCK_N} w{c.num_warps}"
+
+
+def run_ln_preload(pct) -> None:
+    real = L._preload_affine
+    for shape, dtype in itertools.product([(16384, 4096), (8192, 8192), (32768, 2048), (65536, 1024),
+                                           (100000, 768), (262144, 256), (4096, 16384)],
+                                          (torch.float32, torch.bfloat16)):
+        N = shape[-1]
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        b = torch.randn(N, device="cuda", dtype=dtype)
+        nb = 2 * xs[0].numel() * xs[0].element_size() + 2 * N * xs[0].element_size()
+        cfgs = [None] + [LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=wp)
+                         for wp in (4, 8, 16) if N in (2048, 4096, 8192) and N // (32 * wp) >= 4]
+        line = []
+        for cfg in cfgs:
+            res = []
+            for pre in (False, True):
+                L._preload_affine = lambda dtype, single, align, num_warps, pre=pre: pre and single and not align
+                res.append(forced(pct, "layer_norm", lambda x: T.layer_norm(x, (N,), w, b),
+                                  lambda x: torch.nn.functional.layer_norm(x, (N,), w, b), xs, nb, cfg))
+            line.append(f"{cfg_name(cfg)} after/with the row {res[0]} / {res[1]}")
+        L._preload_affine = real
+        print(f"layer_norm {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
+OPS = {  # name: (tritred, torch, extra output bytes per row besides the value)
+    "sum": (lambda x: T.sum(x, -1), lambda x: torch.sum(x, -1), 0),
+    "amax": (lambda x: T.amax(x, -1), lambda x: torch.amax(x, -1), 0),
+    "var": (lambda x: T.var(x, -1), lambda x: torch.var(x.float(), -1).to(x.dtype), 0),
+    "max": (lambda x: T.max(x, -1), lambda x: torch.max(x, -1), 8),
+}
+
+
+def case(pct, op: str, shape, dtype, cfgs) -> None:
+    fn, ref, extra = OPS[op]
+    R, N = shape
+    xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+    isz = xs[0].element_size()
+    nb = R * N * isz + R * (isz + extra)
+    print(f"{op} {shape} {str(dtype)[6:]}: " + " | ".join(f"{cfg_name(c)} {forced(pct, op, fn, ref, xs, nb, c)}"
+                                                         for c in cfgs), flush=True)
+
+
+def run_tiles(pct) -> None:
+    def sp(m, n, w):
+        return LaunchConfig(strategy="single_pass", BLOCK_M=m, BLOCK_N=n, num_warps=w)
+    for (R, N), dtype in itertools.product([(262144, 256), (65536, 1024), (131072, 512)],
+                                           (torch.bfloat16, torch.float32)):
+        m1, m4 = max(1, 1024 // N), max(1, 4096 // N)
+        for op in ("var", "max"):
+            case(pct, op, (R, N), dtype, [None, sp(m1, N, 1), sp(2 * m1, N, 1), sp(2 * m1, N, 2), sp(4 * m1, N, 4),
+                                          sp(2 * m1, N, 4)])
+        case(pct, "sum", (R, N), dtype, [None, sp(m4, N, 4), sp(m4, N, 8), sp(2 * m4, N, 8), sp(m4, N, 16)])
+
+
+def run_stats(pct) -> None:
+    def mp(n, w):
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=n, num_warps=w)
+
+    def sp(n, w):
+        return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=n, num_warps=w)
+    for (R, N), dtype in itertools.product([(4096, 16384), (2048, 16384), (4096, 32768), (2048, 32768)],
+                                           (torch.bfloat16, torch.float32)):
+        case(pct, "var", (R, N), dtype, [None, mp(4096, 8), mp(4096, 16), sp(N, 16), sp(N, 32)])
+    for (R, N), op in itertools.product([(1024, 131072), (2048, 65536)], ("sum", "var", "max")):
+        for dtype in (torch.bfloat16, torch.float32):
+            case(pct, op, (R, N), dtype, [None, mp(4096, 8), mp(4096, 16), mp(8192, 16), mp(8192, 32)])
+
+
 def main() -> None:
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
 
     def pct(ms: float, nbytes: int) -> float:
         return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
-    steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap}
+    steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
+             "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 
