@@ -96,12 +96,9 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
         warps = _warps(block_m * block_n, caps)
         if vector_warps and caps.gpu and block_n == N:  # (measured on whole-row tiles only)
+            # Also for tiles of several rows (H200, rotating inputs, tools/exp_rotate.py tiles: sum of
+            # 65536x1024 fp32 90% -> 95% on 16 warps, bf16 80% -> 85% on 8; 262144x256 fp32 88% -> 94%).
             warps = _vector_warps(problem, block_m * block_n, caps)
-            if block_m > 1:
-                # Several rows per tile: 8 warps (H200, rotating inputs, tools/exp_rotate.py tiles: sum of
-                # 65536x1024 bf16 79% -> 86%, 262144x256 bf16 82% -> 84%, fp32 86% -> 89%; equal on 65536x1024
-                # fp32, where 16 warps were not measured).
-                warps = min(warps, 8)
         return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
     block_n = chunk
     if chunk > 8192:
