@@ -5,7 +5,7 @@
 #   memcheck compute-sanitizer memcheck over the shifted-row (ALIGN) and batch_norm tests
 #   align    built-in configs with and without the shifted tiles of odd-width rows (tools/sweep.py --no-align)
 #   bench    tritred beside every peer (torch eager, torch.compile, Liger-Kernel, FlagGems) on the public suite,
-#            in four runs (one JSON each) so that a timeout loses one part only
+#            in four runs (one JSON each) so that a timeout loses one part only; PARTS picks some of them
 # Results to $OUT (or ./gpu-out).
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-latency tests memcheck align bench}
@@ -37,9 +37,10 @@ part() {  # name, timeout, bench args...
     --json "$OUT/bench-$name.json" "$@" > "$OUT/bench-$name.txt" 2>&1
   echo "bench $name rc=$? ($(date +%T))"; grep -E "geometric" "$OUT/bench-$name.txt"
 }
+PARTS=${PARTS:-bf16-norm bf16-red fp32-norm fp32-red}  # (a subset: to split the bench over two device calls)
 if has bench; then
-  part bf16-norm "${T1:-110}" softmax log_softmax layer_norm --dtype bfloat16
-  part bf16-red "${T2:-150}" --dtype bfloat16 sum mean amax amin prod max var std batch_norm
-  part fp32-norm "${T3:-90}" softmax log_softmax layer_norm --dtype float32
-  part fp32-red "${T4:-110}" --dtype float32 sum mean amax amin prod max var std batch_norm
+  [[ " $PARTS " == *" bf16-norm "* ]] && part bf16-norm "${T1:-110}" softmax log_softmax layer_norm --dtype bfloat16
+  [[ " $PARTS " == *" bf16-red "* ]] && part bf16-red "${T2:-150}" --dtype bfloat16 sum mean amax amin prod max var std batch_norm
+  [[ " $PARTS " == *" fp32-norm "* ]] && part fp32-norm "${T3:-90}" softmax log_softmax layer_norm --dtype float32
+  [[ " $PARTS " == *" fp32-red "* ]] && part fp32-red "${T4:-110}" --dtype float32 sum mean amax amin prod max var std batch_norm
 fi

@@ -430,3 +430,22 @@ def test_softmax_of_integers_with_masked_lanes(name, src, cfg, force, device):
     out = getattr(tr, name)(x.to(device), -1, dtype=torch.float32)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16, torch.int32, torch.int8])
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=16)], ids=str)
+def test_max_min_with_indices_of_rows_beyond_zero_with_masked_lanes(name, src, cfg, force, device):
+    """The single pass of float rows loads masked lanes as the identity (+-inf) instead of selecting it: a row
+    whose values all lie beyond zero (all negative for max, all positive for min) catches a masked lane that
+    loads 0 (value 0 at a position past the row)."""
+    if cfg is not None:
+        force(name, **cfg)
+    g = torch.Generator().manual_seed(seed())
+    sign = -1 if name == "max" else 1
+    x = (sign * torch.randint(1, 100, (5, 10), generator=g)).to(src)  # 10 of 16 lanes: 6 masked per row
+    if src.is_floating_point:
+        x = x + sign * torch.rand((5, 10), generator=g).to(src)
+    ref = getattr(torch, name)(x, -1)
+    out = getattr(tr, name)(x.to(device), -1)
+    assert torch.equal(out.values.cpu(), ref.values) and torch.equal(out.indices.cpu(), ref.indices)

@@ -201,7 +201,9 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         # loops: 16384-wide chunks of 32 warps (H200, tools/exp_h200.py, 1024x131072 with the L2 hints: bf16
         # 65% -> 67%, fp32 66% -> 70% against 8192 on 16 warps)
         single_cap, allow_split, rows_tile, chunk = caps.softmax_resident, False, 2048, caps.norm_chunk
-        col_warps, col_programs = 4, caps.programs
+        # rows up to 1024 in one-warp tiles, as layer_norm (H200, rotating inputs, exp 2026-11-30-c: 100000x768
+        # bf16 87% -> 95%; 65536x1024 bf16 94.4% -> 93.7%, fp32 98.1% both)
+        col_warps, col_programs, one_warp_rows = 4, caps.programs, caps.norm_short_row
     elif name == "layer_norm":
         # loops: 16384-wide chunks of 32 warps (H200 sweep, 1024x131072 bf16: 51% -> 61%)
         single_cap, allow_split, rows_tile, chunk = caps.norm_resident, False, 2048, caps.norm_chunk

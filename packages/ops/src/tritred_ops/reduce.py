@@ -181,8 +181,12 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         # reductions are cheaper than one reduction of (value, index) pairs).
         cols = tl.arange(0, BLOCK_N)
         mask = row_ok[:, None] & (cols < N)[None, :]
-        v = tl.where(mask, tl.load(x_ptr + row_off[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask,
-                                   other=0, eviction_policy="evict_first").to(ACC), IDENT)
+        x_at = x_ptr + row_off[:, None] + cols[None, :].to(tl.int64) * s_xn
+        FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
+        if FLOAT_IN:  # masked lanes load the identity (+-inf): no select per element (H200: bf16 69 -> 76 %)
+            v = tl.load(x_at, mask=mask, other=IDENT, eviction_policy="evict_first").to(ACC)
+        else:  # (an integer input cannot hold the accumulator's identity)
+            v = tl.where(mask, tl.load(x_at, mask=mask, other=0, eviction_policy="evict_first").to(ACC), IDENT)
         rv, ri = arg_finish(v, cols[None, :], BLOCK_N, 1, IS_MAX)  # int32 positions
         rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     elif HAS_IDX_IN:
