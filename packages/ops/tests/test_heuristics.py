@@ -87,6 +87,8 @@ def test_column_split_stays_within_one_wave():
     assert cfg.strategy == "split" and cfg.split * (4096 // cfg.BLOCK_K) <= 8 * FAKE_H200.sm_count
     var = _config("var", 1, 16384, 4096)
     assert (var.BLOCK_N, var.BLOCK_K, var.num_warps) == (64, 64, 4)
+    var32 = _config("var", 1, 16384, 4096, dtype="float32")  # 8 KB tiles: 32 rows of 4-byte elements
+    assert (var32.BLOCK_N, var32.BLOCK_K, var32.num_warps) == (32, 64, 4)
 
 
 @pytest.mark.parametrize("shape", [(32, 2048, 49), (8, 64, 300), (128, 16, 64)])

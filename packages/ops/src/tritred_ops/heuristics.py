@@ -223,8 +223,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         # bf16 57% -> 73%).
         single_cap, allow_split, rows_tile, chunk = caps.stats_resident, True, caps.tile, caps.chunk
         loop_warps, half_rows = caps.stats_loop_warps, True
-        # columns: 64x64 tiles of 4 warps (H200 sweep, var dim=0 of 16384x4096 bf16: 35% -> 60%)
-        col_warps, col_programs, col_rows = 4, caps.programs, 64
+        # columns: tiles of 8 KB, 64x64 2-byte or 32x64 4-byte elements, on 4 warps (H200 sweep, var dim=0 of
+        # 16384x4096 bf16: 35% -> 60%; rotating inputs, exp 2026-11-30-c: fp32 64 -> 32 rows 72% -> 82%, bf16
+        # 32 rows lost, 66% -> 56%)
+        col_warps, col_programs, col_rows = 4, caps.programs, 64 if _itemsize(problem) <= 2 else 32
     else:
         return None
     if not caps.gpu:
