@@ -5,7 +5,7 @@
 set -e
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 for p in packages/core packages/ops packages/bench packages/cli examples/tritred-rmsnorm; do
-  [ -f "$p/pyproject.toml" ] && python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
+  [ -f "$p/pyproject.toml" ] && python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
     --target /tmp/site "./$p" 2>&1 | grep -v "WARNING: Target directory" || true
 done
 export PYTHONPATH=/tmp/site
