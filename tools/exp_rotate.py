@@ -34,8 +34,9 @@ import tritred_ops as T
 import tritred_ops.heuristics  # noqa: F401  (the modules, not the functions the package exports)
 import tritred_ops.layer_norm  # noqa: F401
 import tritred_ops.softmax  # noqa: F401
+from sweep import Force, close  # (tools/: forced configs, tolerant comparison with torch)
 from triton.testing import do_bench
-from tritred_core import LaunchConfig, get_registry, hookimpl
+from tritred_core import LaunchConfig, get_registry
 
 S, L, H = (sys.modules[f"tritred_ops.{m}"] for m in ("softmax", "layer_norm", "heuristics"))
 COPIES = 3
@@ -157,25 +158,6 @@ def run_ln_cap(pct) -> None:
             res.append(pct(rotating(lambda x: T.layer_norm(x, (N,), w, b), xs), nb))
         L._register_cap = real
         print(f"layer_norm {shape} {str(dtype)[6:]}: uncapped {res[0]:.1f}, capped {res[1]:.1f}", flush=True)
-
-
-class Force:
-    """A plugin whose launch config for ``op`` comes first (tritred's hook: the first non-None answer wins)."""
-
-    def __init__(self, op: str, cfg: LaunchConfig) -> None:
-        self.op, self.cfg = op, cfg
-
-    @hookimpl
-    def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
-        return self.cfg if spec.name == self.op else None
-
-
-def close(a, b) -> bool:
-    if isinstance(a, (tuple, list)):
-        return all(close(x, y) for x, y in zip(a, b))
-    if not a.dtype.is_floating_point:
-        return torch.equal(a, b)
-    return torch.allclose(a.float(), b.float(), rtol=3e-2, atol=3e-2, equal_nan=True)
 
 
 def forced(pct, op: str, fn, ref, xs: list, nbytes: int, cfg: LaunchConfig | None) -> str:
