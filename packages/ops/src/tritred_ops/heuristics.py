@@ -73,11 +73,11 @@ def _vector_warps(problem: Problem, elements: int, caps: _Caps) -> int:
 
 
 def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int,
-                 rows_tile: int, chunk: int, one_warp_rows: int = 0, vector_warps: bool = False,
-                 loop_warps: int = 0, half_rows: bool = False) -> LaunchConfig:
-    """Row kernels; ``one_warp_rows``: the longest (power-of-two) row given one-warp tiles (0: none);
-    ``loop_warps``: warps of the loops over chunks of at most 8192 (0: ``caps.loop_warps``); ``half_rows``: 2-byte
-    rows of 512-1024 elements take one-warp tiles of 2048 elements (see below)."""
+                 rows_tile: int, chunk: int, loop_warps: int, one_warp_rows: int = 0, vector_warps: bool = False,
+                 half_rows: bool = False) -> LaunchConfig:
+    """Row kernels; ``loop_warps``: warps of the loops over chunks of at most 8192 (wider chunks take
+    ``caps.max_warps``); ``one_warp_rows``: the longest (power-of-two) row given one-warp tiles (0: none);
+    ``half_rows``: 2-byte rows of 512-1024 elements take one-warp tiles of 2048 elements (see below)."""
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
@@ -105,8 +105,6 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     block_n = chunk
     if chunk > 8192:
         loop_warps = caps.max_warps
-    elif not loop_warps:
-        loop_warps = caps.loop_warps  # 8 elements per thread per iteration
     if allow_split and R < caps.programs:
         # Few long rows: give each row several programs so the whole device streams.
         split = max(2, min(cdiv(caps.programs, R), cdiv(N, block_n)))
@@ -198,7 +196,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     # (longest row kept on chip, may split N, rows per program tile, loop chunk, column kernels' warps, program
     # target and rows per tile; short rows in one-warp tiles: ops with several reductions per row)
     col_rows, col_loads, one_warp_rows, vector_warps = 32, 1, caps.short_row, False
-    loop_warps, half_rows = 0, False
+    loop_warps, half_rows = caps.loop_warps, False  # (loops: 8 elements per thread per 4096-wide chunk)
     if name in ("softmax", "log_softmax", "logsumexp"):
         # loops: 16384-wide chunks of 32 warps (H200, tools/exp_h200.py, 1024x131072 with the L2 hints: bf16
         # 65% -> 67%, fp32 66% -> 70% against 8192 on 16 warps)
@@ -234,6 +232,6 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner:
-        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, one_warp_rows, vector_warps,
-                            loop_warps, half_rows)
+        return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
+                            vector_warps, half_rows)
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads)

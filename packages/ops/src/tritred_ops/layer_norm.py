@@ -108,11 +108,11 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
-        if PRELOAD_WB:  # (kept in the input dtype until used)
+        if PRELOAD_WB:  # weight and bias issued with the row (kept in their dtype until used)
             if HAS_W:
-                w_pre = tl.load(w_ptr + cols, mask=cols < N, other=0)
+                w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
             if HAS_B:
-                b_pre = tl.load(b_ptr + cols, mask=cols < N, other=0)
+                b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
         mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
@@ -155,16 +155,14 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             else:
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
         else:
-            if PRELOAD_WB:
-                if HAS_W:
-                    y = y * w_pre.to(ACC)[None, :]
-                if HAS_B:
-                    y = y + b_pre.to(ACC)[None, :]
-            else:
-                if HAS_W:
-                    y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-                if HAS_B:
-                    y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
+            if HAS_W:
+                if not PRELOAD_WB:  # loaded now, after the statistics
+                    w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
+                y = y * w_row.to(ACC)[None, :]
+            if HAS_B:
+                if not PRELOAD_WB:
+                    b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
+                y = y + b_row.to(ACC)[None, :]
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
