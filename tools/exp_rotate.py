@@ -247,6 +247,43 @@ def run_stats(pct) -> None:
             case(pct, op, (R, N), dtype, [None, mp(4096, 8), mp(4096, 16), mp(8192, 16), mp(8192, 32)])
 
 
+def run_split(pct) -> None:
+    """softmax rows held by several programs (split rows, one cooperative launch) against the built-in loop."""
+    def sr(n, w, split):
+        return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=n, split=split, num_warps=w)
+    for shape, dtype in itertools.product([(64, 131072), (300, 100000), (7, 65537), (512, 32768)],
+                                          (torch.bfloat16, torch.float32)):
+        x = torch.randn(shape, device="cuda", dtype=dtype) * 4
+        x[1, : shape[1] // 2] = float("-inf")
+        x[2] = float("-inf")
+        x[3, 5] = float("nan")
+        res = []
+        for c in (sr(triton.next_power_of_2(shape[1] // 4), 16, 4), sr(8192, 8, 2), sr(16384, 32, 1)):
+            for fn, ref in ((T.softmax, torch.softmax), (T.log_softmax, torch.log_softmax)):
+                reg = get_registry()
+                reg.cache.clear()
+                name = reg.register(Force(fn.__name__, c), name="exp-force")
+                try:
+                    a, b = fn(x, -1), fn(x, -1)
+                    res.append(f"{fn.__name__} {cfg_name(c)} s{c.split}: "
+                               f"{'ok' if close(a, ref(x.double(), -1).to(dtype)) else 'WRONG'}"
+                               f"{'' if torch.equal(a.nan_to_num(), b.nan_to_num()) else ' NONDETERMINISTIC'}")
+                finally:
+                    reg.unregister(name)
+                    reg.cache.clear()
+        print(f"check {shape} {str(dtype)[6:]}: " + "; ".join(res), flush=True)
+    for (R, N), dtype in itertools.product([(1024, 131072), (4096, 32768), (2048, 65536)],
+                                           (torch.bfloat16, torch.float32)):
+        xs = [torch.randn((R, N), device="cuda", dtype=dtype) for _ in range(COPIES)]
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        cfgs = [None] + [sr(n, w, N // n) for n, w in ((32768, 32), (16384, 16), (16384, 32), (8192, 8), (8192, 16))
+                         if n < N]
+        for op, fn, ref in (("softmax", T.softmax, torch.softmax), ("log_softmax", T.log_softmax, torch.log_softmax)):
+            line = [f"{cfg_name(c)}{'' if c is None else f' s{c.split}'} "
+                    f"{forced(pct, op, lambda x: fn(x, -1), lambda x: ref(x, -1), xs, nb, c)}" for c in cfgs]
+            print(f"{op} {(R, N)} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
 def main() -> None:
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
@@ -254,7 +291,7 @@ def main() -> None:
     def pct(ms: float, nbytes: int) -> float:
         return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
     steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
-             "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats}
+             "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 

@@ -263,6 +263,63 @@ def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int
     return persist or blocks, persist
 
 
+def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
+    """(BLOCK_N, programs per row) of a split-rows launch: ``cfg.split`` programs of at least ``cfg.BLOCK_N``
+    columns, widened to cover the row (any config computes the row) and without a program past its end."""
+    block_n = max(cfg.BLOCK_N, next_pow2(cdiv(max(N, 1), cfg.split)))
+    return block_n, cdiv(max(N, 1), block_n)
+
+
+def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: int, num_programs: int,
+                      args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Launch a split-rows kernel (``split`` programs hold each row: softmax, layer_norm, batch_norm).
+
+    On a GPU, one cooperative launch of a persistent grid: as many groups of ``split`` programs as the device
+    holds at once (from the compiled kernel's registers, shared memory and warps), each group looping over rows,
+    its programs meeting at a barrier per row (``PHASE=3``). Under the interpreter, or when not even one group
+    fits, two launches (``PHASE=1`` writes the partials, ``PHASE=2`` reads the row again and merges them): the
+    same arithmetic with a second read. ``args`` start with the input and the output and continue with the
+    kernel's per-row workspace (partials) and the barrier counters: int32 zeros, allocated per call outside the
+    recorder, so such a call is not replayed (only rows of >= 32768 elements take this path: the host cost of
+    the full path is small next to their run time).
+    """
+    counts = torch.zeros(rows, dtype=torch.int32, device=x.device)
+    groups = _coop_groups(kernel, x, args, kwargs, split) if x.device.type == "cuda" else 0
+    if num_programs:  # (the config's program count caps the persistent grid)
+        groups = min(groups, max(1, num_programs // split))
+    groups = min(groups, rows)
+    if groups >= 1:
+        rec.launch(kernel, (groups * split,), *args, counts, **kwargs, PHASE=3, launch_cooperative_grid=True)
+        return
+    if x.device.type == "cuda":
+        log.info("split rows of %d programs: no group fits on the device at once; two launches", split)
+    for phase in (1, 2):
+        rec.launch(kernel, (rows * split,), *args, counts, **kwargs, PHASE=phase)
+
+
+def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any], split: int) -> int:
+    """Groups of ``split`` programs of the compiled ``kernel`` that are resident on ``x``'s device at once."""
+    counts = torch.zeros(1, dtype=torch.int32, device=x.device)
+    compiled = kernel.warmup(*args, counts, grid=(1,), **kwargs, PHASE=3, launch_cooperative_grid=True)
+    key = ("coop", id(compiled), x.device)
+
+    def fit() -> int:
+        init = getattr(compiled, "_init_handles", None)
+        if init is not None:
+            init()
+        regs = int(getattr(compiled, "n_regs", 0) or 255)
+        meta = compiled.metadata
+        threads = 32 * int(meta.num_warps)
+        shared = int(getattr(meta, "shared", 0)) + 1024  # (the driver reserves 1 KB per program)
+        props = torch.cuda.get_device_properties(x.device)
+        smem = int(getattr(props, "shared_memory_per_multiprocessor", 228 * 1024))
+        per_sm = min(int(getattr(props, "max_threads_per_multi_processor", 2048)) // threads,
+                     int(getattr(props, "regs_per_multiprocessor", 65536)) // (-(-regs // 8) * 8 * threads),
+                     smem // shared, 32)
+        return max(0, per_sm) * props.multi_processor_count // split
+    return _cached(key, fit)  # type: ignore[no-any-return]
+
+
 def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
     """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
     Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row

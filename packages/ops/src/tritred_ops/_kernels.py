@@ -290,6 +290,24 @@ def edge_cols(lead, N, row_ok, ALIGN: tl.constexpr):
 
 
 @triton.jit
+def group_barrier(count_ptr, expected):
+    """Wait until ``expected`` programs have arrived at ``count_ptr`` (an int32 counter, zero before the launch):
+    a barrier among the programs that share a row (softmax, layer_norm and batch_norm split rows).
+
+    Every thread's stores before the barrier are visible to every program after it: the CTA barrier orders this
+    program's threads before its one release add (the pattern of CUDA's grid sync), and the acquire poll orders
+    the reads after it. The programs must be co-resident, else a waiting one could hold the SM its partner needs:
+    the launcher makes it a cooperative launch, which the driver refuses rather than deadlock. Compiled only: the
+    interpreter runs programs one after another.
+    """
+    tl.debug_barrier()
+    tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    while seen < expected:
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+
+
+@triton.jit
 def chan_fn(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     """Merge two (mean, M2, count) partial statistics (Chan, Golub & LeVeque 1979); empty sides are exact."""
     n = n_a + n_b

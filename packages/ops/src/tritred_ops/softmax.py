@@ -26,6 +26,7 @@ from ._kernels import (
     acc_dtype,
     aligned_rows,
     edge_cols,
+    group_barrier,
     inner_mask,
     max_fn,
     pre_cast,
@@ -173,6 +174,52 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
 
 
 @triton.jit
+def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
+                       MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+    """Rows too long for one program's registers, held by SPLIT programs together: one read, one write.
+
+    Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of the group's rows in
+    registers. Per row it stores its chunk's (max, sum of exp) and, PHASE 3, waits at the group's barrier
+    (:func:`group_barrier`); then each program merges the SPLIT partials in the same fixed order (deterministic,
+    identical in every program) and writes its chunk from registers. A persistent grid of co-resident groups
+    (a cooperative launch) loops over the rows. PHASE 1 and PHASE 2 are the two halves as separate launches (the
+    interpreter, which runs programs one after another, and devices where the groups cannot be co-resident):
+    PHASE 2 reads the row a second time.
+    """
+    part = tl.program_id(0) % SPLIT
+    group = tl.program_id(0) // SPLIT
+    groups = tl.num_programs(0) // SPLIT
+    cols = part.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
+    parts = tl.arange(0, SPLIT_P2)  # (partials of a row: SPLIT_P2 slots, SPLIT of them written)
+    for row in tl.range(group, R, groups):
+        r = tl.cast(row, tl.int64)
+        x_row = x_ptr + (r // K) * s_xm + (r % K) * s_xk
+        # (masked lanes of float inputs load -inf: no select per element, as _rows_block)
+        x = tl.load(x_row + cols * s_xn, mask=ok, other=float("-inf") if FLOAT_IN else 0)
+        x = x.to(PRE).to(CAST).to(ACC)
+        if not FLOAT_IN:
+            x = tl.where(ok, x, float("-inf"))
+        m = tl.reduce(x, 0, max_fn)
+        # a chunk of only -inf has no mass (exp(-inf - -inf) would be NaN); merged below as the empty pair
+        s = tl.where(m == float("-inf"), 0.0, tl.sum(tl.exp(x - m), 0))
+        if PHASE != 2:
+            tl.store(part_m_ptr + r * SPLIT_P2 + part, m)
+            tl.store(part_s_ptr + r * SPLIT_P2 + part, s)
+        if PHASE == 3:
+            group_barrier(count_ptr + r, SPLIT)
+        if PHASE != 1:
+            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
+            written = parts < SPLIT
+            pm = tl.load(part_m_ptr + r * SPLIT_P2 + parts, mask=written, other=float("-inf"), cache_modifier=".cg")
+            ps = tl.load(part_s_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
+            m_row, s_row = tl.reduce((pm, ps), 0, _online_fn)
+            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, _emit(x, m_row, s_row, MODE), mask=ok)
+
+
+@triton.jit
 def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -234,6 +281,19 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if C.rows_layout(view) and cfg.strategy == "split" and mode != 2:
+        # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (logsumexp reads a row once in any
+        # strategy: it never takes this one).
+        rows = view.M * view.K
+        block_n, split = C.split_row_chunks(cfg, view.N)
+        parts = C.next_pow2(split)
+        part_m = rec.empty((rows, parts), torch.float32 if common["ACC"] != tl.float64 else torch.float64, x.device)
+        part_s = rec.empty((rows, parts), part_m.dtype, x.device)
+        C.launch_split_rows(rec, _split_rows_kernel, x, rows, split, cfg.num_programs, (x, y, part_m, part_s),
+                            dict(R=rows, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn,
+                                 s_yk=syk, SPLIT=split, SPLIT_P2=parts, BLOCK_N=block_n,
+                                 **{k: v for k, v in common.items() if k != "SINGLE"}))
+        return
     if C.rows_layout(view):
         rows = view.M * view.K
         programs, persist = C.row_programs(cfg, rows)
