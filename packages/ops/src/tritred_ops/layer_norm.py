@@ -186,7 +186,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
 def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_mean_ptr, part_m2_ptr, count_ptr,
                        R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, eps, eps_lo,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
-                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
+                       PREFETCH: tl.constexpr = True):
     """Rows too long for one program's registers, held by SPLIT programs together: one read, one write (the
     scheme of softmax's ``_split_rows_kernel``). Each program keeps its chunk's columns of the group's rows in
     registers, stores the chunk's (mean, M2) (corrected two-pass, :func:`chunk_stats`), meets the group at the
@@ -208,7 +209,11 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_mean
                      other=0)
     for row in tl.range(group, R, groups):
         r = tl.cast(row, tl.int64)
-        x_in = x_next  # (kept in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
+        if PREFETCH:
+            x_in = x_next
+        else:
+            x_in = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=0)
+        # (x_in stays in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
         mean0, corr, m2 = chunk_stats(x_in.to(ACC)[None, :], ok[None, :], 1, n_mine)
         if PHASE != 2:
             tl.store(part_mean_ptr + r * SPLIT_P2 + part + one, mean0 + corr)
@@ -216,8 +221,9 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_mean
         if PHASE == 3:
             group_arrive(count_ptr + r)
         nxt = r + groups
-        x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
-                         mask=cols < tl.where(nxt < R, N, 0), other=0)
+        if PREFETCH:
+            x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
+                             mask=cols < tl.where(nxt < R, N, 0), other=0)
         if PHASE == 3:
             group_wait(count_ptr + r, SPLIT)
         if PHASE != 1:

@@ -177,7 +177,8 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
 @triton.jit
 def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                        MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
+                       PREFETCH: tl.constexpr = True):
     """Rows too long for one program's registers, held by SPLIT programs together: one read, one write.
 
     Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of the group's rows in
@@ -204,7 +205,11 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
                      other=OTHER)
     for row in tl.range(group, R, groups):
         r = tl.cast(row, tl.int64)
-        x_in = x_next  # (kept in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
+        if PREFETCH:
+            x_in = x_next
+        else:
+            x_in = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=OTHER)
+        # (x_in stays in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
         x = x_in.to(PRE).to(CAST).to(ACC)
         if not FLOAT_IN:
             x = tl.where(ok, x, float("-inf"))
@@ -217,8 +222,9 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
         if PHASE == 3:
             group_arrive(count_ptr + r)
         nxt = r + groups
-        x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
-                         mask=cols < tl.where(nxt < R, N, 0), other=OTHER)
+        if PREFETCH:
+            x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
+                             mask=cols < tl.where(nxt < R, N, 0), other=OTHER)
         if PHASE == 3:
             group_wait(count_ptr + r, SPLIT)
         if PHASE != 1:
