@@ -31,7 +31,7 @@ C._coop_groups, C.launch_split_rows = groups, launch
 fns = {"softmax": (lambda x: T.softmax(x, -1), lambda x: torch.softmax(x.double(), -1).to(x.dtype)),
        "layer_norm": (lambda x: T.layer_norm(x, x.shape[-1:]), lambda x: torch.nn.functional.layer_norm(x.double(), x.shape[-1:]).to(x.dtype))}
 fn, ref = fns[op]
-get_registry().register(Force(op, LaunchConfig(strategy="split", BLOCK_N=n, split=8, num_warps=w)), name="f")
+get_registry().register(Force(op, LaunchConfig(strategy="split", BLOCK_N=n, split=131072 // n, num_warps=w)), name="f")
 x = torch.randn(300, 100000, device="cuda", dtype=dt) * 3
 x[1, :500] = float("-inf") if op == "softmax" else 1e4
 ok = close(fn(x), ref(x)) and torch.equal(fn(x), fn(x))
@@ -47,7 +47,7 @@ print(f"1024x131072 {2 * xs[0].numel() * xs[0].element_size() / (ms * 1e-3) / 1e
 def main() -> None:
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 25
     for op, dt, (n, w), pre in itertools.product(("softmax", "layer_norm"), ("float32", "bfloat16"),
-                                                  ((8192, 8), (4096, 4), (16384, 16), (32768, 16)), ("1", "0")):
+                                                  ((8192, 8), (32768, 16)), ("1", "0")):
         print(f"{op} {dt} N{n} w{w} prefetch={pre}:", end=" ", flush=True)
         try:
             r = subprocess.run([sys.executable, "-c", CASE, op, dt, str(n), str(w), pre], capture_output=True,
