@@ -17,6 +17,8 @@ CONFIGS = [
     dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=64, num_warps=32),  # 1024-thread loop: registers capped at 32
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
     dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=4),
+    dict(strategy="split", BLOCK_N=32, split=4),  # split rows: 4 programs of 32 per row (a short 4th)
+    dict(strategy="split", BLOCK_N=16, split=7),  # 7 programs (partials padded to 8); 5-wide rows: one program
 ]
 
 
@@ -56,7 +58,8 @@ def test_logsumexp_dims(device):
     assert_close(tr.logsumexp(x, ()), _ref("logsumexp", x.flatten(), 0), n=8, scale=8, what="lse ()")
 
 
-@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4)], ids=["single", "online"])
+@pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4),
+                                 dict(strategy="split", BLOCK_N=2, split=3)], ids=["single", "online", "split"])
 def test_inf_nan_rows(cfg, force, device):
     for name in ("softmax", "log_softmax", "logsumexp"):
         if cfg is not None:
@@ -153,3 +156,40 @@ def test_shifted_rows_write_every_element(cfg, dtype, force, device):
             out = getattr(tr, name)(x, 1)
             assert not out.isnan().any(), f"{name} {shape}: unwritten elements"
             assert_close(out, _ref(name, x, 1), n=8, scale=4, what=f"{name} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_split_rows_of_every_layout_and_dtype(name, force, device):
+    """Split rows (programs sharing a row, meeting at a barrier on a GPU, two launches under the interpreter):
+    strided and transposed inputs, rows whose last program holds one element, integer inputs with ``dtype``,
+    chunks that are all -inf (an empty partial), and rows past the first group of programs."""
+    force(name, strategy="split", BLOCK_N=32, split=3)
+    for layout in LAYOUTS:
+        x = randn((4, 6, 97), torch.float32, device, layout, scale=4)
+        for dim in (2, 1, -1):
+            assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
+    x = randn((3, 65), torch.float32, device, scale=4)
+    x[1, :64] = -INF  # two all -inf chunks, then one element
+    assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what="-inf chunks")
+    xi = torch.randint(-5, 5, (3, 70), device=device)
+    assert_close(getattr(tr, name)(xi, 1, dtype=torch.float32), _ref(name, xi, 1), n=8, what="int dtype")
+    for dtype in (torch.bfloat16, torch.float16, torch.float64):
+        x = randn((5, 90), dtype, device, scale=3)
+        assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what=f"{dtype}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the cooperative launch is compiled only")
+def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, device, caplog):
+    """A group of split programs must be co-resident (one cooperative launch with a barrier per row); a split of
+    more programs than the device holds at once takes the two launches instead, and says so."""
+    if device != "cuda":
+        pytest.skip("GPU test")
+    x = randn((300, 5000), torch.float32, device, scale=4)
+    force("softmax", strategy="split", BLOCK_N=1024, split=5)
+    with caplog.at_level("INFO", logger="tritred"):
+        assert_close(tr.softmax(x, 1), _ref("softmax", x, 1), n=8, scale=4, what="cooperative")
+    assert "two launches" not in caplog.text
+    force("softmax", strategy="split", BLOCK_N=1, split=5000, num_warps=32)  # 5000 programs of 1024 threads
+    with caplog.at_level("INFO", logger="tritred"):
+        assert_close(tr.softmax(x, 1), _ref("softmax", x, 1), n=8, scale=4, what="two launches")
+    assert "two launches" in caplog.text

@@ -290,23 +290,18 @@ def edge_cols(lead, N, row_ok, ALIGN: tl.constexpr):
 
 
 @triton.jit
-def group_arrive(count_ptr):
-    """Publish this program's stores and count it at ``count_ptr`` (an int32 counter, zero before the launch):
-    the first half of a barrier among the programs that share a row (split rows of softmax, layer_norm and
-    batch_norm; :func:`group_wait` is the second half, so that loads can be issued in between).
+def group_barrier(count_ptr, expected):
+    """Wait until ``expected`` programs have arrived at ``count_ptr`` (an int32 counter, zero before the launch):
+    a barrier among the programs that share a row (softmax's split rows).
 
-    The CTA barrier orders every thread's stores before the one release add (the pattern of CUDA's grid sync).
-    The programs must be co-resident, else a waiting one could hold the SM its partner needs: the launcher makes
-    it a cooperative launch, which the driver refuses rather than deadlock. Compiled only: the interpreter runs
-    programs one after another.
+    Every thread's stores before the barrier are visible to every program after it: the CTA barrier orders this
+    program's threads before its one release add (the pattern of CUDA's grid sync), and the acquire poll orders
+    the reads after it. The programs must be co-resident, else a waiting one could hold the SM its partner needs:
+    the launcher makes it a cooperative launch, which the driver refuses rather than deadlock. Compiled only: the
+    interpreter runs programs one after another.
     """
     tl.debug_barrier()
     tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
-
-
-@triton.jit
-def group_wait(count_ptr, expected):
-    """Wait until ``expected`` programs have arrived at ``count_ptr``; the acquire poll orders the reads after it."""
     seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     while seen < expected:
         seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")

@@ -25,8 +25,6 @@ from ._kernels import (
     div_exact,
     edge_cols,
     f32_split,
-    group_arrive,
-    group_wait,
     inner_mask,
     row_masks,
     shifted_out,
@@ -182,70 +180,6 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
-@triton.jit
-def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_mean_ptr, part_m2_ptr, count_ptr,
-                       R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, eps, eps_lo,
-                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
-                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
-                       PREFETCH: tl.constexpr = True):
-    """Rows too long for one program's registers, held by SPLIT programs together: one read, one write (the
-    scheme of softmax's ``_split_rows_kernel``). Each program keeps its chunk's columns of the group's rows in
-    registers, stores the chunk's (mean, M2) (corrected two-pass, :func:`chunk_stats`), meets the group at the
-    row's barrier, merges the SPLIT partials in a fixed order (Chan et al. 1979) and writes its chunk."""
-    part = tl.program_id(0) % SPLIT
-    group = tl.program_id(0) // SPLIT
-    groups = tl.num_programs(0) // SPLIT
-    cols = part.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    ok = cols < N
-    one = tl.arange(0, 1)  # (per-row scalars as 1-element tiles: chunk_stats reduces [1, BLOCK_N] tiles)
-    n_mine = tl.zeros([1], ACC) + tl.minimum(N - part * BLOCK_N, BLOCK_N)
-    parts = tl.arange(0, SPLIT_P2)  # (partials of a row: SPLIT_P2 slots, SPLIT of them written)
-    written = parts < SPLIT
-    n_parts = tl.where(written, tl.minimum(N - parts * BLOCK_N, BLOCK_N), 0).to(ACC)
-    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    nxt = tl.cast(group, tl.int64)
-    # (a row past R loads nothing: its columns end at 0)
-    x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn, mask=cols < tl.where(nxt < R, N, 0),
-                     other=0)
-    for row in tl.range(group, R, groups):
-        r = tl.cast(row, tl.int64)
-        if PREFETCH:
-            x_in = x_next
-        else:
-            x_in = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=0)
-        # (x_in stays in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
-        mean0, corr, m2 = chunk_stats(x_in.to(ACC)[None, :], ok[None, :], 1, n_mine)
-        if PHASE != 2:
-            tl.store(part_mean_ptr + r * SPLIT_P2 + part + one, mean0 + corr)
-            tl.store(part_m2_ptr + r * SPLIT_P2 + part + one, m2)
-        if PHASE == 3:
-            group_arrive(count_ptr + r)
-        nxt = r + groups
-        if PREFETCH:
-            x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
-                             mask=cols < tl.where(nxt < R, N, 0), other=0)
-        if PHASE == 3:
-            group_wait(count_ptr + r, SPLIT)
-        if PHASE != 1:
-            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
-            pmean = tl.load(part_mean_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
-            pm2 = tl.load(part_m2_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
-            mean, m2, n = tl.reduce((pmean, pm2, n_parts), 0, chan_fn)
-            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)
-            if STORE_STATS:  # noqa: SIM102  (a constexpr, then a runtime test: not one `and` in Triton)
-                if part == 0:
-                    tl.store(mean_ptr + r, mean)
-                    tl.store(rstd_ptr + r, rstd)
-            y = (x_in.to(ACC) - mean) * rstd
-            # weight and bias: the same columns in every row of this program (L1 hits after the first row; kept in
-            # registers across rows they would cost 2 * BLOCK_N / threads registers and the second program per SM)
-            if HAS_W:
-                y = y * tl.load(w_ptr + cols, mask=ok, other=0).to(ACC)
-            if HAS_B:
-                y = y + tl.load(b_ptr + cols, mask=ok, other=0).to(ACC)
-            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
-
-
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
                      summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
@@ -303,24 +237,6 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     R = view.M * view.K
     assert R == rows
     dummy = y
-    if cfg.strategy == "split":  # rows held by cfg.split programs together (see _split_rows_kernel)
-        block_n, split = C.split_row_chunks(cfg, view.N)
-        parts = C.next_pow2(split)
-        part_mean = rec.empty((R, parts), acc_dtype(x.dtype), x.device)
-        part_m2 = rec.empty((R, parts), part_mean.dtype, x.device)
-        C.launch_split_rows(
-            rec, _split_rows_kernel, x, R, split, cfg.num_programs,
-            (x, w if w is not None else dummy, b if b is not None else dummy, y, mean if mean is not None else dummy,
-             rstd if rstd is not None else dummy, part_mean, part_m2),
-            dict(R=R, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn, s_yk=syk,
-                 eps=f32_split(float(eps))[0], eps_lo=f32_split(float(eps))[1], HAS_W=w is not None,
-                 HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)), SPLIT=split,
-                 SPLIT_P2=parts, BLOCK_N=block_n, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
-        if store_stats:
-            rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
-        else:
-            rec.save(key, y)
-        return y, mean, rstd
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     align = C.row_align(x, view, cfg, single) if single else 0

@@ -26,8 +26,7 @@ from ._kernels import (
     acc_dtype,
     aligned_rows,
     edge_cols,
-    group_arrive,
-    group_wait,
+    group_barrier,
     inner_mask,
     max_fn,
     pre_cast,
@@ -177,18 +176,17 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
 @triton.jit
 def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                        MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
-                       PREFETCH: tl.constexpr = True):
-    """Rows too long for one program's registers, held by SPLIT programs together: one read, one write.
+                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+    """Rows too long for one program's registers, held by SPLIT programs together: one read, one write (the
+    online loop reads a row twice, the second time mostly from HBM once rows pass ~64K elements).
 
     Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of the group's rows in
-    registers. Per row it stores its chunk's (max, sum of exp) and, PHASE 3, meets the group's other programs
-    at a barrier (:func:`group_arrive`, :func:`group_wait`); then each program merges the SPLIT partials in the
+    registers. Per row it stores its chunk's (max, sum of exp) and, PHASE 3, waits at the row's barrier
+    (:func:`group_barrier`) for the group's other programs; then each program merges the SPLIT partials in the
     same fixed order (deterministic, identical in every program) and writes its chunk from registers. A
-    persistent grid of co-resident groups (a cooperative launch) loops over the rows, loading the next row's
-    chunk before it waits, so that the wait overlaps reads. PHASE 1 and PHASE 2 are the two halves as separate
-    launches (the interpreter runs programs one after another; also devices where no group is co-resident):
-    PHASE 2 reads the row a second time.
+    persistent grid of co-resident groups (a cooperative launch, ``_common.launch_split_rows``) loops over the
+    rows. PHASE 1 and PHASE 2 are the two halves as separate launches (the interpreter runs programs one after
+    another; also used where no group fits on the device at once): PHASE 2 reads the row a second time.
     """
     part = tl.program_id(0) % SPLIT
     group = tl.program_id(0) // SPLIT
@@ -196,21 +194,14 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
     cols = part.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = cols < N
     FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
-    OTHER: tl.constexpr = float("-inf") if FLOAT_IN else 0  # (as _rows_block: no select per element for floats)
     parts = tl.arange(0, SPLIT_P2)  # (partials of a row: SPLIT_P2 slots, SPLIT of them written)
     written = parts < SPLIT
-    nxt = tl.cast(group, tl.int64)
-    # (a row past R loads nothing: its columns end at 0)
-    x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn, mask=cols < tl.where(nxt < R, N, 0),
-                     other=OTHER)
     for row in tl.range(group, R, groups):
         r = tl.cast(row, tl.int64)
-        if PREFETCH:
-            x_in = x_next
-        else:
-            x_in = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=OTHER)
-        # (x_in stays in the input's dtype until the output: half the registers of fp32 for 2-byte inputs)
-        x = x_in.to(PRE).to(CAST).to(ACC)
+        # (masked lanes of float inputs load -inf: no select per element, as _rows_block)
+        x = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok,
+                    other=float("-inf") if FLOAT_IN else 0)
+        x = x.to(PRE).to(CAST).to(ACC)
         if not FLOAT_IN:
             x = tl.where(ok, x, float("-inf"))
         m = tl.reduce(x, 0, max_fn)
@@ -220,19 +211,12 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
             tl.store(part_m_ptr + r * SPLIT_P2 + part, m)
             tl.store(part_s_ptr + r * SPLIT_P2 + part, s)
         if PHASE == 3:
-            group_arrive(count_ptr + r)
-        nxt = r + groups
-        if PREFETCH:
-            x_next = tl.load(x_ptr + (nxt // K) * s_xm + (nxt % K) * s_xk + cols * s_xn,
-                             mask=cols < tl.where(nxt < R, N, 0), other=OTHER)
-        if PHASE == 3:
-            group_wait(count_ptr + r, SPLIT)
+            group_barrier(count_ptr + r, SPLIT)
         if PHASE != 1:
             # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
             pm = tl.load(part_m_ptr + r * SPLIT_P2 + parts, mask=written, other=float("-inf"), cache_modifier=".cg")
             ps = tl.load(part_s_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
             m_row, s_row = tl.reduce((pm, ps), 0, _online_fn)
-            x = x_in.to(PRE).to(CAST).to(ACC)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, _emit(x, m_row, s_row, MODE), mask=ok)
 
 
