@@ -290,6 +290,17 @@ def run_split(pct) -> None:
             print(f"{op} {(R, N)} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
 
 
+def run_split_shapes(pct) -> None:
+    """float32 softmax rows past 32768 off the suite: the built-in split rows against the online loop it replaced."""
+    loop = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16384, num_warps=32)
+    for R, N in ((4096, 40000), (300, 100000), (2048, 50257), (64, 1 << 20), (8, 262144), (1, 1 << 22)):
+        xs = [torch.randn((R, N), device="cuda") for _ in range(COPIES)]
+        nb = 2 * xs[0].numel() * 4
+        line = [f"{cfg_name(c)} {forced(pct, 'softmax', lambda x: T.softmax(x, -1), lambda x: torch.softmax(x, -1), xs, nb, c)}"
+                for c in (None, loop)]
+        print(f"softmax {(R, N)} float32: " + " | ".join(line), flush=True)
+
+
 def main() -> None:
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
@@ -297,7 +308,8 @@ def main() -> None:
     def pct(ms: float, nbytes: int) -> float:
         return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
     steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
-             "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split}
+             "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split,
+             "split-shapes": run_split_shapes}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 
