@@ -120,6 +120,20 @@ def test_softmax_replays(mode, layout, replays, device):
     assert_close(y, getattr(torch, mode)(x.double().cpu(), -1), n=45, scale=4, what=mode)
 
 
+@pytest.mark.parametrize("mode", ["softmax", "log_softmax"])
+def test_softmax_split_rows_replay_with_their_barrier_counters_zeroed(mode, force, replays, device):
+    """Split rows count arrivals per row (compiled): a replay must zero its counters in the fresh workspace (the
+    poisoned workspace would otherwise pass or block the barriers)."""
+    force(mode, strategy="split", BLOCK_N=16, split=3)
+    op = getattr(tr, mode)
+    (y,), (x,) = _run_case(lambda x: op(x, -1), lambda i: (randn((7, 45), torch.float32, device, gen_seed=i),),
+                           replays)
+    assert_close(y, getattr(torch, mode)(x.double().cpu(), -1), n=45, scale=4, what=mode)
+    plans = [v for v in get_registry().cache.values() if isinstance(v, _replay.Plan)]
+    assert len(plans) == 1 and plans[0].zero_bytes >= 7 * 4  # one int32 counter per row, first in the workspace
+    assert plans[0].temps[0][0][2] == torch.int32
+
+
 def test_layer_norm_replays_weights_and_stats(replays, device):
     from tritred_ops.layer_norm import layer_norm_with_stats
 

@@ -279,11 +279,10 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
     its programs meeting at a barrier per row (``PHASE=3``). Under the interpreter, or when not even one group
     fits, two launches (``PHASE=1`` writes the partials, ``PHASE=2`` reads the row again and merges them): the
     same arithmetic with a second read. ``args`` start with the input and the output and continue with the
-    kernel's per-row workspace (partials) and the barrier counters: int32 zeros, allocated per call outside the
-    recorder, so such a call is not replayed (only rows of >= 32768 elements take this path: the host cost of
-    the full path is small next to their run time).
+    kernel's per-row workspace (partials) and the barrier counters (int32 zeros, one per row: a replayed call
+    zeroes them in its workspace).
     """
-    counts = torch.zeros(rows, dtype=torch.int32, device=x.device)
+    counts = rec.zeros((rows,), torch.int32, x.device)
     groups = _coop_groups(kernel, x, args, kwargs, split) if x.device.type == "cuda" else 0
     if num_programs:  # (the config's program count caps the persistent grid)
         groups = min(groups, max(1, num_programs // split))

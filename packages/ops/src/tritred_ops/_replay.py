@@ -184,11 +184,12 @@ class Plan:
     """
 
     __slots__ = ("compiled", "device", "fast", "launches", "n_inputs", "outputs", "run", "stream_of", "temps",
-                 "ws_bytes")
+                 "ws_bytes", "zero_bytes")
 
     def __init__(self, n_inputs: int, outputs: list[Alloc], temps: list[tuple[Alloc, int]], ws_bytes: int,
-                 launches: list[_Launch]) -> None:
+                 launches: list[_Launch], zero_bytes: int = 0) -> None:
         self.n_inputs, self.outputs, self.temps, self.ws_bytes = n_inputs, outputs, temps, ws_bytes
+        self.zero_bytes = zero_bytes  # the workspace's first bytes: temporaries that start at zero (counters)
         self.launches = launches
         self.compiled = launches[0].compiled is not None
         self.device = (outputs or [t for t, _ in temps])[0][3] if (outputs or temps) else None
@@ -203,6 +204,8 @@ class Plan:
         outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
                 for shape, stride, dtype, device in self.outputs]
         ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=self.device) if self.ws_bytes else None
+        if self.zero_bytes:
+            ws[: self.zero_bytes].zero_()  # type: ignore[index]
         if self.compiled:
             pointers: list[Any] = [t.data_ptr() if t is not None else 0 for t in inputs]
             pointers += [t.data_ptr() for t in outs]
@@ -247,6 +250,9 @@ def _straight_line(plan: Plan) -> Any:
     if plan.ws_bytes:
         ns["WS"] = plan.ws_bytes
         lines.append("    ws = empty(WS, dtype=uint8, device=DEVICE)")  # held until the launches are queued
+        if plan.zero_bytes:
+            ns["ZB"] = plan.zero_bytes
+            lines.append("    ws[:ZB].zero_()")
         lines.append("    w = ws.data_ptr()")
     raw = _raw_stream()
     if raw is not None:
@@ -297,6 +303,7 @@ class Recorder:
         self.launches: list[tuple[Any, Any, tuple[int, ...], tuple[Any, ...], dict[str, Any],
                                   tuple[tuple[int, int], ...]]] = []
         self.replayable = True
+        self.zeroed: set[int] = set()  # allocations that start at zero (indices into allocs)
 
     def _slot(self, t: torch.Tensor) -> int | None:
         for i, known in enumerate(self.tensors):
@@ -306,6 +313,12 @@ class Recorder:
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         return self.adopt(torch.empty(tuple(shape), dtype=dtype, device=device))
+
+    def zeros(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A temporary that starts at zero (barrier counters); a replay zeroes its bytes of the workspace."""
+        t = self.adopt(torch.zeros(tuple(shape), dtype=dtype, device=device))
+        self.zeroed.add(len(self.allocs) - 1)
+        return t
 
     def empty_like(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """torch.empty_like (keeps a dense input's layout); replayed with the same strides."""
@@ -350,10 +363,14 @@ class Recorder:
         for k, s in enumerate(out_slots):
             where[s] = self.n_inputs + k  # type: ignore[index]
         temps: list[tuple[Alloc, int]] = []
-        ws_bytes = 0
-        for a, alloc in enumerate(self.allocs):
-            s = self.n_inputs + a
+        ws_bytes = zero_bytes = 0
+        # (the temporaries that start at zero first: one zero fill of the workspace's head covers them)
+        order = sorted(range(len(self.allocs)), key=lambda a: a not in self.zeroed)
+        for a in order:
+            alloc, s = self.allocs[a], self.n_inputs + a
             if s in where:
+                if a in self.zeroed:
+                    return  # (an output that must start at zero: not a case the plans handle)
                 continue
             shape, stride, dtype, _ = alloc
             if stride != _contiguous_strides(shape):
@@ -361,10 +378,12 @@ class Recorder:
             where[s] = self.n_inputs + len(out_slots) + len(temps)
             temps.append((alloc, ws_bytes))
             ws_bytes += -(-max(1, math.prod(shape)) * dtype.itemsize // _ALIGN) * _ALIGN
+            if a in self.zeroed:
+                zero_bytes = ws_bytes
         launches = [_Launch(kernel, compiled, grid, args, kwargs, tuple((pos, where[s]) for pos, s in slots))
                     for kernel, compiled, grid, args, kwargs, slots in self.launches]
         outputs_allocs = [self.allocs[s - self.n_inputs] for s in out_slots]  # type: ignore[operator]
-        plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches)
+        plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches, zero_bytes)
         _cached(key, lambda: plan)
 
 

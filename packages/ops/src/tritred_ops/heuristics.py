@@ -51,6 +51,7 @@ class _Caps:
         self.loop_warps = 16 if gpu else 4          # loops: 8 elements per thread per 4096-wide chunk
         self.stats_loop_warps = 8 if gpu else 4     # var/std loops: 16 Welford lanes per thread per chunk
         self.stats_resident = 16384 if gpu else 256  # longest var/std row kept in registers (16 warps)
+        self.split_rows = 65536 if gpu else 512     # float32 softmax rows this long are split over programs
         self.split_chunk = 8192 if gpu else 128     # softmax split rows: elements per program (8 warps)
         self.split_warps = 8 if gpu else 4
 
@@ -233,12 +234,15 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return None
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
-    if problem.inner and name in ("softmax", "log_softmax") and problem.dtype == "float32" and problem.N > single_cap:
-        # float32 rows past the register tile: held by several programs of 8192 elements each, which meet at a
-        # per-row barrier (one read, one write; softmax._split_rows_kernel) instead of the online loop's two reads
-        # (H200, rotating inputs, tools/exp_rotate.py split: 1024x131072 68% -> 80%, 2048x65536 77% -> 81%).
-        # bfloat16 lost (1024x131072 63% -> 58%, 4096x32768 73% -> 60%: half the bytes per program for the same
-        # barrier), as did wider programs (16384 elements on 16 or 32 warps, 32768 on 32).
+    if problem.inner and name in ("softmax", "log_softmax") and problem.dtype == "float32" \
+            and problem.N >= caps.split_rows:
+        # float32 rows of 64K+ elements: held by several programs of 8192 elements each, which meet at a per-row
+        # barrier (one read, one write; softmax._split_rows_kernel) instead of the online loop's two reads, the
+        # second of which misses L2 once the rows in flight outgrow it (H200, rotating inputs, tools/exp_rotate.py
+        # split and split-shapes: 1024x131072 68% -> 80%, 2048x65536 77% -> 81%, 64x1048576 36% -> 55%).
+        # Shorter rows lost (4096x40000 80% -> 76%, 2048x50257 65% -> 58%: their second read hits L2), and so did
+        # bfloat16 (1024x131072 63% -> 58%: half the bytes per program for the same barrier) and wider programs
+        # (16384 elements on 16 or 32 warps, 32768 on 32).
         return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner:
