@@ -201,7 +201,7 @@ def test_plugin_registration_drops_plans(force, device):
     assert _plans() == 0
 
 
-def _fake_plan(monkeypatch, log: list):
+def _fake_plan(monkeypatch, log: list, zeroed: bool = False):
     """A compiled two-launch plan over a fake kernel and a fake Triton 3.6 launcher (no GPU needed): the C entry
     point logs its arguments; the launcher's ``run`` (taken with launch hooks) logs ("run", hooks)."""
     import inspect
@@ -240,14 +240,29 @@ def _fake_plan(monkeypatch, log: list):
     x, k = torch.randn(5), Kernel()
     get_registry().cache.pop(("fake-plan",), None)  # a plan saved by another test logs to that test's list
     rec = _replay.Recorder(x, None)
-    y, t, t2 = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device), \
-        rec.empty((7,), torch.int64, x.device)
+    y, t = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device)
+    t2 = rec.zeros((7,), torch.int32, x.device) if zeroed else rec.empty((7,), torch.int64, x.device)
     rec.launch(k, (2,), x, y, t, 5, BLOCK=16)
     rec.launch(k, (1, 3), t, y, t2, 6)
     rec.save(("fake-plan",), y)
     plan = get_registry().cache[("fake-plan",)]
     assert plan.fast is not None and plan.ws_bytes == 512
     return plan, x, pool
+
+
+def test_plans_zero_the_temporaries_that_start_at_zero(monkeypatch):
+    """Barrier counters (``Recorder.zeros``) come first in the workspace and both replay paths zero them, and
+    only them, before the launches."""
+    log: list = []
+    plan, x, pool = _fake_plan(monkeypatch, log, zeroed=True)
+    assert plan.zero_bytes == 256 and plan.temps[0][1] == 0 and plan.temps[0][0][2] == torch.int32
+    for run in (plan.run, plan.run_generic):
+        out, ws = torch.zeros(4), torch.full((512,), 255, dtype=torch.uint8)
+        pool[:] = [out, ws]
+        run(x, None)
+        assert ws[:256].eq(0).all() and ws[256:].eq(255).all()
+        assert log[-2][13:] == (x.data_ptr(), out.data_ptr(), ws.data_ptr() + 256, 5, 16)  # t after the counters
+        assert log[-1][13:] == (ws.data_ptr() + 256, out.data_ptr(), ws.data_ptr(), 6, 8)
 
 
 def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
