@@ -8,6 +8,7 @@ cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read
 device-to-device copy bandwidth measured in the same process.
 
 Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
+                   [split] [split-shapes]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -20,6 +21,9 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
 - tiles: short rows (256-1024) of var, max and sum: the built-in config beside forced tiles (rows x warps).
 - stats: var/std rows past 8192 (loops of 8 or 16 warps, a single pass of 16 or 32 warps) and the plain
   reductions' and max's loops on 8/16/32 warps over 4096-16384-wide chunks.
+- split: softmax split rows (programs meeting at a per-row barrier) with several chunk widths and warps, checked
+  against torch and for determinism, beside the built-in config (docs/data/h200-exp-2026-11-30-d.txt).
+- split-shapes: float32 softmax rows off the suite: the built-in config against the online loop.
 """
 
 from __future__ import annotations
@@ -258,13 +262,12 @@ def run_split(pct) -> None:
         x[3, 5] = float("nan")
         res = []
         for c in (sr(triton.next_power_of_2(shape[1] // 4), 16, 4), sr(8192, 8, 2)):
-            for fn, ref in ((T.softmax, torch.softmax), (T.log_softmax, torch.log_softmax),
-                            (T.layer_norm, lambda x, _: torch.nn.functional.layer_norm(x, x.shape[-1:]))):
+            for fn, ref in ((T.softmax, torch.softmax), (T.log_softmax, torch.log_softmax)):
                 reg = get_registry()
                 reg.cache.clear()
                 name = reg.register(Force(fn.__name__, c), name="exp-force")
                 try:
-                    a, b = (fn(x, -1), fn(x, -1)) if fn is not T.layer_norm else (fn(x, x.shape[-1:]),) * 2
+                    a, b = fn(x, -1), fn(x, -1)
                     res.append(f"{fn.__name__} {cfg_name(c)} s{c.split}: "
                                f"{'ok' if close(a, ref(x.double(), -1).to(dtype)) else 'WRONG'}"
                                f"{'' if torch.equal(a.nan_to_num(), b.nan_to_num()) else ' NONDETERMINISTIC'}")
@@ -276,16 +279,13 @@ def run_split(pct) -> None:
                           ((4096, 32768), torch.bfloat16), ((2048, 65536), torch.bfloat16),
                           ((2048, 65536), torch.float32)]:
         xs = [torch.randn((R, N), device="cuda", dtype=dtype) for _ in range(COPIES)]
-        w, b = (torch.randn(N, device="cuda", dtype=dtype) for _ in range(2))
         nb = 2 * xs[0].numel() * xs[0].element_size()
         tiles = ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 32))
         cfgs = [None] + [sr(n, wp, N // n) for n, wp in tiles if n < N]
         for op, fn, ref in (("softmax", lambda x: T.softmax(x, -1), lambda x: torch.softmax(x, -1)),
-                            ("log_softmax", lambda x: T.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1)),
-                            ("layer_norm", lambda x: T.layer_norm(x, (N,), w, b),
-                             lambda x: torch.nn.functional.layer_norm(x, (N,), w, b))):
+                            ("log_softmax", lambda x: T.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1))):
             line = [f"{cfg_name(c)}{'' if c is None else f' s{c.split}'} "
-                    f"{forced(pct, op, fn, ref, xs, nb + (2 * N * xs[0].element_size() if op == 'layer_norm' else 0), c)}"
+                    f"{forced(pct, op, fn, ref, xs, nb, c)}"
                     for c in cfgs]
             print(f"{op} {(R, N)} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
 

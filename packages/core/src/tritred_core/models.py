@@ -107,7 +107,9 @@ class LaunchConfig(_Frozen):
 
     ``strategy``: ``single_pass`` (a row lives in registers: needs ``BLOCK_N >= N``), ``multi_pass`` (loop over N
     with an online combine: Welford, online softmax), ``split`` (``split`` programs per output each reduce a slice
-    of N into partials, a second tiny launch combines them in a fixed order: deterministic).
+    of N into partials, a second tiny launch combines them in a fixed order: deterministic; for softmax rows,
+    ``split`` programs of at least ``BLOCK_N`` elements hold a row together and merge their partials after a
+    per-row barrier in one cooperative launch).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the column kernel of the plain reductions (sum, mean,

@@ -9,8 +9,9 @@ warps; the plain reductions' whole-row tiles take two 16-byte loads per thread i
 pass (up to 8192 for reductions, 16384 on 16 warps for var/std, 32768 on 32 warps for softmax and layer_norm;
 rows <= 512 of ops with several reductions per row, and <= 1024 of softmax and layer_norm, in 1024-element tiles
 of one warp; 2-byte rows of 512-1024 of var/std and max/min in 2048-element ones), longer rows loop over
-4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 8-32 warps (multi pass), and few outputs with
-long rows split N across programs (two-stage, deterministic), never past one wave of programs.
+4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 8-32 warps (multi pass), float32 softmax rows
+of 64K+ elements are held by several 8192-element programs meeting at a per-row barrier (split rows), and few outputs
+with long rows split N across programs (two-stage, deterministic), never past one wave of programs.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests

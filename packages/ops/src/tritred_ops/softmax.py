@@ -4,7 +4,9 @@ The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). Wh
 (``single_pass``) it is loaded once, reduced and written from registers: one read, one write. Longer rows use the
 online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per row, rescaling
 the sum whenever the max grows, and a second sweep, from the row's end back, writes the output (the chunks the
-first sweep read last are the likeliest to still be in L2).
+first sweep read last are the likeliest to still be in L2). ``split`` rows (the heuristic: float32 rows of 64K+
+elements) are held by several programs at once, which merge their chunks' (max, sum of exp) after a per-row
+barrier and write from registers: one read, one write (``_split_rows_kernel``).
 
 ``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy).
@@ -359,7 +361,8 @@ _SOFTMAX_DOC = """
 def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim`` — mirrors :func:`torch.softmax`.
 
-    Single pass when the row fits on chip, else the online softmax (Milakov & Gimelshein 2018).
+    Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
+    partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
     """
     return _softmax("softmax", 0, input, dim, dtype)
 
