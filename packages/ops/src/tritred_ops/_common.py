@@ -272,7 +272,7 @@ def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
 
 def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: int, num_programs: int,
                       args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-    """Launch a split-rows kernel (``split`` programs hold each row: softmax, layer_norm, batch_norm).
+    """Launch a split-rows kernel (``split`` programs hold each row: softmax's ``_split_rows_kernel``).
 
     On a GPU, one cooperative launch of a persistent grid: as many groups of ``split`` programs as the device
     holds at once (from the compiled kernel's registers, shared memory and warps), each group looping over rows,

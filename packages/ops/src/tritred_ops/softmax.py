@@ -290,7 +290,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rows = view.M * view.K
         block_n, split = C.split_row_chunks(cfg, view.N)
         parts = C.next_pow2(split)
-        part_m = rec.empty((rows, parts), torch.float32 if common["ACC"] != tl.float64 else torch.float64, x.device)
+        part_m = rec.empty((rows, parts), acc_dtype(cast), x.device)
         part_s = rec.empty((rows, parts), part_m.dtype, x.device)
         C.launch_split_rows(rec, _split_rows_kernel, x, rows, split, cfg.num_programs, (x, y, part_m, part_s),
                             dict(R=rows, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn,
