@@ -193,3 +193,15 @@ def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, devi
     with caplog.at_level("INFO", logger="tritred"):
         assert_close(tr.softmax(x, 1), _ref("softmax", x, 1), n=8, scale=4, what="two launches")
     assert "two launches" in caplog.text
+
+
+def test_split_rows_never_widen_a_program_past_the_largest_tile():
+    """A forced split of too few programs widens them to cover the row, up to Triton's 2**20 elements per tile;
+    past that it adds programs (found by the adversarial check: split=1 on a 2**20 + 1 row failed to compile)."""
+    from tritred_core import LaunchConfig
+    from tritred_ops._common import split_row_chunks
+
+    assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=1024, split=1), 2**20 + 1) == (2**20, 2)
+    assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=1024, split=1), 5000) == (8192, 1)
+    assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=16, split=7), 100) == (16, 7)
+    assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=8192, split=16), 131072) == (8192, 16)

@@ -265,8 +265,9 @@ def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int
 
 def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
     """(BLOCK_N, programs per row) of a split-rows launch: ``cfg.split`` programs of at least ``cfg.BLOCK_N``
-    columns, widened to cover the row (any config computes the row) and without a program past its end."""
-    block_n = max(cfg.BLOCK_N, next_pow2(cdiv(max(N, 1), cfg.split)))
+    columns, widened to cover the row but never past Triton's largest tile (2**20 elements: more programs
+    instead), so that any config computes the row, and without a program past its end."""
+    block_n = min(1 << 20, max(cfg.BLOCK_N, next_pow2(cdiv(max(N, 1), cfg.split))))
     return block_n, cdiv(max(N, 1), block_n)
 
 
