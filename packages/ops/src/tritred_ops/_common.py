@@ -284,7 +284,7 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
     zeroes them in its workspace).
     """
     counts = rec.zeros((rows,), torch.int32, x.device)
-    groups = _coop_groups(kernel, x, args, kwargs, split) if x.device.type == "cuda" else 0
+    groups = _coop_groups(kernel, x, (*args, counts), kwargs, split) if x.device.type == "cuda" else 0
     if num_programs:  # (the config's program count caps the persistent grid)
         groups = min(groups, max(1, num_programs // split))
     groups = min(groups, rows)
@@ -298,9 +298,9 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
 
 
 def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any], split: int) -> int:
-    """Groups of ``split`` programs of the compiled ``kernel`` that are resident on ``x``'s device at once."""
-    counts = torch.zeros(1, dtype=torch.int32, device=x.device)
-    compiled = kernel.warmup(*args, counts, grid=(1,), **kwargs, PHASE=3, launch_cooperative_grid=True)
+    """Groups of ``split`` programs of the compiled ``kernel`` (``args``: every positional argument of the launch)
+    that are resident on ``x``'s device at once."""
+    compiled = kernel.warmup(*args, grid=(1,), **kwargs, PHASE=3, launch_cooperative_grid=True)
     key = ("coop", id(compiled), x.device)
 
     def fit() -> int:
