@@ -16,6 +16,8 @@ multi-GB CUDA build), through a constraints file that every install step of a se
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import nox
@@ -134,6 +136,11 @@ def tests(session: nox.Session, torch: str, triton: str) -> None:
                 "print('python', sys.version.split()[0], '| torch', torch.__version__, '| triton', "
                 "triton.__version__, '| numpy', numpy.__version__)")
     session.run("pytest", "--durations=15", *session.posargs, env=CPU_TEST_ENV)
+    if os.environ.get("TRITRED_DROP_TEST_VENVS") == "1":
+        # CI (.ci/run): each cell's virtualenv (~2 GB: torch and triton) goes once the cell has passed, so that
+        # the matrix needs the disk of one cell at a time (a CI run once stopped on a nearly full disk).
+        session.log(f"removing {session.virtualenv.location} (TRITRED_DROP_TEST_VENVS=1)")
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
 # -- on-demand sessions -----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read
 device-to-device copy bandwidth measured in the same process.
 
 Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
-                   [split] [split-shapes]
+                   [split] [split-shapes] [split-bn]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -24,6 +24,9 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
 - split: softmax split rows (programs meeting at a per-row barrier) with several chunk widths and warps, checked
   against torch and for determinism, beside the built-in config (docs/data/h200-exp-2026-11-30-d.txt).
 - split-shapes: float32 softmax rows off the suite: the built-in config against the online loop.
+- split-bn: batch_norm training with a channel's tiles held by programs together (``split_rows``: one read)
+  against the built-in two launches, several tiles and warps; checked against torch (output and running
+  statistics), for determinism, and with a channel holding inf and one holding NaN.
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ def forced(pct, op: str, fn, ref, xs: list, nbytes: int, cfg: LaunchConfig | Non
 
 
 def cfg_name(c: LaunchConfig | None) -> str:
-    return "built-in" if c is None else f"{c.strategy[:5]} M{c.BLOCK_M} N{c.BLOCK_N} w{c.num_warps}"
+    return "built-in" if c is None else f"{c.strategy} M{c.BLOCK_M} N{c.BLOCK_N} w{c.num_warps}"
 
 
 def run_ln_preload(pct) -> None:
@@ -301,6 +304,53 @@ def run_split_shapes(pct) -> None:
         print(f"softmax {(R, N)} float32: " + " | ".join(line), flush=True)
 
 
+def run_split_bn(pct) -> None:
+    """batch_norm training: split_rows (one read, a barrier per channel) against the built-in two launches."""
+    def sr(m, n, w):
+        return LaunchConfig(strategy="split_rows", BLOCK_M=m, BLOCK_N=n, num_warps=w)
+
+    def bn(x, rm, rv, w, b, lib):
+        return lib(x, rm, rv, w, b, True, 0.1, 1e-5)
+    for shape, dtype in itertools.product([(6, 5, 33, 35), (64, 16, 56, 56)], (torch.bfloat16, torch.float32)):
+        x = torch.randn(shape, device="cuda", dtype=dtype) * 3 + 1
+        x[1, 1, 2, 3] = float("inf")
+        x[2, 2, 0, 0] = float("nan")
+        Ch = shape[1]
+        res = []
+        for c in (sr(2, 64, 4), sr(8, 128, 4), sr(64, 128, 8)):
+            reg = get_registry()
+            reg.cache.clear()
+            name = reg.register(Force("batch_norm", c), name="exp-force")
+            try:
+                params = [torch.randn(Ch, device="cuda"), torch.rand(Ch, device="cuda") + 0.5,
+                          torch.randn(Ch, device="cuda"), torch.randn(Ch, device="cuda")]
+                ref_p = [p.double().clone() for p in params]
+                ref = bn(x.double(), *ref_p, torch.nn.functional.batch_norm)
+                mine = [p.clone() for p in params]
+                a = bn(x, *mine, T.batch_norm)
+                again = bn(x, *[p.clone() for p in params], T.batch_norm)
+                ok = close(a, ref.to(dtype)) and all(close(m, r.float()) for m, r in zip(mine[:2], ref_p[:2]))
+                res.append(f"{cfg_name(c)}: {'ok' if ok else 'WRONG'}"
+                           f"{'' if torch.equal(a.nan_to_num(), again.nan_to_num()) else ' NONDETERMINISTIC'}")
+            finally:
+                reg.unregister(name)
+                reg.cache.clear()
+        print(f"check batch_norm {shape} {str(dtype)[6:]}: " + "; ".join(res), flush=True)
+    for shape, dtype in itertools.product([(64, 256, 56, 56), (256, 64, 56, 56), (32, 128, 112, 112),
+                                           (128, 512, 14, 14), (8, 64, 32, 64, 64)], (torch.bfloat16, torch.float32)):
+        Ch = shape[1]
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+        params = [torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda"), torch.randn(Ch, device="cuda"),
+                  torch.randn(Ch, device="cuda")]
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        B = shape[0]
+        cfgs = [None] + [sr(min(m, B), n, w) for m, n, w in ((64, 128, 8), (32, 128, 4), (32, 256, 8), (16, 256, 4),
+                                                             (8, 512, 4), (16, 512, 8), (32, 64, 4))]
+        line = [f"{cfg_name(c)} {forced(pct, 'batch_norm', lambda x: bn(x, *params, T.batch_norm), lambda x: bn(x, *[p.clone() for p in params], torch.nn.functional.batch_norm), xs, nb, c)}"
+                for c in cfgs]
+        print(f"batch_norm train {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
 def main() -> None:
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
@@ -309,7 +359,7 @@ def main() -> None:
         return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
     steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
              "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split,
-             "split-shapes": run_split_shapes}
+             "split-shapes": run_split_shapes, "split-bn": run_split_bn}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 

@@ -28,7 +28,7 @@ def _run(x, training, momentum=0.1, affine=True, running=True, eps=1e-5, y_scale
     ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, d(w), d(b), training, momentum, eps)
     before = x.clone()
     out = tr.batch_norm(x, rm, rv, w, b, training, momentum, eps)
-    assert torch.equal(x, before), "input mutated"
+    torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True, msg="input mutated")
     assert out.dtype == x.dtype and out.shape == x.shape
     n = x.numel() // c
     assert_close(out, ref, n=16, scale=y_scale, what=f"y {tuple(x.shape)} training={training}")
@@ -79,7 +79,15 @@ def test_strided_input(device):
                                  dict(strategy="split", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, split=1,
                                       num_programs=5),
                                  # statistics groups wider than the tile's lanes allow: a group of 2 lanes
-                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=3)], ids=str)
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=3),
+                                 # split rows (one read): a channel's 6 tiles held by 6 programs, edges in B and S
+                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1),
+                                 # blocks of 2 channels (5 channels: the last block half empty), 21 tiles
+                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2),
+                                 # one tile per channel; a program count below one group per channel block
+                                 dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
+                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1)],
+                         ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)
     _run(randn((3, 5, 7, 3), torch.float32, device), True)
@@ -110,6 +118,47 @@ def test_group_means_of_values_near_the_float_maximum(dtype, value, force, devic
     assert torch.equal(y, torch.zeros_like(y))
     torch.testing.assert_close(rm.cpu(), torch.tensor([0.1 * x[0, 0, 0].item()]), rtol=1e-6, atol=0)
     torch.testing.assert_close(rv.cpu(), torch.tensor([0.9]), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("cfg", [dict(BLOCK_M=2, BLOCK_N=8, BLOCK_K=1), dict(BLOCK_M=2, BLOCK_N=4, BLOCK_K=4)],
+                         ids=["nchw", "channel-blocks"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_split_rows_of_nonfinite_channels_and_layouts(cfg, dtype, force, device):
+    """Split rows merge the tiles' partials after the barrier: a channel with +inf (running_mean inf, y NaN), one
+    with NaN, one far from zero, in NCHW, channels-last and sliced inputs, deterministic across calls."""
+    force("batch_norm", strategy="split_rows", **cfg)
+    x = randn((5, 6, 7, 3), dtype, device, offset=1.0)
+    x[3, 0, 2, 1] = float("inf")
+    x[0, 1, 6, 2] = float("nan")
+    x[:, 2] += 500.0
+    _run(x, True, y_scale=512.0 if dtype == torch.float32 else 8.0)
+    first = tr.batch_norm(x, None, None, None, None, True)
+    torch.testing.assert_close(tr.batch_norm(x, None, None, None, None, True), first, equal_nan=True, rtol=0, atol=0,
+                               msg="not deterministic")
+    _run(x.to(memory_format=torch.channels_last), True, y_scale=512.0 if dtype == torch.float32 else 8.0)
+    _run(randn((4, 12, 10, 10), dtype, device)[:, ::2, 1:9, ::3], True)
+    _run(randn((6, 4), dtype, device), True)  # [B, C]: the batch is the reduced axis
+
+
+def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
+    """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
+    plan's workspace) and gives the first call's result bit for bit."""
+    from tritred_core import get_registry
+    from tritred_ops import _replay
+
+    force("batch_norm", strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)
+    x = randn((3, 5, 7, 3), torch.float32, device)
+    rm, rv = torch.zeros(5, device=device), torch.ones(5, device=device)
+    first = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
+    again = [tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5) for _ in range(2)]
+    assert all(torch.equal(first, y) for y in again)
+    plans = [v for v in get_registry().cache.values() if isinstance(v, _replay.Plan)]
+    assert len(plans) == 1 and plans[0].zero_bytes >= 5 * 4 and plans[0].temps[0][0][2] == torch.int32
+    ref_m, ref_v = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    for _ in range(3):
+        F.batch_norm(x.double().cpu(), ref_m, ref_v, None, None, True, 0.1, 1e-5)
+    assert_close(rm, ref_m, n=63, scale=4, what="running_mean after replays")
+    assert_close(rv, ref_v, n=63, scale=8, what="running_var after replays")
 
 
 def test_without_affine_or_running(device):

@@ -39,6 +39,21 @@ def test_candidates_are_valid_neighbours():
             c.check_fits(problem)  # every candidate can compute the problem
 
 
+def test_batch_norm_candidates_include_split_rows_for_nchw():
+    """tune measures batch_norm's one-read strategy (a channel's tiles held together) on NCHW inputs: tiles of
+    4096 and 8192 elements, 256 wide along the spatial axis; channels-last inputs get none (strided per channel)."""
+    reg = get_registry()
+    spec = reg.get("batch_norm").spec
+    nchw = Problem(op="batch_norm", dtype="bfloat16", M=64, N=3136, K=256, stride_m=256 * 3136, stride_n=1,
+                   stride_k=3136)
+    split_rows = [c for c in tuning.candidates(reg.launch_config(spec, nchw, FAKE_H200), nchw)
+                  if c.strategy == "split_rows"]
+    assert [(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_warps) for c in split_rows] == [(16, 256, 1, 4), (32, 256, 1, 8)]
+    last = Problem(op="batch_norm", dtype="bfloat16", M=1, N=64 * 3136, K=256, stride_m=0, stride_n=256, stride_k=1)
+    assert not [c for c in tuning.candidates(reg.launch_config(spec, last, FAKE_H200), last)
+                if c.strategy == "split_rows"]
+
+
 def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):
     reg = get_registry()
     rec = reg.get("softmax")

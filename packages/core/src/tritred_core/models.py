@@ -19,7 +19,7 @@ FLOAT_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64")
 
 Family = Literal["reduce", "statistics", "softmax", "normalize"]
-Strategy = Literal["single_pass", "multi_pass", "split"]
+Strategy = Literal["single_pass", "multi_pass", "split", "split_rows"]
 
 
 class _Frozen(BaseModel):
@@ -109,7 +109,10 @@ class LaunchConfig(_Frozen):
     with an online combine: Welford, online softmax), ``split`` (``split`` programs per output each reduce a slice
     of N into partials, a second tiny launch combines them in a fixed order: deterministic; for softmax rows,
     ``split`` programs of at least ``BLOCK_N`` elements hold a row together and merge their partials after a
-    per-row barrier in one cooperative launch).
+    per-row barrier in one cooperative launch), ``split_rows`` (batch_norm training: the tiles of a channel block
+    are held by as many programs together, one per tile, which merge their statistics after a barrier and
+    normalize from registers: one read of the input instead of two; not a built-in choice yet, a plugin or
+    ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the column kernel of the plain reductions (sum, mean,

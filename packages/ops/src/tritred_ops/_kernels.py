@@ -367,7 +367,7 @@ def welford_step(mean, m2, x, inv):
 
 
 @triton.jit
-def _add_pair(a0, a1, b0, b1):
+def add_pair(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
 
@@ -396,6 +396,6 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False):
         d = tl.where(mask, x - mean[None, :], 0.0)
     else:
         d = tl.where(mask, x - mean[:, None], 0.0)
-    c, ss = tl.reduce((d, d * d), axis, _add_pair)  # one cross-warp exchange for both sums
+    c, ss = tl.reduce((d, d * d), axis, add_pair)  # one cross-warp exchange for both sums
     corr = div_exact(c, n_safe, x.dtype)
     return mean, corr, ss - c * corr

@@ -19,6 +19,10 @@ Training runs two launches, both deterministic:
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
 statistics.
+
+Strategy ``split_rows`` (training; a plugin's or ``tritred tune``'s choice, not yet the built-in heuristic's:
+it awaits its H200 measurement): a channel block's tiles are held by as many programs together, which meet at a
+barrier per channel block and normalize from registers (``_split_channels_kernel``): one read and one write.
 """
 
 from __future__ import annotations
@@ -29,7 +33,17 @@ import triton.language as tl
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
-from ._kernels import acc_dtype, chan_fn, chunk_stats, div_exact, f32_split, sqrt_exact, tl_dtype
+from ._kernels import (
+    acc_dtype,
+    add_pair,
+    chan_fn,
+    chunk_stats,
+    div_exact,
+    f32_split,
+    group_barrier,
+    sqrt_exact,
+    tl_dtype,
+)
 from ._replay import Recorder, find_plan
 
 
@@ -219,6 +233,103 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                 tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)
 
 
+@triton.jit
+def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, count_ptr, B, S, C,
+                           s_b, s_s, s_c, y_b, y_s, y_c, eps, eps_lo, momentum, momentum_lo,
+                           HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+                           SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                           BLOCK_K: tl.constexpr, OFF64: tl.constexpr, PHASE: tl.constexpr):
+    """Training with one read: a channel block's SPLIT tiles held by SPLIT programs together (``split_rows``).
+
+    Program ``part`` of a group keeps tile ``part`` ([BLOCK_M batch, BLOCK_N spatial, BLOCK_K channels]) of the
+    group's channel blocks in registers. Per channel block it stores the tile's (mean, M2, count, plain sum)
+    (the corrected two-pass of :func:`chunk_stats`) and, PHASE 3, waits at the block's barrier (:func:`group_barrier`)
+    for the group's other programs; then every program merges the SPLIT partials in the same fixed order (Chan
+    et al. 1979; deterministic, identical in every program), the first one updates the running statistics, and
+    each normalizes its tile from registers: one read and one write, where the two-launch path reads the input
+    twice. The grid is persistent (co-resident groups looping over channel blocks, a cooperative launch: see
+    ``_common.launch_split_rows``); PHASE 1 and 2 are the halves as two launches (the interpreter, or no group
+    fits the device), PHASE 2 reading the tile again. A tile's lane offsets are the same in every channel block:
+    computed once, outside the loop.
+    """
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+    part = tl.program_id(0) % SPLIT
+    group = tl.program_id(0) // SPLIT
+    groups = tl.num_programs(0) // SPLIT
+    s_chunks = tl.cdiv(S, BLOCK_N)
+    b0 = (part // s_chunks) * BLOCK_M
+    s0 = (part % s_chunks) * BLOCK_N
+    # Lane offsets from the tile's corner, int32 unless the host says a tile spans 2**31 elements (OFF64): they
+    # are held across the whole loop. One channel per block (BLOCK_K = 1, NCHW) keeps the tile 1-D: a
+    # [lanes, 1] tile took 170 registers on 8 warps against 122 (ptxas, sm_90a, 8192 float32 elements).
+    i = tl.arange(0, BLOCK_M * BLOCK_N)
+    if OFF64:
+        i = i.to(tl.int64)
+    lane_ok = ((b0 + i // BLOCK_N) < B) & ((s0 + i % BLOCK_N) < S)
+    x_off = (i // BLOCK_N) * s_b + (i % BLOCK_N) * s_s
+    y_off = (i // BLOCK_N) * y_b + (i % BLOCK_N) * y_s
+    ks = tl.arange(0, BLOCK_K)
+    if BLOCK_K > 1:  # [lanes, channels] tiles (channels-last)
+        x_off = x_off[:, None] + ks[None, :] * s_c
+        y_off = y_off[:, None] + ks[None, :] * y_c
+    x_tile = x_ptr + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
+    y_tile = y_ptr + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
+    n = (tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)).to(ACC)  # (> 0: no tile is empty)
+    # partials of channel block r: part_ptr[r, stat, slot, k] (stat: mean, M2, count, sum), SPLIT of SPLIT_P2 slots
+    parts = tl.arange(0, SPLIT_P2)
+    slot_at = parts * BLOCK_K
+    slots = parts < SPLIT
+    if BLOCK_K > 1:
+        slot_at = slot_at[:, None] + ks[None, :]
+        slots = slots[:, None]
+    STAT: tl.constexpr = SPLIT_P2 * BLOCK_K
+    for row in tl.range(group, tl.cdiv(C, BLOCK_K), groups):
+        r = tl.cast(row, tl.int64)
+        cs = r * BLOCK_K + ks  # (BLOCK_K = 1: a block of one channel, always in range)
+        if BLOCK_K > 1:
+            c_ok = cs < C
+            mask = lane_ok[:, None] & c_ok[None, :]
+        else:
+            cs = r
+            c_ok = r < C
+            mask = lane_ok
+        x = tl.load(x_tile + r * BLOCK_K * s_c + x_off, mask=mask, other=0).to(ACC)
+        base = part_ptr + r * (4 * STAT)
+        if PHASE != 2:
+            # the tile's corrected two-pass statistics (as chunk_stats, for either rank): mean, M2 and the plain sum
+            total_t = tl.sum(x, 0)
+            mean_t = div_exact(total_t, n, ACC)
+            d = tl.where(mask, x - mean_t, 0.0)
+            c, ss = tl.reduce((d, d * d), 0, add_pair)
+            corr = div_exact(c, n, ACC)
+            at = base + part * BLOCK_K + ks
+            if BLOCK_K == 1:
+                at = base + part
+            tl.store(at, mean_t + corr)
+            tl.store(at + STAT, ss - c * corr)
+            tl.store(at + 2 * STAT, tl.zeros_like(corr) + n)
+            tl.store(at + 3 * STAT, total_t)
+        if PHASE == 3:
+            group_barrier(count_ptr + r, SPLIT)
+        if PHASE != 1:
+            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
+            at = base + slot_at
+            mean, m2, cnt = tl.reduce((tl.load(at, mask=slots, other=0, cache_modifier=".cg"),
+                                       tl.load(at + STAT, mask=slots, other=0, cache_modifier=".cg"),
+                                       tl.load(at + 2 * STAT, mask=slots, other=0, cache_modifier=".cg")), 0, chan_fn)
+            if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
+                if part == 0:
+                    total = tl.sum(tl.load(at + 3 * STAT, mask=slots, other=0, cache_modifier=".cg"), 0)
+                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, cnt, total, momentum, momentum_lo, ACC)
+            scale = div_exact(1.0, sqrt_exact(div_exact(m2, cnt, ACC) + eps, ACC), ACC)  # biased variance, as torch
+            if HAS_W:
+                scale = scale * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
+            y = (x - mean) * scale
+            if HAS_B:  # (no + 0 without bias: -0.0 stays)
+                y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
+            tl.store(y_tile + r * BLOCK_K * y_c + y_off, y, mask=mask)
+
+
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.batch_norm",
                      summary="per-channel statistics over (batch, *spatial); running stats updated in training")
@@ -348,6 +459,21 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     has_running = running_mean is not None and running_var is not None
     dev = x.device
     tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
+    if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
+        blocks, parts = C.cdiv(Ch, cfg.BLOCK_K), C.next_pow2(tiles)
+        part = rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev)
+        C.launch_split_rows(
+            rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs,
+            (x, y, part, rm_buf if has_running else y, rv_buf if has_running else y, w, b),
+            dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=f32_split(float(eps))[0],
+                 eps_lo=f32_split(float(eps))[1], momentum=f32_split(float(momentum))[0],
+                 momentum_lo=f32_split(float(momentum))[1], HAS_RUNNING=has_running, HAS_W=weight is not None,
+                 HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=cfg.BLOCK_M,
+                 BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, OFF64=_tile_span(cfg, (xb, xs, xc), (yb, ys, yc)) >= 2**31,
+                 num_warps=cfg.num_warps))
+        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
+        rec.save(key, y)
+        return y
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
     if training and not resident:
         split, tiles_per_split = C.slices(tiles, cfg.split)
@@ -375,11 +501,23 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+    _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
+    rec.save(key, y)
+    return y
+
+
+def _tile_span(cfg: LaunchConfig, *strides: tuple[int, int, int]) -> int:
+    """The largest offset, in elements, between a [BLOCK_M, BLOCK_N, BLOCK_K] tile's corner and one of its lanes."""
+    return max((cfg.BLOCK_M - 1) * abs(b) + (cfg.BLOCK_N - 1) * abs(s) + (cfg.BLOCK_K - 1) * abs(c)
+               for b, s, c in strides)
+
+
+def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor | None, rm_buf: torch.Tensor | None,
+                       running_var: torch.Tensor | None, rv_buf: torch.Tensor | None) -> None:
+    """Training: copy the updated running statistics back where a strided one went through a contiguous buffer."""
     if training:
         for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
             if given is not None and buf is not None and buf is not given:
                 given.copy_(buf.view_as(given))
                 rec.replayable = False  # the copy back is not a launch
-    rec.save(key, y)
-    return y
 

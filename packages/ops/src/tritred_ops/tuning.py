@@ -127,6 +127,13 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
         # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
         for per_sm in (4, 16):
             add(num_programs=per_sm * sm_count)
+    if problem.op == "batch_norm" and problem.stride_n == 1:
+        # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
+        # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
+        bn = min(C.next_pow2(N), 256)
+        for lanes, w in ((4096, 4), (8192, 8)):
+            add(strategy="split_rows", BLOCK_M=max(1, min(C.next_pow2(problem.M), lanes // bn)), BLOCK_N=bn,
+                BLOCK_K=1, num_warps=w, num_programs=0, num_stages=1)
     return list(out.values())
 
 
