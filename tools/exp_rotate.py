@@ -8,7 +8,7 @@ cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read
 device-to-device copy bandwidth measured in the same process.
 
 Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
-                   [split] [split-shapes] [split-bn]
+                   [split] [split-shapes] [split-bn] [split-ln]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -27,6 +27,8 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
 - split-bn: batch_norm training with a channel's tiles held by programs together (``split_rows``: one read)
   against the built-in two launches, several tiles and warps; checked against torch (output and running
   statistics), for determinism, and with a channel holding inf and one holding NaN.
+- split-ln: layer_norm rows held by several programs (``split_rows``) against the built-in loop or single pass,
+  checked against torch and for determinism first.
 """
 
 from __future__ import annotations
@@ -351,6 +353,44 @@ def run_split_bn(pct) -> None:
         print(f"batch_norm train {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
 
 
+def run_split_ln(pct) -> None:
+    """layer_norm split rows (programs meeting at a per-row barrier: one read) against the built-in config."""
+    def sr(n, w, split):
+        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=n, split=split, num_warps=w)
+    for shape, dtype in itertools.product([(300, 100000), (7, 65537)], (torch.bfloat16, torch.float32)):
+        N = shape[1]
+        x = torch.randn(shape, device="cuda", dtype=dtype) * 4 + 100
+        x[2] = 5.0
+        x[3, 5] = float("nan")
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        b = torch.randn(N, device="cuda", dtype=dtype)
+        res = []
+        for c in (sr(triton.next_power_of_2(N // 4), 16, 4), sr(8192, 8, 2)):
+            reg = get_registry()
+            reg.cache.clear()
+            name = reg.register(Force("layer_norm", c), name="exp-force")
+            try:
+                a, again = T.layer_norm(x, (N,), w, b), T.layer_norm(x, (N,), w, b)
+                ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double()).to(dtype)
+                res.append(f"{cfg_name(c)} s{c.split}: {'ok' if close(a, ref) else 'WRONG'}"
+                           f"{'' if torch.equal(a.nan_to_num(), again.nan_to_num()) else ' NONDETERMINISTIC'}")
+            finally:
+                reg.unregister(name)
+                reg.cache.clear()
+        print(f"check layer_norm {shape} {str(dtype)[6:]}: " + "; ".join(res), flush=True)
+    for (R, N), dtype in itertools.product([(1024, 131072), (2048, 65536), (4096, 32768), (64, 1 << 20)],
+                                           (torch.bfloat16, torch.float32)):
+        xs = [torch.randn((R, N), device="cuda", dtype=dtype) for _ in range(COPIES)]
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        b = torch.randn(N, device="cuda", dtype=dtype)
+        nb = 2 * xs[0].numel() * xs[0].element_size() + 2 * N * xs[0].element_size()
+        cfgs = [None] + [sr(n, wp, N // n) for n, wp in ((4096, 4), (8192, 8), (16384, 16)) if n < N]
+        line = [f"{cfg_name(c)}{'' if c is None else f' s{c.split}'} "
+                f"{forced(pct, 'layer_norm', lambda x: T.layer_norm(x, (N,), w, b), lambda x: torch.nn.functional.layer_norm(x, (N,), w, b), xs, nb, c)}"
+                for c in cfgs]
+        print(f"layer_norm {(R, N)} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
 def main() -> None:
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
@@ -359,7 +399,8 @@ def main() -> None:
         return nbytes / (ms * 1e-3) / 1e9 / gbps * 100
     steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
              "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split,
-             "split-shapes": run_split_shapes, "split-bn": run_split_bn}
+             "split-shapes": run_split_shapes, "split-bn": run_split_bn,
+             "split-ln": run_split_ln}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 

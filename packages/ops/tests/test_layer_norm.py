@@ -11,7 +11,9 @@ from ops_helpers import LAYOUTS, assert_close, config_id, randn
 CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
            dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
            dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=3, num_stages=2),  # persistent
-           dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16, num_programs=2)]
+           dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16, num_programs=2),
+           # split rows: 7 programs of 16 hold a row of 100 (the last 4 wide; partials padded to 8 slots)
+           dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, split=7)]
 
 
 def _ref(x, shape, w, b, eps=1e-5):
@@ -104,3 +106,26 @@ def test_shifted_rows_write_every_element(dtype, device):
             out = tr.layer_norm(x, (n,), *args)
             assert not out.isnan().any(), f"layer_norm {n}: unwritten elements"
             assert_close(out, _ref(x, (n,), *args), n=16, scale=8, what=f"{n} {dtype}")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_split_rows_layouts_stats_and_nonfinite_rows(layout, force, device):
+    """Split rows (programs holding a row together, partials merged after the barrier): any strides, the
+    returned mean and rstd, a constant row, a row with NaN, one with +inf, deterministic across calls."""
+    force("layer_norm", strategy="split_rows", BLOCK_N=4, split=3)
+    x = randn((4, 6, 10), torch.float32, device, layout)
+    for shape in ((10,), (6, 10)):
+        w, b = randn(shape, torch.float32, device), randn(shape, torch.float32, device)
+        assert_close(tr.layer_norm(x, shape, w, b), _ref(x, shape, w, b), n=16, scale=8, what=f"{layout} {shape}")
+    y, mean, rstd = tr.layer_norm_with_stats(x, (10,))
+    xd = x.double().cpu()
+    assert_close(mean, xd.mean(-1), n=10, what="mean")
+    assert_close(rstd, 1 / (xd.var(-1, unbiased=False) + 1e-5).sqrt(), n=10, scale=2, what="rstd")
+    z = randn((4, 10), torch.float32, device, offset=1000.0)
+    z[0] = 7.0
+    z[1, 3] = float("nan")
+    z[2, 9] = float("inf")
+    out = tr.layer_norm(z, (10,))
+    assert_close(out, _ref(z, (10,), None, None), n=16, scale=1000, what="nonfinite rows")
+    assert torch.equal(out.cpu()[0], torch.zeros(10))
+    torch.testing.assert_close(tr.layer_norm(z, (10,)), out, rtol=0, atol=0, equal_nan=True)

@@ -109,9 +109,10 @@ class LaunchConfig(_Frozen):
     with an online combine: Welford, online softmax), ``split`` (``split`` programs per output each reduce a slice
     of N into partials, a second tiny launch combines them in a fixed order: deterministic; for softmax rows,
     ``split`` programs of at least ``BLOCK_N`` elements hold a row together and merge their partials after a
-    per-row barrier in one cooperative launch), ``split_rows`` (batch_norm training: the tiles of a channel block
-    are held by as many programs together, one per tile, which merge their statistics after a barrier and
-    normalize from registers: one read of the input instead of two; not a built-in choice yet, a plugin or
+    per-row barrier in one cooperative launch), ``split_rows`` (that same row holding, named for what it is:
+    softmax and log_softmax as ``split``, layer_norm rows of ``split`` programs of at least ``BLOCK_N``
+    elements, batch_norm training with a channel block's tiles held by one program each, ``split`` unused; one
+    read of the input instead of two. For layer_norm and batch_norm not a built-in choice yet: a plugin or
     ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
@@ -155,8 +156,8 @@ class LaunchConfig(_Frozen):
 
     @model_validator(mode="after")
     def _split_only_for_split(self) -> LaunchConfig:
-        if self.strategy != "split" and self.split != 1:
-            raise ValueError(f"split={self.split} is only meaningful with strategy='split'")
+        if self.strategy not in ("split", "split_rows") and self.split != 1:
+            raise ValueError(f"split={self.split} is only meaningful with strategy='split' or 'split_rows'")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self

@@ -19,12 +19,14 @@ from tritred_core import ReductionSpec
 from . import _common as C
 from ._kernels import (
     acc_dtype,
+    add_pair,
     aligned_rows,
     chan_fn,
     chunk_stats,
     div_exact,
     edge_cols,
     f32_split,
+    group_barrier,
     inner_mask,
     row_masks,
     shifted_out,
@@ -180,6 +182,66 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
+@triton.jit
+def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk,
+                       s_ym, s_yn, s_yk, eps, eps_lo, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                       STORE_STATS: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+                       BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+    """Rows too long for one program's registers, held by SPLIT programs together (``split_rows``): one read and
+    one write, where the loop reads a row twice (the second time mostly from HBM once rows pass ~64K elements).
+
+    Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of the group's rows in
+    registers. Per row it stores its chunk's (mean, M2, count) (the corrected two-pass of :func:`chunk_stats`,
+    on a 1-D tile: a [1, BLOCK_N] one took 194 registers on 8 warps against 112 (ptxas, sm_90a, 8192 float32
+    elements)) and, PHASE 3, waits at the row's barrier (:func:`group_barrier`); then every program merges the
+    SPLIT partials in the same fixed order (Chan et al. 1979; deterministic, identical in every program) and
+    writes its chunk from registers, weight and bias loaded per row (from L2 after the first rows). A persistent
+    grid of co-resident groups (a cooperative launch, ``_common.launch_split_rows``) loops over the rows; PHASE 1
+    and 2 are the halves as two launches (the interpreter, or no group fits the device), PHASE 2 reading the row
+    again.
+    """
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+    part = tl.program_id(0) % SPLIT
+    group = tl.program_id(0) // SPLIT
+    groups = tl.num_programs(0) // SPLIT
+    cols = part.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    n = tl.minimum(N - part * BLOCK_N, BLOCK_N).to(ACC)  # (> 0: no program starts past the row's end)
+    parts = tl.arange(0, SPLIT_P2)  # (partials of a row: SPLIT_P2 slots, SPLIT of them written)
+    slots = parts < SPLIT
+    for row in tl.range(group, R, groups):
+        r = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=0).to(ACC)
+        base = part_ptr + r * (3 * SPLIT_P2)
+        if PHASE != 2:
+            mean_t = div_exact(tl.sum(x, 0), n, ACC)
+            d = tl.where(ok, x - mean_t, 0.0)
+            c, ss = tl.reduce((d, d * d), 0, add_pair)
+            corr = div_exact(c, n, ACC)
+            tl.store(base + part, mean_t + corr)
+            tl.store(base + SPLIT_P2 + part, ss - c * corr)
+            tl.store(base + 2 * SPLIT_P2 + part, n)
+        if PHASE == 3:
+            group_barrier(count_ptr + r, SPLIT)
+        if PHASE != 1:
+            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
+            mean, m2, _ = tl.reduce((tl.load(base + parts, mask=slots, other=0, cache_modifier=".cg"),
+                                     tl.load(base + SPLIT_P2 + parts, mask=slots, other=0, cache_modifier=".cg"),
+                                     tl.load(base + 2 * SPLIT_P2 + parts, mask=slots, other=0,
+                                             cache_modifier=".cg")), 0, chan_fn)
+            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)
+            if STORE_STATS:  # noqa: SIM102 (a constexpr test beside a runtime one)
+                if part == 0:
+                    tl.store(mean_ptr + r, mean)
+                    tl.store(rstd_ptr + r, rstd)
+            y = (x - mean) * rstd
+            if HAS_W:
+                y = y * tl.load(w_ptr + cols, mask=ok, other=0).to(ACC)
+            if HAS_B:
+                y = y + tl.load(b_ptr + cols, mask=ok, other=0).to(ACC)
+            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
+
+
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
                      summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
@@ -237,6 +299,24 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     R = view.M * view.K
     assert R == rows
     dummy = y
+    if cfg.strategy == "split_rows":
+        # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (one read; see the kernel).
+        block_n, split = C.split_row_chunks(cfg, view.N)
+        parts = C.next_pow2(split)
+        C.launch_split_rows(
+            rec, _split_rows_kernel, x, R, split, cfg.num_programs,
+            (x, w if w is not None else dummy, b if b is not None else dummy, y,
+             mean if mean is not None else dummy, rstd if rstd is not None else dummy,
+             rec.empty((R * 3 * parts,), acc_dtype(x.dtype), x.device)),
+            dict(R=R, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn, s_yk=syk,
+                 eps=f32_split(float(eps))[0], eps_lo=f32_split(float(eps))[1], HAS_W=w is not None,
+                 HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)), SPLIT=split,
+                 SPLIT_P2=parts, BLOCK_N=block_n, num_warps=cfg.num_warps))
+        if store_stats:
+            rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
+        else:
+            rec.save(key, y)
+        return y, mean, rstd
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     align = C.row_align(x, view, cfg, single) if single else 0

@@ -284,7 +284,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if C.rows_layout(view) and cfg.strategy == "split" and mode != 2:
+    if C.rows_layout(view) and cfg.strategy in ("split", "split_rows") and mode != 2:
         # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (logsumexp reads a row once in any
         # strategy: it never takes this one).
         rows = view.M * view.K

@@ -91,7 +91,7 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
 
     def add(**changes: Any) -> None:
         fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
-        if fields["strategy"] != "split":
+        if fields["strategy"] not in ("split", "split_rows"):
             fields["split"] = 1
         try:
             cfg = LaunchConfig(**fields)
@@ -127,6 +127,10 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
         # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
         for per_sm in (4, 16):
             add(num_programs=per_sm * sm_count)
+    if problem.inner and problem.op in ("softmax", "log_softmax", "layer_norm") and N > 32768:
+        # Rows past one program's registers held by programs of 8192 elements on 8 warps together (split rows).
+        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=C.cdiv(N, 8192), num_warps=8, num_programs=0,
+            num_stages=1)
     if problem.op == "batch_norm" and problem.stride_n == 1:
         # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
         # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
