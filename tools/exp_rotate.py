@@ -346,9 +346,22 @@ def run_split_bn(pct) -> None:
                   torch.randn(Ch, device="cuda")]
         nb = 2 * xs[0].numel() * xs[0].element_size()
         B = shape[0]
-        cfgs = [None] + [sr(min(m, B), n, w) for m, n, w in ((64, 128, 8), (32, 128, 4), (32, 256, 8), (16, 256, 4),
-                                                             (8, 512, 4), (16, 512, 8), (32, 64, 4))]
+        cfgs = [None] + [sr(min(m, B), n, w) for m, n, w in ((32, 256, 8), (16, 256, 4), (64, 128, 8), (8, 512, 4))]
         line = [f"{cfg_name(c)} {forced(pct, 'batch_norm', lambda x: bn(x, *params, T.batch_norm), lambda x: bn(x, *[p.clone() for p in params], torch.nn.functional.batch_norm), xs, nb, c)}"
+                for c in cfgs]
+        print(f"batch_norm train {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+    # Small channels (a channel is one tile): one program per channel block, of 1-8 channels (NCHW: a block of K
+    # channels is one contiguous run of K * 49 elements per image)
+    for shape, dtype in itertools.product([(32, 2048, 7, 7), (64, 1024, 7, 7)], (torch.bfloat16, torch.float32)):
+        Ch = shape[1]
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+        params = [torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda"), torch.randn(Ch, device="cuda"),
+                  torch.randn(Ch, device="cuda")]
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        m = triton.next_power_of_2(shape[0])
+        cfgs = [None] + [LaunchConfig(strategy="split", BLOCK_M=m, BLOCK_N=64, BLOCK_K=k, num_warps=w)
+                         for k, w in ((1, 2), (2, 4), (4, 4), (4, 8), (8, 8))]
+        line = [f"{cfg_name(c)}{'' if c is None else f' K{c.BLOCK_K}'} {forced(pct, 'batch_norm', lambda x: bn(x, *params, T.batch_norm), lambda x: bn(x, *[p.clone() for p in params], torch.nn.functional.batch_norm), xs, nb, c)}"
                 for c in cfgs]
         print(f"batch_norm train {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
 
