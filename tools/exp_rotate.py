@@ -36,6 +36,7 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
 from __future__ import annotations
 
 import itertools
+import logging
 import sys
 
 import torch
@@ -420,6 +421,10 @@ def run_split_bf16(pct) -> None:
 
 
 def main() -> None:
+    # (split rows that fall back to two launches say so at INFO: shown, so that a figure is not mistaken for
+    # the one-read path's)
+    logging.basicConfig(format="%(name)s: %(message)s")
+    logging.getLogger("tritred").setLevel(logging.INFO)
     gbps = copy_gbps()
     print(f"copy {gbps:.0f} GB/s", flush=True)
 
