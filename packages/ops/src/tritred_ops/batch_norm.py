@@ -135,11 +135,22 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
 
 
 @triton.jit
-def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC: tl.constexpr):
-    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch)."""
+def _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC: tl.constexpr):
+    """The running statistics of channels ``cs``, loaded ahead of their update (see :func:`_update_running`)."""
+    return tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC), tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
+
+
+@triton.jit
+def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC: tl.constexpr,
+                    rm=None, rv=None):
+    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch).
+
+    ``rm``/``rv``: the old values when the caller loaded them early (:func:`_load_running`, issued with the
+    input's tile, so that their latency hides under the statistics instead of following them: the output's
+    stores, which may alias the running statistics' as far as the compiler knows, wait for these)."""
     mom = tl.cast(momentum, ACC) + tl.cast(momentum_lo, ACC)  # float64 scalars arrive as two float32 parts
-    rm = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-    rv = tl.load(rv_ptr + cs, mask=c_ok, other=0).to(ACC)
+    if rm is None:
+        rm, rv = _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC)
     unbiased = div_exact(m2, n - 1, ACC)
     plain = total / n
     batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
@@ -192,12 +203,16 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     if RESIDENT:  # the channel block's one tile, at the origin: statistics and normalization from registers
         mask = _edge_mask(0, 0, B, S, c_ok, BLOCK_M, BLOCK_N)
         x = tl.load(x_lanes, mask=mask, other=0).to(ACC)
+        rm = None
+        rv = None
+        if HAS_RUNNING:
+            rm, rv = _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC)
         n = tl.zeros([BLOCK_K], ACC) + tl.minimum(B, BLOCK_M) * tl.minimum(S, BLOCK_N)
         mean0, corr, m2 = chunk_stats(x, mask, 0, n)
         mean = mean0 + corr
         rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
         if HAS_RUNNING:
-            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum, momentum_lo, ACC)
+            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum, momentum_lo, ACC, rm, rv)
         tl.store(y_lanes, _normalize(x, mean, scale * rstd, bias, HAS_B), mask=mask)
     else:
         if FROM_RUNNING:
@@ -294,39 +309,59 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             c_ok = r < C
             mask = lane_ok
         x = tl.load(x_tile + r * BLOCK_K * s_c + x_off, mask=mask, other=0).to(ACC)
+        # Running statistics, weight and bias are loaded with the tile, so that their latency hides under the
+        # statistics' (see _update_running).
+        rm = None
+        rv = None
+        if HAS_RUNNING:
+            rm, rv = _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC)
+        if HAS_W:
+            w_c = tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
+        if HAS_B:
+            b_c = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
         base = part_ptr + r * (4 * STAT)
-        if PHASE != 2:
+        if (SPLIT == 1) | (PHASE != 2):
             # the tile's corrected two-pass statistics (as chunk_stats, for either rank): mean, M2 and the plain sum
-            total_t = tl.sum(x, 0)
-            mean_t = div_exact(total_t, n, ACC)
+            total = tl.sum(x, 0)
+            mean_t = div_exact(total, n, ACC)
             d = tl.where(mask, x - mean_t, 0.0)
             c, ss = tl.reduce((d, d * d), 0, add_pair)
             corr = div_exact(c, n, ACC)
-            at = base + part * BLOCK_K + ks
-            if BLOCK_K == 1:
-                at = base + part
-            tl.store(at, mean_t + corr)
-            tl.store(at + STAT, ss - c * corr)
-            tl.store(at + 2 * STAT, tl.zeros_like(corr) + n)
-            tl.store(at + 3 * STAT, total_t)
-        if PHASE == 3:
-            group_barrier(count_ptr + r, SPLIT)
-        if PHASE != 1:
-            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
-            at = base + slot_at
-            mean, m2, cnt = tl.reduce((tl.load(at, mask=slots, other=0, cache_modifier=".cg"),
-                                       tl.load(at + STAT, mask=slots, other=0, cache_modifier=".cg"),
-                                       tl.load(at + 2 * STAT, mask=slots, other=0, cache_modifier=".cg")), 0, chan_fn)
+            mean = mean_t + corr
+            m2 = ss - c * corr
+            cnt = tl.zeros_like(corr) + n
+        if SPLIT > 1:
+            if PHASE != 2:
+                at = base + part * BLOCK_K + ks
+                if BLOCK_K == 1:
+                    at = base + part
+                tl.store(at, mean)
+                tl.store(at + STAT, m2)
+                tl.store(at + 2 * STAT, cnt)
+                tl.store(at + 3 * STAT, total)
+            if PHASE == 3:
+                group_barrier(count_ptr + r, SPLIT)
+            if PHASE != 1:
+                # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
+                at = base + slot_at
+                mean, m2, cnt = tl.reduce((tl.load(at, mask=slots, other=0, cache_modifier=".cg"),
+                                           tl.load(at + STAT, mask=slots, other=0, cache_modifier=".cg"),
+                                           tl.load(at + 2 * STAT, mask=slots, other=0, cache_modifier=".cg")), 0,
+                                          chan_fn)
+        if (SPLIT == 1) | (PHASE != 1):
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if part == 0:
-                    total = tl.sum(tl.load(at + 3 * STAT, mask=slots, other=0, cache_modifier=".cg"), 0)
-                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, cnt, total, momentum, momentum_lo, ACC)
+                    if SPLIT > 1:  # the plain sum of the channel's partials
+                        total = tl.sum(tl.load(base + slot_at + 3 * STAT, mask=slots, other=0, cache_modifier=".cg"),
+                                       0)
+                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, cnt, total, momentum, momentum_lo, ACC,
+                                    rm, rv)
             scale = div_exact(1.0, sqrt_exact(div_exact(m2, cnt, ACC) + eps, ACC), ACC)  # biased variance, as torch
             if HAS_W:
-                scale = scale * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
+                scale = scale * w_c
             y = (x - mean) * scale
             if HAS_B:  # (no + 0 without bias: -0.0 stays)
-                y = y + tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
+                y = y + b_c
             tl.store(y_tile + r * BLOCK_K * y_c + y_off, y, mask=mask)
 
 
@@ -461,16 +496,18 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
     if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
         blocks, parts = C.cdiv(Ch, cfg.BLOCK_K), C.next_pow2(tiles)
-        part = rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev)
-        C.launch_split_rows(
-            rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs,
-            (x, y, part, rm_buf if has_running else y, rv_buf if has_running else y, w, b),
-            dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=f32_split(float(eps))[0],
-                 eps_lo=f32_split(float(eps))[1], momentum=f32_split(float(momentum))[0],
-                 momentum_lo=f32_split(float(momentum))[1], HAS_RUNNING=has_running, HAS_W=weight is not None,
-                 HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=cfg.BLOCK_M,
-                 BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, OFF64=_tile_span(cfg, (xb, xs, xc), (yb, ys, yc)) >= 2**31,
-                 num_warps=cfg.num_warps))
+        args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
+                rm_buf if has_running else y, rv_buf if has_running else y, w, b)
+        kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=f32_split(float(eps))[0],
+                      eps_lo=f32_split(float(eps))[1], momentum=f32_split(float(momentum))[0],
+                      momentum_lo=f32_split(float(momentum))[1], HAS_RUNNING=has_running, HAS_W=weight is not None,
+                      HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=cfg.BLOCK_M,
+                      BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+                      OFF64=_tile_span(cfg, (xb, xs, xc), (yb, ys, yc)) >= 2**31, num_warps=cfg.num_warps)
+        if tiles == 1:  # a channel block in one tile: one program each, no partials, no barrier
+            rec.launch(_split_channels_kernel, (blocks,), *args, y, **kwargs, PHASE=3)
+        else:
+            C.launch_split_rows(rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs, args, kwargs)
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
         rec.save(key, y)
         return y
