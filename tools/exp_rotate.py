@@ -363,7 +363,7 @@ def run_split_bn(pct) -> None:
         nb = 2 * xs[0].numel() * xs[0].element_size()
         m = triton.next_power_of_2(shape[0])
         cfgs = [None] + [LaunchConfig(strategy="split", BLOCK_M=m, BLOCK_N=64, BLOCK_K=k, num_warps=w)
-                         for k, w in ((1, 2), (2, 4), (4, 4), (4, 8), (8, 8))]
+                         for k, w in ((1, 1), (1, 2), (2, 4), (4, 4), (4, 8), (8, 8))]
         # (split_rows with one tile per channel: one program each, no barrier, a 1-D tile)
         cfgs += [LaunchConfig(strategy="split_rows", BLOCK_M=m, BLOCK_N=64, num_warps=w) for w in (2, 4)]
         line = [f"{cfg_name(c)}{'' if c is None else f' K{c.BLOCK_K}'} {forced(pct, 'batch_norm', lambda x: bn(x, *params, T.batch_norm), lambda x: bn(x, *[p.clone() for p in params], torch.nn.functional.batch_norm), xs, nb, c)}"
