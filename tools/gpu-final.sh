@@ -4,7 +4,8 @@
 #   tests    the whole test suite compiled on the GPU
 #   memcheck compute-sanitizer memcheck over the shifted-row (ALIGN) and batch_norm tests
 #   align    built-in configs with and without the shifted tiles of odd-width rows (tools/sweep.py --no-align)
-#   exp      tools/exp_rotate.py with the steps in EXP (default: split-bn split-ln split-bf16), A/B against the built-in configs
+#   exp      tools/exp_rotate.py with the steps in EXP (default: split-bn split-ln split-bf16), A/B against the built-in
+#            configs (~8 min: run it alone, `STEPS=exp`; lines are written as they come, so a timeout keeps them)
 #   bench    tritred beside every peer (torch eager, torch.compile, Liger-Kernel, FlagGems) on the public suite,
 #            in four runs (one JSON each) so that a timeout loses one part only; PARTS picks some of them
 # Results to $OUT (or ./gpu-out).
@@ -27,7 +28,7 @@ if has memcheck; then
   echo "memcheck rc=$?"; grep -E "passed|failed|ERROR SUMMARY" "$OUT/memcheck.log" | tail -3
 fi
 if has exp; then
-  timeout "${EXP_TIMEOUT:-300}" python3 tools/exp_rotate.py ${EXP:-split-bn split-ln split-bf16} > "$OUT/exp.txt" 2>&1
+  timeout "${EXP_TIMEOUT:-540}" python3 tools/exp_rotate.py ${EXP:-split-bn split-ln split-bf16} > "$OUT/exp.txt" 2>&1
   echo "exp rc=$?"; tail -n 40 "$OUT/exp.txt"
 fi
 if has align; then
