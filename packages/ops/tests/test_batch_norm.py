@@ -107,11 +107,17 @@ def test_statistics_far_from_zero_over_many_full_tiles(dtype, force, device):
     _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False, y_scale=y_scale)
 
 
-@pytest.mark.parametrize("dtype, value", [(torch.float32, 1e38), (torch.bfloat16, 5e37)])
-def test_group_means_of_values_near_the_float_maximum(dtype, value, force, device):
+@pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1),
+                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=4, BLOCK_K=1),
+                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)],
+                         ids=["groups", "split-rows", "split-rows-one-tile"])
+@pytest.mark.parametrize("dtype, value", [(torch.float32, 1e38), (torch.float32, -3e38), (torch.bfloat16, 5e37)])
+def test_group_means_of_values_near_the_float_maximum(cfg, dtype, value, force, device):
     """A constant channel above FLT_MAX / GROUP over full tiles: the group mean stays finite (a sum of GROUP such
-    values would overflow: NaN output and running stats), so y is 0 and the running statistics are torch's."""
-    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1)
+    values would overflow: NaN output and running stats), so y is 0 and the running statistics are torch's.
+    split_rows sums its tiles' values scaled by a power of two for the same reason (found by an adversarial run:
+    3e38 gave NaN)."""
+    force("batch_norm", **cfg)
     x = torch.full((2, 1, 8), value, dtype=dtype, device=device)
     rm, rv = torch.zeros(1, device=device), torch.ones(1, device=device)
     y = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
@@ -159,6 +165,53 @@ def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
         F.batch_norm(x.double().cpu(), ref_m, ref_v, None, None, True, 0.1, 1e-5)
     assert_close(rm, ref_m, n=63, scale=4, what="running_mean after replays")
     assert_close(rv, ref_v, n=63, scale=8, what="running_var after replays")
+
+
+LAYOUTS_AS_TORCH = {
+    "permuted-hw": lambda d: torch.randn(2, 3, 7, 10, device=d).permute(0, 1, 3, 2),
+    "permuted-bc": lambda d: torch.randn(3, 2, 7, 10, device=d).permute(1, 0, 2, 3),
+    "transposed-2d": lambda d: torch.randn(5, 7, device=d).t(),
+    "sliced-cl3d": lambda d: torch.randn(2, 3, 6, 5, 4, device=d).to(memory_format=torch.channels_last_3d)[:, :, ::2],
+    "cl-size-1": lambda d: torch.randn(2, 3, 1, 1, device=d).to(memory_format=torch.channels_last),
+    "sliced-cl": lambda d: torch.randn(2, 6, 5, 6, device=d).to(memory_format=torch.channels_last)[:, ::2],
+    "expanded": lambda d: torch.randn(1, 3, 1, 5, device=d).expand(2, 3, 4, 5),
+}
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=4, BLOCK_K=1)],
+                         ids=["heuristic", "split-rows"])
+@pytest.mark.parametrize("layout", list(LAYOUTS_AS_TORCH))
+def test_output_memory_format_as_torch(layout, cfg, force, device):
+    """The output's strides are torch's (contiguous, or channels-last where the input's strides suggest it), in
+    training and eval, whatever layout the kernels read (found by an adversarial run: permuted inputs kept their
+    permutation, a sliced channels-last-3d one came out contiguous)."""
+    if cfg is not None:
+        force("batch_norm", **cfg)
+    x = LAYOUTS_AS_TORCH[layout](device)
+    for training in (True, False):
+        rm, rv = torch.zeros(x.shape[1], device=device), torch.ones(x.shape[1], device=device)
+        ref = F.batch_norm(x.cpu(), rm.cpu().clone(), rv.cpu().clone(), None, None, training)
+        out = tr.batch_norm(x, rm, rv, None, None, training)
+        assert out.stride() == ref.stride(), f"{layout} training={training}: {out.stride()} != {ref.stride()}"
+        assert_close(out, ref.double(), n=16, scale=8, what=f"{layout} training={training}")
+
+
+def test_split_rows_tiles_are_widened_past_the_partials_cap(force, device, monkeypatch):
+    """A split_rows config of more tiles per channel block than the cap computes with wider tiles (each program
+    merges every partial of its block), spatial side first."""
+    import importlib
+
+    from tritred_core import LaunchConfig
+
+    mod = importlib.import_module("tritred_ops.batch_norm")  # (the module: the package exports the function)
+    cfg = LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=1)
+    assert mod._split_tiles(cfg, 64, 3136) == (1, 64)  # spatial widened until 64 x 49 tiles
+    assert mod._split_tiles(cfg, 3, 5) == (1, 1)
+    monkeypatch.setattr(mod, "_MAX_TILES", 4)
+    assert mod._split_tiles(cfg, 3, 7) == (1, 8)
+    assert mod._split_tiles(cfg, 9, 2) == (4, 2)  # the plane's width reached: the batch side widens
+    force("batch_norm", strategy="split_rows", BLOCK_M=1, BLOCK_N=1)
+    _run(randn((3, 2, 7), torch.float32, device), True)
 
 
 def test_without_affine_or_running(device):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch._prims_common import suggest_memory_format
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from . import _common as C
@@ -321,9 +322,13 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             b_c = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
         base = part_ptr + r * (4 * STAT)
         if (SPLIT == 1) | (PHASE != 2):
-            # the tile's corrected two-pass statistics (as chunk_stats, for either rank): mean, M2 and the plain sum
-            total = tl.sum(x, 0)
-            mean_t = div_exact(total, n, ACC)
+            # The tile's corrected two-pass statistics (as chunk_stats, for either rank). The first mean sums values
+            # scaled by 1 / LANES (a power of two: exact), so that values near the top of the float range keep a
+            # finite mean; ``total`` only stands in for an infinite or NaN mean (see _update_running).
+            LANES: tl.constexpr = BLOCK_M * BLOCK_N
+            scaled = tl.sum(x * (1.0 / LANES), 0)
+            mean_t = div_exact(scaled, n * (1.0 / LANES), ACC)
+            total = scaled * LANES
             d = tl.where(mask, x - mean_t, 0.0)
             c, ss = tl.reduce((d, d * d), 0, add_pair)
             corr = div_exact(c, n, ACC)
@@ -381,17 +386,30 @@ def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
     return S, t.stride(0), s_s, t.stride(1)
 
 
+def _out_format(x: torch.Tensor) -> torch.memory_format:
+    """The output's memory format, as torch's batch_norm picks it: contiguous for a contiguous input (also when
+    size-1 dims make it channels-last too), else the format the input's strides suggest (channels-last for a
+    sliced channels-last input, contiguous for a permuted one)."""
+    if x.is_contiguous():
+        return torch.contiguous_format
+    return suggest_memory_format(x)
+
+
 def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
                                                           tuple[int, ...], tuple[int, ...]]:
-    """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow."""
+    """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow.
+    ``y`` (contiguous or channels-last: :func:`_out_format`) may have another layout than ``x``: both are read
+    with their own strides, in the spatial order of the input's."""
     order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
     vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
         C.log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
         x = x.contiguous()
-        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         order = [d for d in range(2, x.dim()) if x.shape[d] != 1]
         vx, vy = _bsc(x, order), _bsc(y, order)
+        if vy is None:  # (an output's dims merge in the standard order: contiguous and channels-last both do)
+            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            vy = _bsc(y, order)
         assert vx is not None and vy is not None
     B, Ch = x.shape[0], x.shape[1]
     (S, xb, xs, xc), (_, yb, ys, yc) = vx, vy
@@ -424,7 +442,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         momentum: float in the update above. eps: added to the variance inside the square root.
 
     Returns:
-        Tensor of the input's shape, dtype and memory format. Statistics in fp32 (fp64 for fp64 inputs).
+        Tensor of the input's shape and dtype, in torch's memory format for it: contiguous, or channels-last
+        (2-D or 3-D) where the input's strides suggest it (a sliced channels-last input included; a permuted
+        input gives a contiguous output). Statistics in fp32 (fp64 for fp64 inputs).
 
     Raises:
         ValueError: training with one value per channel (B * prod(spatial) == 1) or with eps <= 0 (a NaN eps
@@ -478,7 +498,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     C.check_runnable(op, input)
     rec = Recorder(input, running_mean, running_var, weight, bias)
-    y = rec.empty_like(input)
+    y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=input.device,
+                              memory_format=_out_format(input)))
     if input.numel() == 0:
         return y
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
@@ -495,15 +516,18 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     dev = x.device
     tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
     if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
+        bm, bn = _split_tiles(cfg, B, S)
+        tiles = C.cdiv(B, bm) * C.cdiv(S, bn)
         blocks, parts = C.cdiv(Ch, cfg.BLOCK_K), C.next_pow2(tiles)
         args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
                 rm_buf if has_running else y, rv_buf if has_running else y, w, b)
         kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=f32_split(float(eps))[0],
                       eps_lo=f32_split(float(eps))[1], momentum=f32_split(float(momentum))[0],
                       momentum_lo=f32_split(float(momentum))[1], HAS_RUNNING=has_running, HAS_W=weight is not None,
-                      HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=cfg.BLOCK_M,
-                      BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-                      OFF64=_tile_span(cfg, (xb, xs, xc), (yb, ys, yc)) >= 2**31, num_warps=cfg.num_warps)
+                      HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=bm,
+                      BLOCK_N=bn, BLOCK_K=cfg.BLOCK_K,
+                      OFF64=_tile_span((bm, bn, cfg.BLOCK_K), (xb, xs, xc), (yb, ys, yc)) >= 2**31,
+                      num_warps=cfg.num_warps)
         if tiles == 1:  # a channel block in one tile: one program each, no partials, no barrier
             rec.launch(_split_channels_kernel, (blocks,), *args, y, **kwargs, PHASE=3)
         else:
@@ -543,10 +567,25 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     return y
 
 
-def _tile_span(cfg: LaunchConfig, *strides: tuple[int, int, int]) -> int:
+_MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)
+
+
+def _split_tiles(cfg: LaunchConfig, B: int, S: int) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of a split_rows launch: the config's, widened (spatial side first, never past Triton's
+    largest tile) until a channel block has at most ``_MAX_TILES`` tiles, so that any config computes the problem
+    (each program merges every partial of its block: a tile of ``next_pow2(tiles)`` elements)."""
+    bm, bn = cfg.BLOCK_M, cfg.BLOCK_N
+    while C.cdiv(B, bm) * C.cdiv(S, bn) > _MAX_TILES and bm * bn * cfg.BLOCK_K < 1 << 20:
+        if bn < C.next_pow2(S):
+            bn *= 2
+        else:
+            bm *= 2
+    return bm, bn
+
+
+def _tile_span(blocks: tuple[int, int, int], *strides: tuple[int, int, int]) -> int:
     """The largest offset, in elements, between a [BLOCK_M, BLOCK_N, BLOCK_K] tile's corner and one of its lanes."""
-    return max((cfg.BLOCK_M - 1) * abs(b) + (cfg.BLOCK_N - 1) * abs(s) + (cfg.BLOCK_K - 1) * abs(c)
-               for b, s, c in strides)
+    return max(sum((n - 1) * abs(st) for n, st in zip(blocks, stride)) for stride in strides)
 
 
 def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor | None, rm_buf: torch.Tensor | None,
