@@ -161,7 +161,7 @@ def test_split_only_with_strategy_split() -> None:
     assert LaunchConfig(strategy="split").split == 1
     for strategy in ("single_pass", "multi_pass"):
         assert LaunchConfig(strategy=strategy).split == 1  # type: ignore[arg-type]
-        with pytest.raises(ValidationError, match="only meaningful with strategy='split'"):
+        with pytest.raises(ValidationError, match="needs strategy='split' or 'split_rows'"):
             LaunchConfig(strategy=strategy, split=2)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         LaunchConfig(strategy="split", split=0)

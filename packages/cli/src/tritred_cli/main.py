@@ -330,7 +330,8 @@ def tune_cmd(
     con = _console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
     for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "ms"):
-        table.add_column(col, justify="right" if col != "strategy" else "left")
+        table.add_column(col, justify="right" if col != "strategy" else "left", no_wrap=col == "strategy",
+                         min_width=len("single_pass") if col == "strategy" else None)
     for t in trials:
         c = t.config
         table.add_row(c.strategy, str(c.BLOCK_M), str(c.BLOCK_N), str(c.BLOCK_K), str(c.num_warps),
