@@ -277,7 +277,7 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
     s0 = (part % s_chunks) * BLOCK_N
     # Lane offsets from the tile's corner, int32 unless the host says a tile spans 2**31 elements (OFF64): they
     # are held across the whole loop. One channel per block (BLOCK_K = 1, NCHW) keeps the tile 1-D: a
-    # [lanes, 1] tile took 170 registers on 8 warps against 122 (ptxas, sm_90a, 8192 float32 elements).
+    # [lanes, 1] tile took 170 registers on 8 warps against 120 (ptxas, sm_90a, 8192 float32 elements).
     i = tl.arange(0, BLOCK_M * BLOCK_N)
     if OFF64:
         i = i.to(tl.int64)
@@ -399,7 +399,8 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
                                                           tuple[int, ...], tuple[int, ...]]:
     """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow.
     ``y`` (contiguous or channels-last: :func:`_out_format`) may have another layout than ``x``: both are read
-    with their own strides, in the spatial order of the input's."""
+    with their own strides, in one spatial order; where no order merges the spatial dims of both (a permuted
+    input beside its contiguous output), the input is gathered (one copy, logged)."""
     order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
     vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
@@ -422,7 +423,7 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
 def problem(x: torch.Tensor) -> Problem:
     """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_out_format(x))
     _, _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
     return Problem(op="batch_norm", dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
                    stride_k=xc)
