@@ -54,6 +54,21 @@ def test_batch_norm_candidates_include_split_rows_for_nchw():
                 if c.strategy == "split_rows"]
 
 
+def test_split_rows_candidates_keep_their_program_width_across_the_bucket():
+    """A tuned split_rows entry serves every row of its shape bucket with 8192-element programs (split counts for
+    the bucket's longest row: a split of the tuned row's own would widen the programs of longer rows)."""
+    from tritred_ops._common import split_row_chunks
+
+    reg = get_registry()
+    spec = reg.get("layer_norm").spec
+    tuned = Problem(op="layer_norm", dtype="float32", M=64, N=40000, K=1, stride_m=40000, stride_n=1)
+    split_rows = [c for c in tuning.candidates(reg.launch_config(spec, tuned, FAKE_H200), tuned)
+                  if c.strategy == "split_rows"]
+    assert [(c.BLOCK_N, c.split, c.num_warps) for c in split_rows] == [(8192, 8, 8)]
+    for n in (32769, 40000, 60000, 65536):  # the bucket (32768, 65536]
+        assert split_row_chunks(split_rows[0], n)[0] == 8192
+
+
 def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):
     reg = get_registry()
     rec = reg.get("softmax")

@@ -129,8 +129,11 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
             add(num_programs=per_sm * sm_count)
     if problem.inner and problem.op in ("softmax", "log_softmax", "layer_norm") and N > 32768:
         # Rows past one program's registers held by programs of 8192 elements on 8 warps together (split rows).
-        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=C.cdiv(N, 8192), num_warps=8, num_programs=0,
-            num_stages=1)
+        # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry gives
+        # every row of its bucket 8192-element programs (split is a lower bound on the programs: a smaller one
+        # would widen them for longer rows).
+        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=C.cdiv(C.next_pow2(N), 8192), num_warps=8,
+            num_programs=0, num_stages=1)
     if problem.op == "batch_norm" and problem.stride_n == 1:
         # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
         # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
