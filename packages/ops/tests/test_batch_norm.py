@@ -146,6 +146,18 @@ def test_split_rows_of_nonfinite_channels_and_layouts(cfg, dtype, force, device)
     _run(randn((6, 4), dtype, device), True)  # [B, C]: the batch is the reduced axis
 
 
+@pytest.mark.parametrize("cfg", [dict(BLOCK_M=2, BLOCK_N=4, BLOCK_K=1), dict(BLOCK_M=1, BLOCK_N=4, BLOCK_K=2)],
+                         ids=["nchw", "channel-blocks"])
+def test_split_rows_of_channels_far_from_zero_keep_their_spread(cfg, force, device):
+    """Channels of mean 1e4 and spread 1e-2: the tiles' statistics are of x less the channel's first element, so
+    that the float32 tile means merged after the barrier keep the spread (found by an adversarial run of the
+    layer_norm twin: off by up to 0.9 in y without it). Tighter than the two-launch path's bound above."""
+    force("batch_norm", strategy="split_rows", **cfg)
+    x = (randn((4, 3, 5), torch.float64, device) * 1e-2 + 1e4).float()
+    _run(x, True, y_scale=8.0)
+    _run(-x, True, affine=False, y_scale=8.0)
+
+
 def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
     """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
     plan's workspace) and gives the first call's result bit for bit."""

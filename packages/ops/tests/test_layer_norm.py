@@ -129,3 +129,21 @@ def test_split_rows_layouts_stats_and_nonfinite_rows(layout, force, device):
     assert_close(out, _ref(z, (10,), None, None), n=16, scale=1000, what="nonfinite rows")
     assert torch.equal(out.cpu()[0], torch.zeros(10))
     torch.testing.assert_close(tr.layer_norm(z, (10,)), out, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("cfg", [dict(BLOCK_N=4, split=2), dict(BLOCK_N=16, split=3)], ids=["8-wide", "3-programs"])
+def test_split_rows_of_rows_far_from_zero_keep_their_spread(cfg, force, device):
+    """Rows of mean 1e4 and spread 1e-3: a float32 chunk mean rounds by ~1e-3, so chunk statistics merged as
+    they are lose the spread (y off by 0.1-0.9, rstd by 0.6 %); split rows take statistics of x less the row's
+    first element (found by an adversarial run)."""
+    force("layer_norm", strategy="split_rows", **cfg)
+    x = torch.full((1, 8), 1e4, device=device)
+    x[0, 3] = 1e4 + 3 * 2**-10
+    y, mean, rstd = tr.layer_norm_with_stats(x, (8,))
+    assert_close(y, _ref(x, (8,), None, None), n=8, scale=8, what="one step above 1e4")
+    assert_close(rstd, 1 / (x.double().cpu().var(-1, unbiased=False) + 1e-5).sqrt(), n=8, scale=4, what="rstd")
+    z = (randn((6, 37), torch.float64, device) * 1e-3 + 1e4).float()
+    w, b = randn((37,), torch.float32, device), randn((37,), torch.float32, device)
+    assert_close(tr.layer_norm(z, (37,), w, b), _ref(z, (37,), w, b), n=37, scale=8, what="mean 1e4, spread 1e-3")
+    _, mean, _ = tr.layer_norm_with_stats(z, (37,))
+    assert_close(mean, z.double().cpu().mean(-1), n=37, what="mean")

@@ -43,6 +43,7 @@ from ._kernels import (
     f32_split,
     group_barrier,
     sqrt_exact,
+    stats_shift,
     tl_dtype,
 )
 from ._replay import Recorder, find_plan
@@ -258,9 +259,10 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
     """Training with one read: a channel block's SPLIT tiles held by SPLIT programs together (``split_rows``).
 
     Program ``part`` of a group keeps tile ``part`` ([BLOCK_M batch, BLOCK_N spatial, BLOCK_K channels]) of the
-    group's channel blocks in registers. Per channel block it stores the tile's (mean, M2, count, plain sum)
-    (the corrected two-pass of :func:`chunk_stats`) and, PHASE 3, waits at the block's barrier (:func:`group_barrier`)
-    for the group's other programs; then every program merges the SPLIT partials in the same fixed order (Chan
+    group's channel blocks in registers, less each channel's first element (:func:`stats_shift`). Per channel
+    block it stores the tile's (mean, M2, count, plain sum) (the corrected two-pass of :func:`chunk_stats`) and,
+    PHASE 3, waits at the block's barrier (:func:`group_barrier`) for the group's other programs; then every
+    program merges the SPLIT partials in the same fixed order (Chan
     et al. 1979; deterministic, identical in every program), the first one updates the running statistics, and
     each normalizes its tile from registers: one read and one write, where the two-launch path reads the input
     twice. The grid is persistent (co-resident groups looping over channel blocks, a cooperative launch: see
@@ -309,7 +311,11 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             cs = r
             c_ok = r < C
             mask = lane_ok
-        x = tl.load(x_tile + r * BLOCK_K * s_c + x_off, mask=mask, other=0).to(ACC)
+        # statistics of x - shift, the channel's first element (see stats_shift); masked lanes load the shift
+        # itself (exact in the input's dtype: it is one of its values, or 0), so they hold 0 without a select
+        shift_x = stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0))
+        shift = shift_x.to(ACC)
+        x = tl.load(x_tile + r * BLOCK_K * s_c + x_off, mask=mask, other=shift_x).to(ACC) - shift
         # Running statistics, weight and bias are loaded with the tile, so that their latency hides under the
         # statistics' (see _update_running).
         rm = None
@@ -328,7 +334,7 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             LANES: tl.constexpr = BLOCK_M * BLOCK_N
             scaled = tl.sum(x * (1.0 / LANES), 0)
             mean_t = div_exact(scaled, n * (1.0 / LANES), ACC)
-            total = scaled * LANES
+            total = scaled * LANES + n * shift  # (the plain sum of the unshifted values)
             d = tl.where(mask, x - mean_t, 0.0)
             c, ss = tl.reduce((d, d * d), 0, add_pair)
             corr = div_exact(c, n, ACC)
@@ -359,8 +365,8 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
                     if SPLIT > 1:  # the plain sum of the channel's partials
                         total = tl.sum(tl.load(base + slot_at + 3 * STAT, mask=slots, other=0, cache_modifier=".cg"),
                                        0)
-                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, cnt, total, momentum, momentum_lo, ACC,
-                                    rm, rv)
+                    _update_running(rm_ptr, rv_ptr, cs, c_ok, shift + mean, m2, cnt, total, momentum, momentum_lo,
+                                    ACC, rm, rv)
             scale = div_exact(1.0, sqrt_exact(div_exact(m2, cnt, ACC) + eps, ACC), ACC)  # biased variance, as torch
             if HAS_W:
                 scale = scale * w_c

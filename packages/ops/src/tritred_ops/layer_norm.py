@@ -32,6 +32,7 @@ from ._kernels import (
     shifted_out,
     single_load_evict,
     sqrt_exact,
+    stats_shift,
     tl_dtype,
     welford_step,
 )
@@ -191,7 +192,8 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
     one write, where the loop reads a row twice (the second time mostly from HBM once rows pass ~64K elements).
 
     Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of the group's rows in
-    registers. Per row it stores its chunk's (mean, M2, count) (the corrected two-pass of :func:`chunk_stats`,
+    registers, less the row's first element (:func:`stats_shift`). Per row it stores its chunk's (mean, M2,
+    count) (the corrected two-pass of :func:`chunk_stats`,
     on a 1-D tile: a [1, BLOCK_N] one took 194 registers on 8 warps against 112 (ptxas, sm_90a, 8192 float32
     elements)) and, PHASE 3, waits at the row's barrier (:func:`group_barrier`); then every program merges the
     SPLIT partials in the same fixed order (Chan et al. 1979; deterministic, identical in every program) and
@@ -211,7 +213,11 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
     slots = parts < SPLIT
     for row in tl.range(group, R, groups):
         r = tl.cast(row, tl.int64)
-        x = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=0).to(ACC)
+        x_row = x_ptr + (r // K) * s_xm + (r % K) * s_xk
+        # statistics of x - shift, the row's first element (see stats_shift); masked lanes load the shift itself
+        # (exact in the input's dtype: it is one of its values, or 0), so they hold 0 without a select
+        shift = stats_shift(tl.load(x_row))
+        x = tl.load(x_row + cols * s_xn, mask=ok, other=shift).to(ACC) - shift.to(ACC)
         base = part_ptr + r * (3 * SPLIT_P2)
         if PHASE != 2:
             mean_t = div_exact(tl.sum(x, 0), n, ACC)
@@ -232,7 +238,7 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
             rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)
             if STORE_STATS:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if part == 0:
-                    tl.store(mean_ptr + r, mean)
+                    tl.store(mean_ptr + r, shift.to(ACC) + mean)
                     tl.store(rstd_ptr + r, rstd)
             y = (x - mean) * rstd
             if HAS_W:
