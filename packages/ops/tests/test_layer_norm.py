@@ -147,3 +147,13 @@ def test_split_rows_of_rows_far_from_zero_keep_their_spread(cfg, force, device):
     assert_close(tr.layer_norm(z, (37,), w, b), _ref(z, (37,), w, b), n=37, scale=8, what="mean 1e4, spread 1e-3")
     _, mean, _ = tr.layer_norm_with_stats(z, (37,))
     assert_close(mean, z.double().cpu().mean(-1), n=37, what="mean")
+
+
+def test_stats_of_rows_of_no_elements(device):
+    """A zero-size normalized shape: every row's mean is 0 and its rstd NaN, as torch.native_layer_norm gives
+    (they were left unwritten: found by an adversarial run)."""
+    x = torch.randn(3, 0, device=device)
+    y, mean, rstd = tr.layer_norm_with_stats(x, (0,))
+    _, ref_mean, ref_rstd = torch.native_layer_norm(x.cpu(), (0,), None, None, 1e-5)
+    assert y.shape == (3, 0)
+    assert torch.equal(mean.cpu(), ref_mean.reshape(3)) and rstd.isnan().all() and ref_rstd.isnan().all()

@@ -294,6 +294,9 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
     rstd = rec.empty(lead, torch.float32, input.device) if store_stats else None
     if input.numel() == 0:
+        if mean is not None and rstd is not None:  # rows of no elements (torch: mean 0, rstd 1 / sqrt(0 / 0) = NaN)
+            mean.zero_()
+            rstd.fill_(float("nan"))
         return y, mean, rstd
     dims = tuple(range(input.dim() - D, input.dim()))
     x, y, view = C.map_view(input, y, dims)
