@@ -158,6 +158,23 @@ def test_split_rows_of_channels_far_from_zero_keep_their_spread(cfg, force, devi
     _run(-x, True, affine=False, y_scale=8.0)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the cooperative launch is compiled only")
+def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, device, caplog):
+    """A channel block's programs must be co-resident (one cooperative launch, a barrier per block); more tiles
+    per block than the device holds at once take the two launches instead, and say so."""
+    if device != "cuda":
+        pytest.skip("GPU test")
+    x = randn((16, 40, 30, 30), torch.float32, device)
+    force("batch_norm", strategy="split_rows", BLOCK_M=4, BLOCK_N=256, num_warps=4)  # 16 tiles per channel
+    with caplog.at_level("INFO", logger="tritred"):
+        _run(x, True)
+    assert "two launches" not in caplog.text
+    force("batch_norm", strategy="split_rows", BLOCK_M=1, BLOCK_N=1, num_warps=32)  # 4096 programs of 1024 threads
+    with caplog.at_level("INFO", logger="tritred"):
+        _run(x, True)
+    assert "two launches" in caplog.text
+
+
 def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
     """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
     plan's workspace) and gives the first call's result bit for bit."""

@@ -157,3 +157,21 @@ def test_stats_of_rows_of_no_elements(device):
     _, ref_mean, ref_rstd = torch.native_layer_norm(x.cpu(), (0,), None, None, 1e-5)
     assert y.shape == (3, 0)
     assert torch.equal(mean.cpu(), ref_mean.reshape(3)) and rstd.isnan().all() and ref_rstd.isnan().all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the cooperative launch is compiled only")
+def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, device, caplog):
+    """A row's programs must be co-resident (one cooperative launch, a barrier per row); a split of more programs
+    than the device holds at once takes the two launches instead, and says so."""
+    if device != "cuda":
+        pytest.skip("GPU test")
+    x = randn((300, 5000), torch.float32, device, offset=3.0)
+    w, b = randn((5000,), torch.float32, device), randn((5000,), torch.float32, device)
+    force("layer_norm", strategy="split_rows", BLOCK_N=1024, split=5)
+    with caplog.at_level("INFO", logger="tritred"):
+        assert_close(tr.layer_norm(x, (5000,), w, b), _ref(x, (5000,), w, b), n=64, scale=8, what="cooperative")
+    assert "two launches" not in caplog.text
+    force("layer_norm", strategy="split_rows", BLOCK_N=1, split=5000, num_warps=32)  # 5000 programs of 1024 threads
+    with caplog.at_level("INFO", logger="tritred"):
+        assert_close(tr.layer_norm(x, (5000,), w, b), _ref(x, (5000,), w, b), n=64, scale=8, what="two launches")
+    assert "two launches" in caplog.text
