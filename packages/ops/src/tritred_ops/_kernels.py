@@ -381,6 +381,25 @@ def add_pair(a0, a1, b0, b1):
 
 
 @triton.jit
+def tile_stats(x, mask, n, LANES: tl.constexpr = 1):
+    """(mean, M2, sum) over axis 0 of a tile of ``n`` valid lanes, 1-D or [lanes, channels]: the corrected
+    two-pass of :func:`chunk_stats` (whose centering needs a 2-D tile), for the split-rows kernels' 1-D tiles.
+    LANES > 1: the first mean sums values scaled by 1 / LANES (a power of two: exact), so that values near the
+    top of the float range keep a finite mean; ``sum`` is then that scaled sum times LANES."""
+    if LANES > 1:
+        scaled = tl.sum(x * (1.0 / LANES), 0)
+        mean = div_exact(scaled, n * (1.0 / LANES), x.dtype)
+        total = scaled * LANES
+    else:
+        total = tl.sum(x, 0)
+        mean = div_exact(total, n, x.dtype)
+    d = tl.where(mask, x - mean, 0.0)
+    c, ss = tl.reduce((d, d * d), 0, add_pair)
+    corr = div_exact(c, n, x.dtype)
+    return mean + corr, ss - c * corr, total
+
+
+@triton.jit
 def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False):
     """(mean, correction, M2) of the ``n`` valid lanes of a tile along ``axis``: the corrected two-pass algorithm.
 

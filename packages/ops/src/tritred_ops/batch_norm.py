@@ -36,7 +36,6 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 from . import _common as C
 from ._kernels import (
     acc_dtype,
-    add_pair,
     chan_fn,
     chunk_stats,
     div_exact,
@@ -44,6 +43,7 @@ from ._kernels import (
     group_barrier,
     sqrt_exact,
     stats_shift,
+    tile_stats,
     tl_dtype,
 )
 from ._replay import Recorder, find_plan
@@ -328,19 +328,11 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             b_c = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
         base = part_ptr + r * (4 * STAT)
         if (SPLIT == 1) | (PHASE != 2):
-            # The tile's corrected two-pass statistics (as chunk_stats, for either rank). The first mean sums values
-            # scaled by 1 / LANES (a power of two: exact), so that values near the top of the float range keep a
-            # finite mean; ``total`` only stands in for an infinite or NaN mean (see _update_running).
-            LANES: tl.constexpr = BLOCK_M * BLOCK_N
-            scaled = tl.sum(x * (1.0 / LANES), 0)
-            mean_t = div_exact(scaled, n * (1.0 / LANES), ACC)
-            total = scaled * LANES + n * shift  # (the plain sum of the unshifted values)
-            d = tl.where(mask, x - mean_t, 0.0)
-            c, ss = tl.reduce((d, d * d), 0, add_pair)
-            corr = div_exact(c, n, ACC)
-            mean = mean_t + corr
-            m2 = ss - c * corr
-            cnt = tl.zeros_like(corr) + n
+            # scaled sums (values near the top of the float range keep a finite mean); ``total``, the plain sum of
+            # the unshifted values, only stands in for an infinite or NaN mean (see _update_running)
+            mean, m2, total = tile_stats(x, mask, n, BLOCK_M * BLOCK_N)
+            total = total + n * shift
+            cnt = tl.zeros_like(m2) + n
         if SPLIT > 1:
             if PHASE != 2:
                 at = base + part * BLOCK_K + ks
@@ -528,9 +520,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         blocks, parts = C.cdiv(Ch, cfg.BLOCK_K), C.next_pow2(tiles)
         args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
                 rm_buf if has_running else y, rv_buf if has_running else y, w, b)
-        kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=f32_split(float(eps))[0],
-                      eps_lo=f32_split(float(eps))[1], momentum=f32_split(float(momentum))[0],
-                      momentum_lo=f32_split(float(momentum))[1], HAS_RUNNING=has_running, HAS_W=weight is not None,
+        (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
+        kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=eps_hi, eps_lo=eps_lo,
+                      momentum=mom_hi, momentum_lo=mom_lo, HAS_RUNNING=has_running, HAS_W=weight is not None,
                       HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=bm,
                       BLOCK_N=bn, BLOCK_K=cfg.BLOCK_K,
                       OFF64=_tile_span((bm, bn, cfg.BLOCK_K), (xb, xs, xc), (yb, ys, yc)) >= 2**31,

@@ -19,7 +19,6 @@ from tritred_core import ReductionSpec
 from . import _common as C
 from ._kernels import (
     acc_dtype,
-    add_pair,
     aligned_rows,
     chan_fn,
     chunk_stats,
@@ -33,6 +32,7 @@ from ._kernels import (
     single_load_evict,
     sqrt_exact,
     stats_shift,
+    tile_stats,
     tl_dtype,
     welford_step,
 )
@@ -220,12 +220,9 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
         x = tl.load(x_row + cols * s_xn, mask=ok, other=shift).to(ACC) - shift.to(ACC)
         base = part_ptr + r * (3 * SPLIT_P2)
         if PHASE != 2:
-            mean_t = div_exact(tl.sum(x, 0), n, ACC)
-            d = tl.where(ok, x - mean_t, 0.0)
-            c, ss = tl.reduce((d, d * d), 0, add_pair)
-            corr = div_exact(c, n, ACC)
-            tl.store(base + part, mean_t + corr)
-            tl.store(base + SPLIT_P2 + part, ss - c * corr)
+            mean_t, m2_t, _ = tile_stats(x, ok, n)
+            tl.store(base + part, mean_t)
+            tl.store(base + SPLIT_P2 + part, m2_t)
             tl.store(base + 2 * SPLIT_P2 + part, n)
         if PHASE == 3:
             group_barrier(count_ptr + r, SPLIT)
@@ -308,6 +305,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     R = view.M * view.K
     assert R == rows
     dummy = y
+    eps_hi, eps_lo = f32_split(float(eps))
     if cfg.strategy == "split_rows":
         # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (one read; see the kernel).
         block_n, split = C.split_row_chunks(cfg, view.N)
@@ -318,7 +316,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
              mean if mean is not None else dummy, rstd if rstd is not None else dummy,
              rec.empty((R * 3 * parts,), acc_dtype(x.dtype), x.device)),
             dict(R=R, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn, s_yk=syk,
-                 eps=f32_split(float(eps))[0], eps_lo=f32_split(float(eps))[1], HAS_W=w is not None,
+                 eps=eps_hi, eps_lo=eps_lo, HAS_W=w is not None,
                  HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)), SPLIT=split,
                  SPLIT_P2=parts, BLOCK_N=block_n, num_warps=cfg.num_warps))
         if store_stats:
@@ -332,7 +330,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     rec.launch(
         _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
-        sym, syn, syk, *f32_split(float(eps)), HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
+        sym, syn, syk, eps_hi, eps_lo, HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
