@@ -8,7 +8,7 @@ cache flush. Timing as the bench: ``triton.testing.do_bench`` median, bytes read
 device-to-device copy bandwidth measured in the same process.
 
 Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
-                   [split] [split-shapes] [split-bn] [split-ln] [split-bf16]
+                   [split] [split-shapes] [split-bn] [split-ln] [split-bf16] [bn-one-tile]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -29,6 +29,8 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
   statistics), for determinism, and with a channel holding inf and one holding NaN.
 - split-bf16: bfloat16 softmax split rows with the bytes per program of float32's 8192 elements (16384 elements
   on 8 or 16 warps; ptxas: 110 and 64 registers) and 32768 on 16, against the built-in online loop.
+- bn-one-tile: batch_norm whose channel fits one tile (one launch): the built-in warps (~64 elements per
+  thread) against 1, 2, 4 and the earlier rule's 4+, training and eval, 7x7 and other small spatial sizes.
 - split-ln: layer_norm rows held by several programs (``split_rows``) against the built-in loop or single pass,
   checked against torch and for determinism first.
 """
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import sys
 
 import torch
@@ -371,6 +374,34 @@ def run_split_bn(pct) -> None:
         print(f"batch_norm train {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
 
 
+def run_bn_one_tile(pct) -> None:
+    """batch_norm whose channel is one tile (one launch from registers): warps of the built-in rule (~64 elements
+    per thread) against 4+ warps (~32 per thread, the rule before) and others, training and eval, on and off the
+    suite."""
+    for shape, dtype in itertools.product([(32, 2048, 7, 7), (64, 1024, 7, 7), (16, 512, 7, 7), (128, 256, 7, 7),
+                                           (32, 1024, 14, 14), (8, 256, 16, 16), (64, 64, 8, 8), (16, 128, 3, 3, 3)],
+                                          (torch.bfloat16, torch.float32)):
+        B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
+        whole = triton.next_power_of_2(B) * triton.next_power_of_2(S)
+        ws = sorted({1, 2, 4, max(4, min(32, triton.next_power_of_2(whole // 1024)))})
+        cfgs = [None] + [LaunchConfig(strategy="split", BLOCK_M=triton.next_power_of_2(B),
+                                      BLOCK_N=triton.next_power_of_2(S), BLOCK_K=1, split=1, num_warps=w) for w in ws]
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        for training in (True, False):
+            params = [torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda"), torch.randn(Ch, device="cuda"),
+                      torch.randn(Ch, device="cuda")]
+
+            def mine(x):
+                return T.batch_norm(x, *params, training, 0.1, 1e-5)
+
+            def ref(x):
+                return torch.nn.functional.batch_norm(x, *[p.clone() for p in params], training, 0.1, 1e-5)
+            line = [f"{cfg_name(c)} {forced(pct, 'batch_norm', mine, ref, xs, nb, c)}" for c in cfgs]
+            print(f"batch_norm {'train' if training else 'eval'} {shape} {str(dtype)[6:]}: " + " | ".join(line),
+                  flush=True)
+
+
 def run_split_ln(pct) -> None:
     """layer_norm split rows (programs meeting at a per-row barrier: one read) against the built-in config."""
     def sr(n, w, split):
@@ -435,7 +466,8 @@ def main() -> None:
     steps = {"minimal": run_minimal, "hint": run_hint, "warps": run_warps, "ln-cap": run_ln_cap,
              "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split,
              "split-shapes": run_split_shapes, "split-bn": run_split_bn,
-             "split-ln": run_split_ln, "split-bf16": run_split_bf16}
+             "split-ln": run_split_ln, "split-bf16": run_split_bf16,
+             "bn-one-tile": run_bn_one_tile}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 

@@ -106,13 +106,15 @@ def test_column_split_stays_within_one_wave():
     assert (var32.BLOCK_N, var32.BLOCK_K, var32.num_warps) == (32, 64, 4)
 
 
-@pytest.mark.parametrize("shape", [(32, 2048, 49), (8, 64, 300), (128, 16, 64)])
-def test_batch_norm_channel_in_one_tile_is_resident(shape):
+@pytest.mark.parametrize(("shape", "warps"), [((32, 2048, 49), 1), ((8, 64, 300), 2), ((128, 16, 64), 4)])
+def test_batch_norm_channel_in_one_tile_is_resident(shape, warps):
     B, C, S = shape
     reg = get_registry()
     problem = Problem(op="batch_norm", dtype="bfloat16", M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
     cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
     assert cfg.BLOCK_M >= B and cfg.BLOCK_N >= S  # one tile: statistics and output in one launch
+    # ~64 elements per thread (H200: one warp for 32x2048x7x7's 2048-element tiles beat four)
+    assert cfg.num_warps == warps
 
 
 def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
