@@ -43,12 +43,39 @@ def test_layouts_and_multi_dim_shapes(layout, device):
                      what=f"{layout} {shape}")
 
 
-def test_mixed_precision_weights(device):
-    x = randn((3, 64), torch.bfloat16, device)
-    w, b = randn((64,), torch.float32, device), randn((64,), torch.float32, device)
-    out = tr.layer_norm(x, [64], w, b)
-    assert out.dtype == torch.bfloat16
-    assert_close(out, _ref(x, (64,), w, b), n=16, scale=8, what="mixed")
+@pytest.mark.parametrize(("x_dtype", "w_dtype"), [(torch.bfloat16, torch.float32), (torch.float16, torch.float64),
+                                                   (torch.float32, torch.float16)])
+@pytest.mark.parametrize("which", ["weight", "bias", "both"])
+def test_mixed_dtypes_raise_as_torch(device, x_dtype, w_dtype, which):
+    # torch 2.11's CUDA kernel (H200): "expected scalar type Half but found Float"
+    x = randn((3, 64), x_dtype, device)
+    w = randn((64,), w_dtype if which in ("weight", "both") else x_dtype, device)
+    b = randn((64,), w_dtype if which in ("bias", "both") else x_dtype, device)
+    before = x.clone()
+    with pytest.raises(RuntimeError, match="layer_norm.*expected scalar type"):
+        tr.layer_norm(x, [64], w, b)
+    if x.is_cuda:  # (torch's CPU kernel, unlike its CUDA one, takes float32 weight and bias beside bf16/fp16)
+        with pytest.raises(RuntimeError, match="expected scalar type"):
+            torch.nn.functional.layer_norm(x, [64], w, b)
+    assert torch.equal(x, before)
+
+
+def test_output_is_contiguous_as_torch(device):
+    """torch returns a contiguous output whatever the input's layout (H200, torch 2.11: (21, 1) for a transposed
+    4x21 input)."""
+    base = randn((5, 6, 7, 8), torch.float32, device)
+    inputs = {"transposed": base[0].transpose(0, 2), "permuted": base.permute(2, 0, 3, 1),
+              "channels_last": base.contiguous(memory_format=torch.channels_last),
+              "sliced_transposed": base[:, :, 1:6].transpose(-1, -2)}
+    for what, x in inputs.items():
+        for D in (1, 2):
+            shape = tuple(x.shape[x.dim() - D:])
+            w, b = randn(shape, torch.float32, device), randn(shape, torch.float32, device)
+            torch.empty(x.numel() * 2, device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
+            y = tr.layer_norm(x, shape, w, b)
+            ref = F.layer_norm(x, shape, w, b)
+            assert y.stride() == ref.stride() and y.is_contiguous(), f"{what} D={D}: {y.stride()}"
+            assert_close(y, _ref(x, shape, w, b), n=16, scale=8, what=f"{what} D={D}")
 
 
 def test_with_stats(device):
@@ -86,7 +113,7 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
     if cfg is not None:
         force("layer_norm", **cfg)
     base = randn((7, 123), torch.bfloat16, device, offset=3.0)
-    w, b = randn((101,), torch.float32, device), randn((101,), torch.bfloat16, device)
+    w, b = randn((101,), torch.bfloat16, device), randn((101,), torch.bfloat16, device)
     for x in (base[:, :101], base[:, 7:108]):
         for args in ((w, None), (None, b), (None, None)):
             assert_close(tr.layer_norm(x, (101,), *args), _ref(x, (101,), *args), n=16, scale=8,

@@ -48,6 +48,23 @@ def test_layouts_and_dims(name, layout, device):
         assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_output_is_contiguous_as_torch(name, device):
+    """torch returns a contiguous output whatever the input's layout (H200, torch 2.11: a transposed 4x21 input
+    gives strides (21, 1)); outputs poisoned with NaN first, so that an element left unwritten shows."""
+    base = randn((5, 6, 7, 8), torch.float32, device)
+    inputs = {"transposed": base[0].transpose(0, 2), "permuted": base.permute(2, 0, 3, 1),
+              "channels_last": base.contiguous(memory_format=torch.channels_last),
+              "sliced_transposed": base[:, :, 1:6].transpose(-1, -2)}
+    for what, x in inputs.items():
+        for dim in range(-x.dim(), x.dim()):
+            torch.empty(x.numel() * 2, device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
+            y = getattr(tr, name)(x, dim)
+            ref = getattr(torch, name)(x, dim)
+            assert y.stride() == ref.stride() and y.is_contiguous(), f"{what} dim={dim}: {y.stride()}"
+            assert_close(y, _ref(name, x, dim), n=8, scale=4, what=f"{name} {what} {dim}")
+
+
 def test_logsumexp_dims(device):
     x = randn((4, 6, 33), torch.float32, device)
     for dim in (0, 2, (0, 2), (1,), (0, 1, 2)):

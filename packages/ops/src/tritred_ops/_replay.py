@@ -320,10 +320,6 @@ class Recorder:
         self.zeroed.add(len(self.allocs) - 1)
         return t
 
-    def empty_like(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """torch.empty_like (keeps a dense input's layout); replayed with the same strides."""
-        return self.adopt(torch.empty_like(x, dtype=dtype))
-
     def adopt(self, t: torch.Tensor) -> torch.Tensor:
         """Record a freshly allocated tensor (its contents are never read before a kernel writes them)."""
         self.tensors.append(t)

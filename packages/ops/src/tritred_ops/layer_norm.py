@@ -282,10 +282,14 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
                                f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
         C.check_float(op, t, what=name)
     C.check_float(op, input)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != input.dtype:  # torch's CUDA and CPU kernels take no mixed dtypes
+            raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
+                               f"bias must have the input's dtype")
     C.check_same_device(op, input, weight=weight, bias=bias)
     C.check_runnable(op, input)
     rec = Recorder(input, weight, bias)
-    y = rec.empty_like(input)
+    y = rec.empty(input.shape, input.dtype, input.device)  # contiguous, as torch's (whatever the input's layout)
     lead = input.shape[: input.dim() - D]
     rows = C.prod(lead)
     mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
@@ -350,7 +354,7 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
     Args:
         input: floating tensor ``[*, *normalized_shape]`` of any strides (float16/bfloat16/float32/float64).
         normalized_shape: the trailing dims to normalize over (int or sequence).
-        weight, bias: optional tensors of shape ``normalized_shape`` (any floating dtype, same device).
+        weight, bias: optional tensors of shape ``normalized_shape``, of the input's dtype and device.
         eps: added to the biased variance inside the square root.
 
     Returns:
@@ -358,8 +362,9 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         fp32 (fp64 for fp64 inputs).
 
     Raises:
-        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape, non-float
-            dtypes, tensors on different devices, not on CUDA (outside the interpreter).
+        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of
+            another dtype than the input (as torch), non-float dtypes, tensors on different devices, not on CUDA
+            (outside the interpreter).
         TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
             (floats and bools raise, as in torch).
     """

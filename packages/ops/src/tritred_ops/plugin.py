@@ -97,7 +97,7 @@ def _io_bytes(reference: Callable[..., Any]) -> Callable[..., int]:
 def _softmax_problem(name: str) -> Callable[..., Problem]:
     def problem(x: torch.Tensor, dim: int, *args: Any, **kwargs: Any) -> Problem:
         d = C.wrap_dim(name, dim, x.dim())
-        _, _, view = C.map_view(x, torch.empty_like(x), (d,) if x.dim() else ())
+        _, _, view = C.map_view(x, torch.empty(x.shape, device="meta"), (d,) if x.dim() else ())
         return C.problem_of(name, x, view)
     return problem
 
@@ -115,7 +115,7 @@ def _layer_norm_problem(x: torch.Tensor, normalized_shape: Sequence[int], *args:
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
-    _, _, view = C.map_view(x, torch.empty_like(x), dims)
+    _, _, view = C.map_view(x, torch.empty(x.shape, device="meta"), dims)
     return C.problem_of("layer_norm", x, view)
 
 

@@ -331,7 +331,7 @@ def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torc
         raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
     C.check_runnable(name, x)
     rec = Recorder(x)
-    y = rec.empty_like(x, dtype=cast)  # keeps the input's layout when it is dense
+    y = rec.empty(x.shape, cast, x.device)  # contiguous, as torch's (whatever the input's layout)
     if x.numel() == 0:
         return y
     dims = (d,) if x.dim() else ()
