@@ -9,6 +9,7 @@ device-to-device copy bandwidth measured in the same process.
 
 Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] [ln-preload] [tiles] [stats]
                    [split] [split-shapes] [split-bn] [split-ln] [split-bf16] [bn-one-tile]
+                   [bn-chunks]
 
 - minimal: stand-alone kernels beside the built-in ones, same input vs rotating inputs: a whole-row softmax with
   each load hint, and a row sum on 4/8/16 warps with each load hint (where the built-in kernels had headroom).
@@ -31,6 +32,8 @@ Usage (CUDA only): python tools/exp_rotate.py [minimal] [hint] [warps] [ln-cap] 
   on 8 or 16 warps; ptxas: 110 and 64 registers) and 32768 on 16, against the built-in online loop.
 - bn-one-tile: batch_norm whose channel fits one tile (one launch): the built-in warps (~64 elements per
   thread) against 1, 2, 4 and the earlier rule's 4+, training and eval, 7x7 and other small spatial sizes.
+- bn-chunks: batch_norm training over channel chunks of 6-48 MB of input (statistics and normalize per chunk,
+  the second read from L2) against one call over every channel; each variant captured in CUDA graphs.
 - split-ln: layer_norm rows held by several programs (``split_rows``) against the built-in loop or single pass,
   checked against torch and for determinism first.
 """
@@ -402,6 +405,46 @@ def run_bn_one_tile(pct) -> None:
                   flush=True)
 
 
+def run_bn_chunks(pct) -> None:
+    """batch_norm training over channel chunks whose input fits in L2 (statistics then normalize per chunk, so
+    that the normalize read can hit L2) against one call over every channel. Each variant is captured in a CUDA
+    graph per input copy, so that the chunked variant's extra host calls do not count: the GPU time is measured."""
+    for shape, dtype in itertools.product([(64, 256, 56, 56), (256, 64, 56, 56), (32, 128, 112, 112),
+                                           (8, 64, 32, 64, 64)], (torch.bfloat16, torch.float32)):
+        Ch = shape[1]
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(COPIES)]
+        per_channel = xs[0].numel() // Ch * xs[0].element_size()
+        params = [torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda"), torch.randn(Ch, device="cuda"),
+                  torch.randn(Ch, device="cuda")]
+        nb = 2 * xs[0].numel() * xs[0].element_size()
+        whole = T.batch_norm(xs[0], *[p.clone() for p in params], True, 0.1, 1e-5)
+        line = []
+        for mb in (None, 6, 12, 24, 48):
+            cc = Ch if mb is None else max(1, 1 << ((mb << 20) // per_channel).bit_length() - 1)
+            if mb is not None and cc >= Ch:
+                continue
+
+            def run(x, cc=cc):
+                return [T.batch_norm(x[:, c:c + cc], *[p[c:c + cc] for p in params], True, 0.1, 1e-5)
+                        for c in range(0, Ch, cc)]
+            try:
+                ok = close(torch.cat(run(xs[0]), 1), whole)
+                graphs = []
+                for x in xs:
+                    run(x)  # (plans recorded before the capture)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        run(x)
+                    graphs.append(g)
+                ms = rotating(lambda g: g.replay(), graphs)
+            except Exception as e:  # noqa: BLE001  (a developer's experiment: report and go on)
+                line.append(f"{cc} ch failed: {type(e).__name__}: {str(e)[:120]}")
+                continue
+            line.append(f"{'whole' if mb is None else f'{cc} ch ({cc * per_channel / 2**20:.0f} MB)'} "
+                        f"{pct(ms, nb):.1f}{'' if ok else ' WRONG'}")
+        print(f"batch_norm train chunks {shape} {str(dtype)[6:]}: " + " | ".join(line), flush=True)
+
+
 def run_split_ln(pct) -> None:
     """layer_norm split rows (programs meeting at a per-row barrier: one read) against the built-in config."""
     def sr(n, w, split):
@@ -467,7 +510,7 @@ def main() -> None:
              "ln-preload": run_ln_preload, "tiles": run_tiles, "stats": run_stats, "split": run_split,
              "split-shapes": run_split_shapes, "split-bn": run_split_bn,
              "split-ln": run_split_ln, "split-bf16": run_split_bf16,
-             "bn-one-tile": run_bn_one_tile}
+             "bn-one-tile": run_bn_one_tile, "bn-chunks": run_bn_chunks}
     for name in sys.argv[1:] or list(steps):
         steps[name](pct)
 

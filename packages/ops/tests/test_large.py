@@ -39,7 +39,7 @@ def test_rows_past_2_31(big):
     assert_close(tr.softmax(big, -1)[-64:], torch.softmax(tail, -1), n=1024, scale=4, what="softmax")
     assert_close(tr.logsumexp(big, -1)[-64:], torch.logsumexp(tail, -1), n=1024, scale=8, what="logsumexp")
     assert_close(tr.var(big, -1)[-64:], torch.var(tail, -1), n=1024, scale=4, what="var")
-    w = torch.randn(1024, device="cuda")
+    w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
     y = tr.layer_norm(big, (1024,), w, None)
     assert_close(y[-64:], F.layer_norm(tail, (1024,), w.double()), n=1024, scale=8, what="layer_norm")
     values, indices = tr.max(big, -1)

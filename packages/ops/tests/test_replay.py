@@ -139,8 +139,8 @@ def test_layer_norm_replays_weights_and_stats(replays, device):
 
     def make(i):
         return (randn((9, 70), torch.bfloat16, device, gen_seed=i),
-                randn((70,), torch.float32, device, gen_seed=i + 7),
-                randn((70,), torch.float32, device, gen_seed=i + 8))
+                randn((70,), torch.bfloat16, device, gen_seed=i + 7),
+                randn((70,), torch.bfloat16, device, gen_seed=i + 8))
     (y,), (x, w, b) = _run_case(lambda x, w, b: tr.layer_norm(x, (70,), w, b), make, replays)
     ref = torch.nn.functional.layer_norm(x.double().cpu(), (70,), w.double().cpu(), b.double().cpu())
     assert_close(y, ref, n=70, scale=8, what="layer_norm")
