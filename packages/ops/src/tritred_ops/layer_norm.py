@@ -358,8 +358,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         eps: added to the biased variance inside the square root.
 
     Returns:
-        Tensor of the input's shape and dtype: ``(x - mean) / sqrt(var + eps) * weight + bias``, statistics in
-        fp32 (fp64 for fp64 inputs).
+        Contiguous tensor of the input's shape and dtype (as torch's): ``(x - mean) / sqrt(var + eps) * weight +
+        bias``, statistics in fp32 (fp64 for fp64 inputs).
 
     Raises:
         RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of

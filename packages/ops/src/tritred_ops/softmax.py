@@ -350,7 +350,8 @@ _SOFTMAX_DOC = """
         dtype: convert the input to this dtype first; the output has it.
 
     Returns:
-        Tensor of the input's shape, dtype ``dtype`` or the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
+        Contiguous tensor of the input's shape (as torch's, whatever the input's strides), dtype ``dtype`` or
+        the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
 
     Raises:
         IndexError: dim out of range. TypeError: dim missing or not an int.
