@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 import tritred_ops as tr
@@ -63,6 +65,15 @@ def test_output_is_contiguous_as_torch(name, device):
             ref = getattr(torch, name)(x, dim)
             assert y.stride() == ref.stride() and y.is_contiguous(), f"{what} dim={dim}: {y.stride()}"
             assert_close(y, _ref(name, x, dim), n=8, scale=4, what=f"{name} {what} {dim}")
+
+
+def test_input_without_a_common_view_with_its_output_is_gathered_and_logged(device, caplog):
+    x = randn((5, 6, 7, 8), torch.float32, device).permute(2, 0, 3, 1)  # no strided view shared with a contiguous y
+    with caplog.at_level(logging.DEBUG, logger="tritred"):
+        y = tr.softmax(x, 2)
+    assert any("gathered" in r.getMessage() for r in caplog.records)
+    assert y.is_contiguous()
+    assert_close(y, _ref("softmax", x, 2), n=8, scale=4, what="permuted")
 
 
 def test_logsumexp_dims(device):
@@ -154,6 +165,34 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
             assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what=f"{name} {x.shape}")
         out = tr.softmax(x, 1, dtype=torch.float32)  # another element size: the output keeps its own offsets
         assert_close(out, _ref("softmax", x, 1), n=8, scale=4, what="softmax dtype=float32")
+
+
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=1, BLOCK_N=128, num_warps=1),
+                                 dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
+                                 dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=32)], ids=config_id)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_unit_stride_rows_of_a_strided_output_are_not_shifted(name, cfg, force, device):
+    """A transposed input reduced over its unit-stride dim has rows off 16-byte boundaries, but its (contiguous,
+    as torch's) output stores those rows with stride != 1: the tiles must not take the shifted (ALIGN) stores,
+    which assume unit-stride output rows (a regression: wrong values and writes past the output). Poisoned
+    outputs, three calls (the replayed plan too)."""
+    from tritred_core import LaunchConfig
+    from tritred_ops import _common as C
+    if cfg is not None:
+        force(name, **cfg)
+    cases = [randn((100, 101), torch.float32, device).t(),                   # (101, 100), strides (1, 101)
+             randn((7, 5), torch.float32, device).t(),
+             randn((1, 5, 4, 4), torch.float32, device).contiguous(memory_format=torch.channels_last),
+             randn((9, 77), torch.bfloat16, device, scale=3).t()]
+    for x in cases:
+        view = C.map_view(x, torch.empty(x.shape, device="meta"), (0 if x.dim() == 2 else 1,))[2]
+        assert C.row_align(x, view, LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=128), False) == 0
+        for _ in range(3):
+            torch.empty(4 * x.numel(), device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
+            dim = 0 if x.dim() == 2 else 1
+            y = getattr(tr, name)(x, dim)
+            assert y.is_contiguous()
+            assert_close(y, _ref(name, x, dim), n=8, scale=4, what=f"{name} {tuple(x.shape)} {x.stride()}")
 
 
 @pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)], ids=config_id)

@@ -329,10 +329,16 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
     2048x50257 bf16: 19% -> 43% of copy bandwidth), while several short rows per program lose to the per-row
     masks (softmax 100000x300: 49% -> 38%, var 65536x100 fp32: 38% -> 33%). The interpreter takes it whenever
     it applies, so that tests reach the shifted path with small tensors.
+
+    An output with a row axis (softmax: ``view.strides[1]``) is stored with the same shift (``shifted_out``), so
+    its rows must have unit stride as well; a contiguous output of a transposed input does not (its n-stride is
+    not 1: no shift). Reductions' outputs have no row axis (n-stride 0).
     """
     (sxm, sxn, _) = view.strides[0]
     vec = 16 // x.element_size()
     if vec < 2 or sxn != 1 or view.K != 1 or view.N <= 1 or sxm % 16 == 0 or x.data_ptr() % 16:
+        return 0
+    if any(s[1] not in (0, 1) for s in view.strides[1:]):
         return 0
     if single and cfg.BLOCK_N < view.N + vec - 1:
         return 0
@@ -425,6 +431,8 @@ def map_view(x: torch.Tensor, y: torch.Tensor, dims: tuple[int, ...]) -> tuple[t
     """
     view = canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
     if view is None:
+        log.debug("dims %s of a %s tensor with strides %s and its output share no strided view: the input is "
+                  "gathered (one copy)", dims, tuple(x.shape), x.stride())
         x, y = x.contiguous(), torch.empty(x.shape, dtype=y.dtype, device=x.device)
         view = canonical_view(x.shape, [x.stride(), y.stride()], dims, reorder_reduced=False)
         assert view is not None

@@ -282,8 +282,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
                                f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
         C.check_float(op, t, what=name)
     C.check_float(op, input)
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.dtype != input.dtype:  # torch's CUDA and CPU kernels take no mixed dtypes
+    for name, t in (("weight", weight), ("bias", bias)):  # as torch's CUDA kernel (its CPU one is laxer)
+        if t is not None and t.dtype != input.dtype:
             raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
                                f"bias must have the input's dtype")
     C.check_same_device(op, input, weight=weight, bias=bias)
