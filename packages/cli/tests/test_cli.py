@@ -149,6 +149,18 @@ def test_check_passes_for_builtin_ops(cli: Callable[..., Any]) -> None:
     assert "softmax" in r.output and "sum" in r.output and "checks passed" in r.output and "FAIL" not in r.output
 
 
+def test_check_rejects_a_dtype_no_selected_op_takes(cli: Callable[..., Any]) -> None:
+    for args in (("mean", "-t", "int32"), ("sum", "-t", "float8")):  # (it used to report 0/0 checks, exit 0)
+        r = cli("check", *args)
+        assert r.exit_code == 2 and "supports --dtype" in r.output, r.output
+
+
+def test_explain_rejects_dim_for_normalize_ops(cli: Callable[..., Any]) -> None:
+    r = cli("explain", "layer_norm", "--shape", "8x16x32", "--dim", "1,2")
+    assert r.exit_code == 2 and "--dim does not apply to layer_norm" in r.output, r.output
+    assert cli("explain", "layer_norm", "--shape", "8x16x32").exit_code == 0
+
+
 def test_check_fails_on_a_broken_reduction(cli: Callable[..., Any], fake_registry: Callable[..., Registry]) -> None:
     good = fake_reduction("good_sum", lambda x, dim=None: torch.sum(x, dim))
     broken = fake_reduction("broken_sum", lambda x, dim=None: torch.sum(x, dim) * 1.01)

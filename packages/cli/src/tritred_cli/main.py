@@ -268,6 +268,8 @@ def explain_cmd(
     if dtype.removeprefix("torch.") not in rec.spec.dtypes:
         raise UsageError(f"{op} does not support {dtype}; supported: {', '.join(rec.spec.dtypes)}")
     shp, d = parse_shape(shape), parse_dim(dim)
+    if rec.spec.family == "normalize" and d != -1:  # (their dims come from the op: normalized_shape, channels)
+        raise UsageError(f"--dim does not apply to {op}: a normalize op takes its dims from its own arguments")
     try:
         args, kwargs = rec.make_inputs(shp, dt, device="meta", dim=d)
         problem = rec.problem(*args, **kwargs)
@@ -377,6 +379,10 @@ def check_cmd(
 
     device = "cpu" if _interpreting() else "cuda"
     dtypes = _split(dtype)
+    for d in dtypes:  # a dtype no selected op takes would check nothing and pass: a usage error instead
+        if not any(d.removeprefix("torch.") in reg.get(n).spec.dtypes for n in names):
+            raise UsageError(f"no reduction of {', '.join(names)} supports --dtype {d!r}")
+    dtypes = [d.removeprefix("torch.") for d in dtypes]
     shapes = testing.DEFAULT_SHAPES if full else testing.QUICK_SHAPES
     cases = _split(case) or None
     if cases:
