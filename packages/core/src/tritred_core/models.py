@@ -112,8 +112,8 @@ class LaunchConfig(_Frozen):
     per-row barrier in one cooperative launch), ``split_rows`` (that same row holding, named for what it is:
     softmax and log_softmax as ``split``, layer_norm rows of ``split`` programs of at least ``BLOCK_N``
     elements, batch_norm training with a channel block's tiles held by one program each, ``split`` unused; one
-    read of the input instead of two. For layer_norm and batch_norm not a built-in choice yet: a plugin or
-    ``tritred tune`` can pick it).
+    read of the input instead of two. For layer_norm and batch_norm not a built-in choice: measured slower than
+    the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the column kernel of the plain reductions (sum, mean,
