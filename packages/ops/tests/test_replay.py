@@ -223,7 +223,9 @@ def _fake_plan(monkeypatch, log: list, zeroed: bool = False):
             return None
 
     class Kernel:
-        signature = inspect.signature(lambda x_ptr, y_ptr, t_ptr, N, BLOCK=8: None)
+        # (constants of every kind the generated code writes as literals, or as globals: -inf)
+        signature = inspect.signature(lambda x_ptr, y_ptr, t_ptr, N, BLOCK=8, EPS=1e-5, LO=float("-inf"),
+                                      MODE="rows", EVEN=True, SHAPE=(2, -3), NONE=None: None)
 
         def __getitem__(self, grid):  # noqa: ANN001, ANN204
             return lambda *a, **k: Compiled()
@@ -242,7 +244,7 @@ def _fake_plan(monkeypatch, log: list, zeroed: bool = False):
     rec = _replay.Recorder(x, None)
     y, t = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device)
     t2 = rec.zeros((7,), torch.int32, x.device) if zeroed else rec.empty((7,), torch.int64, x.device)
-    rec.launch(k, (2,), x, y, t, 5, BLOCK=16)
+    rec.launch(k, (2,), x, y, t, 5, BLOCK=16, EPS=0.1, EVEN=False)
     rec.launch(k, (1, 3), t, y, t2, 6)
     rec.save(("fake-plan",), y)
     plan = get_registry().cache[("fake-plan",)]
@@ -261,8 +263,8 @@ def test_plans_zero_the_temporaries_that_start_at_zero(monkeypatch):
         pool[:] = [out, ws]
         run(x, None)
         assert ws[:256].eq(0).all() and ws[256:].eq(255).all()
-        assert log[-2][13:] == (x.data_ptr(), out.data_ptr(), ws.data_ptr() + 256, 5, 16)  # t after the counters
-        assert log[-1][13:] == (ws.data_ptr() + 256, out.data_ptr(), ws.data_ptr(), 6, 8)
+        assert log[-2][13:18] == (x.data_ptr(), out.data_ptr(), ws.data_ptr() + 256, 5, 16)  # t after the counters
+        assert log[-1][13:18] == (ws.data_ptr() + 256, out.data_ptr(), ws.data_ptr(), 6, 8)
 
 
 def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
@@ -279,9 +281,14 @@ def test_straight_line_plan_launches_as_the_generic_one(monkeypatch):
         outputs.append(log[before:])
     fast, generic = outputs
     assert fast == generic and len(fast) == 2
+    # of the same types too (constants are written as literals: 1 == 1.0 == True would hide a wrong one)
+    assert [list(map(type, call)) for call in fast] == [list(map(type, call)) for call in generic]
     w = ws.data_ptr()
-    assert fast[0][0:4] == (2, 1, 1, 1234) and fast[0][13:] == (x.data_ptr(), out.data_ptr(), w, 5, 16)
-    assert fast[1][0:3] == (1, 3, 1) and fast[1][13:] == (w, out.data_ptr(), w + 256, 6, 8)
+    consts = (float("-inf"), "rows")
+    assert fast[0][0:4] == (2, 1, 1, 1234)
+    assert fast[0][13:] == (x.data_ptr(), out.data_ptr(), w, 5, 16, 0.1, *consts, False, (2, -3), None)
+    assert fast[1][0:3] == (1, 3, 1)
+    assert fast[1][13:] == (w, out.data_ptr(), w + 256, 6, 8, 1e-5, *consts, True, (2, -3), None)
 
 
 def test_default_dtype_is_part_of_the_key(device):

@@ -53,8 +53,16 @@ class UsageError(Exception):
     """A user mistake: printed as one line, exit status 2."""
 
 
+#: Width of tables written to a file or a pipe (rich's default there, 80 columns, clips the bench and tune
+#: tables); ``COLUMNS`` still sets it.
+_PIPE_WIDTH = 200
+
+
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH
+    return console
 
 
 def _clean_errors(fn: F) -> F:
@@ -462,8 +470,8 @@ def _check_detail(r: Any) -> str:
 @_clean_errors
 def bench_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Only cases of these ops (default: all).")] = None,
-    suite: Annotated[str | None, typer.Option("--suite", help="A suite JSON file, or a built-in name (h200, quick)."
-                                              )] = None,
+    suite: Annotated[str | None, typer.Option(
+        "--suite", help="A suite JSON file, or a built-in name (h200, offsuite, quick).")] = None,
     peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems "
                                               "(default: all four on CUDA, eager on CPU).")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Only cases of these dtypes.")] = None,

@@ -44,6 +44,8 @@ def tensor_key(t: torch.Tensor | None) -> Hashable:
     return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
+_default_dtype = torch.get_default_dtype
+
 _PLAIN = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
 
 
@@ -77,8 +79,10 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
         if x.is_neg():
             raise TypeError("a negative-bit view is materialized by the full path on every call")
         # The default dtype is the result dtype of some calls (logsumexp of integers).
-        key = (op, torch.get_default_dtype(), types, args, type(x), x.shape, x.stride(), x.dtype, x.device,
-               x.data_ptr() % 16, *map(tensor_key, tensors))
+        key = (op, _default_dtype(), types, args, type(x), x.shape, x.stride(), x.dtype, x.device,
+               x.data_ptr() % 16)
+        if tensors:  # (most calls have one tensor: no map to build and unpack on their hot path)
+            key += tuple(map(tensor_key, tensors))
         return get_registry().cache.get(key), key
     except (AttributeError, TypeError):
         return None, None
@@ -271,22 +275,40 @@ def _straight_line(plan: Plan) -> Any:
     for j, launch in enumerate(plan.launches):
         c, e = launch.compiled, launch.c_entry
         assert e is not None  # only plans whose launches all have a C entry point get straight-line code
-        ns[f"L{j}"], ns[f"F{j}"], ns[f"M{j}"] = e.launch, c.function, c.packed_metadata
-        ns[f"CO{j}"], ns[f"PD{j}"] = e.launch_cooperative_grid, e.launch_pdl
+        ns[f"L{j}"] = e.launch
         by_pos = dict(launch.slots)
-        args = []
-        for pos, value in enumerate(launch.template):
-            if pos in by_pos:
-                args.append(f"p{by_pos[pos]}")
-            else:
-                ns[f"A{j}_{pos}"] = value
-                args.append(f"A{j}_{pos}")
+        consts = {"F": c.function, "CO": e.launch_cooperative_grid, "PD": e.launch_pdl, "M": c.packed_metadata}
+        consts.update((f"A{pos}", value) for pos, value in enumerate(launch.template) if pos not in by_pos)
+        src = {}  # each constant as a literal (a constant load), else as a global of the function
+        for name, value in consts.items():
+            src[name] = _literal(value)
+            if src[name] is None:
+                ns[f"{name}{j}"] = value
+                src[name] = f"{name}{j}"
+        args = [f"p{by_pos[pos]}" if pos in by_pos else src[f"A{pos}"] for pos in range(len(launch.template))]
         g0, g1, g2 = launch.grid
-        lines.append(f"    L{j}({g0}, {g1}, {g2}, stream, F{j}, CO{j}, PD{j}, None, None, M{j}, None, None, None, "
-                     f"{', '.join(args)})")
+        lines.append(f"    L{j}({g0}, {g1}, {g2}, stream, {src['F']}, {src['CO']}, {src['PD']}, None, None, "
+                     f"{src['M']}, None, None, None, {', '.join(args)})")
     lines.append(f"    return [{', '.join(f'o{k}' for k in range(n_out))}]")
     exec("\n".join(lines), ns)  # noqa: S102 - generated from the recorded plan only, no user strings
     return ns["run"]
+
+
+def _literal(value: Any) -> str | None:
+    """Python source for a constant launch argument that reads back equal and of the same type (ints, bools,
+    finite floats, None, strings, tuples of these), else None. A literal is a constant load in the generated
+    function; a global is a dict lookup per argument per call (~20 constant arguments per launch)."""
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return repr(value)
+    if t is float:
+        return repr(value) if math.isfinite(value) else None
+    if t is tuple:
+        items = [_literal(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        return f"({', '.join(items)}{',' if len(items) == 1 else ''})"  # type: ignore[arg-type]
+    return None
 
 
 class Recorder:

@@ -1,0 +1,105 @@
+"""Where the host time of one small call goes: each step of a replayed call timed alone, beside torch's own.
+
+Usage: python tools/latency_breakdown.py   (CUDA; prints per-call microseconds, median of batches)
+
+Steps of ``tr.softmax(x, -1)`` on 8x1024 float32 after the first call: the key lookup (``find_plan``), the
+replay (``plan.run``: allocation, stream, launch), and inside the replay the allocation and the launcher's C call
+alone. Beside them: ``torch.softmax``, ``torch.empty_strided`` and ``torch.neg(x, out=y)`` (torch's own path from
+Python to a kernel launch). Last, the GPU time of each latency case (CUDA events, ``do_bench``): a call whose
+kernel outlasts its host time is not host-bound.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from triton.testing import do_bench
+from tritred_ops._replay import _raw_stream, find_plan
+
+
+def per_call_us(fn, n: int = 2000, batch: int = 200) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(n // batch):
+        t = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t) / batch * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    x = torch.randn(8, 1024, device="cuda")
+    y = torch.empty_like(x)
+    tr.softmax(x, -1)
+    plan, _ = find_plan("softmax", (-1, None), x)
+    assert plan is not None and plan.fast is not None, "no straight-line plan"
+    launch = plan.launches[0]
+    e, c = launch.c_entry, launch.compiled
+    args = launch.template.copy()
+    ptrs = [x.data_ptr(), y.data_ptr()]
+    for pos, slot in launch.slots:
+        args[pos] = ptrs[slot]
+    get_stream, get_device = _raw_stream()
+    stream = get_stream(get_device())
+    g0, g1, g2 = launch.grid
+
+    def raw_launch():
+        e.launch(g0, g1, g2, stream, c.function, e.launch_cooperative_grid, e.launch_pdl, None, None,
+                 c.packed_metadata, None, None, None, *args)
+
+    S, T, D, DEV = (8, 1024), (1024, 1), torch.float32, x.device
+    steps = {
+        "tr.softmax (whole call)": lambda: tr.softmax(x, -1),
+        "torch.softmax": lambda: torch.softmax(x, -1),
+        "find_plan": lambda: find_plan("softmax", (-1, None), x),
+        "plan.run": lambda: plan.run(x),
+        "raw launcher call": raw_launch,
+        "torch.empty_strided": lambda: torch.empty_strided(S, T, dtype=D, device=DEV),
+        "torch.empty_like": lambda: torch.empty_like(x),
+        "x.new_empty_strided": lambda: x.new_empty_strided(S, T),
+        "x.new_empty_strided dtype=": lambda: x.new_empty_strided(S, T, dtype=D),
+        "x.new_empty": lambda: x.new_empty(S),
+        "torch.empty(S, dtype, device)": lambda: torch.empty(S, dtype=D, device=DEV),
+        "torch.empty(numel).view(S)": lambda: torch.empty(8192, dtype=D, device=DEV).view(S),
+        "torch.empty_strided on CPU": lambda: torch.empty_strided(S, T, dtype=D),
+        "stream lookup": lambda: get_stream(get_device()),
+        "torch.neg(x, out=y)": lambda: torch.neg(x, out=y),
+        "torch.neg(x)": lambda: torch.neg(x),
+        "tr.sum(x, -1)": lambda: tr.sum(x, -1),
+        "torch.sum(x, -1)": lambda: torch.sum(x, -1),
+    }
+    for name, fn in steps.items():
+        vals = [per_call_us(fn) for _ in range(5)]
+        print(f"{name:28s} {statistics.median(vals):6.2f} us  (runs {min(vals):.2f}-{max(vals):.2f})")
+
+    w, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    xb = torch.randn(8, 16, 8, 8, device="cuda")
+    rm, rv, wb, bb = (torch.rand(16, device="cuda") + 0.5 for _ in range(4))
+    gpu = {
+        "softmax": (lambda: tr.softmax(x, -1), lambda: torch.softmax(x, -1)),
+        "log_softmax": (lambda: tr.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
+        "sum": (lambda: tr.sum(x, -1), lambda: torch.sum(x, -1)),
+        "mean dim=0": (lambda: tr.mean(x, 0), lambda: torch.mean(x, 0)),
+        "max dim": (lambda: tr.max(x, -1), lambda: torch.max(x, -1)),
+        "var": (lambda: tr.var(x, -1), lambda: torch.var(x, -1)),
+        "layer_norm": (lambda: tr.layer_norm(x, (1024,), w, b), lambda: F.layer_norm(x, (1024,), w, b)),
+        "batch_norm eval": (lambda: tr.batch_norm(xb, rm, rv, wb, bb, False),
+                            lambda: F.batch_norm(xb, rm, rv, wb, bb, False)),
+    }
+    print("GPU time per call (do_bench median, us): tritred / eager; host time per call: tritred / eager")
+    for name, (ours, eager) in gpu.items():
+        go, ge = do_bench(ours, return_mode="median") * 1e3, do_bench(eager, return_mode="median") * 1e3
+        ho, he = per_call_us(ours), per_call_us(eager)
+        print(f"{name:16s} gpu {go:6.2f} / {ge:6.2f}   host {ho:6.2f} / {he:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
