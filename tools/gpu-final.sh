@@ -6,6 +6,7 @@
 #   align    built-in configs with and without the shifted tiles of odd-width rows (tools/sweep.py --no-align)
 #   exp      tools/exp_rotate.py with the steps in EXP (default: split-bn split-ln split-bf16), A/B against the built-in
 #            configs (~8 min: run it alone, `STEPS=exp`; lines are written as they come, so a timeout keeps them)
+#   off      the offsuite suite (shapes outside the public one) beside every peer, in two runs (bf16; fp32+fp16)
 #   bench    tritred beside every peer (torch eager, torch.compile, Liger-Kernel, FlagGems) on the public suite,
 #            in four runs (one JSON each) so that a timeout loses one part only; PARTS picks some of them
 # Results to $OUT (or ./gpu-out).
@@ -43,6 +44,15 @@ part() {  # name, timeout, bench args...
     --json "$OUT/bench-$name.json" "$@" > "$OUT/bench-$name.txt" 2>&1
   echo "bench $name rc=$? ($(date +%T))"; grep -E "geometric" "$OUT/bench-$name.txt"
 }
+if has off; then
+  for t in bfloat16 "float32 -t float16"; do
+    name=off-${t%% *}
+    # shellcheck disable=SC2086
+    timeout "${T_OFF:-280}" tritred bench --suite offsuite --peers eager,compile,liger,flaggems --warmup 10 --rep 30 \
+      -t $t --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
+    echo "bench $name rc=$? ($(date +%T))"; grep -E "geometric" "$OUT/bench-$name.txt"
+  done
+fi
 PARTS=${PARTS:-bf16-norm bf16-red fp32-norm fp32-red}  # (a subset: to split the bench over two device calls)
 if has bench; then
   [[ " $PARTS " == *" bf16-norm "* ]] && part bf16-norm "${T1:-110}" softmax log_softmax layer_norm --dtype bfloat16
