@@ -78,11 +78,12 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
     if inner:
         R = math.prod(shape) // N
         full = triton.next_power_of_2(N)
-        widths = ({full} if full <= 32768 else set()) | {c for c in (2048, 4096, 8192, 16384) if c < full}
+        # (1024: loops over chunks that divide rows such as 5120 or 12288 with no masked lanes)
+        widths = ({full} if full <= 32768 else set()) | {c for c in (1024, 2048, 4096, 8192, 16384) if c < full}
         for bn in sorted(widths):
             single = bn >= N
             for bm in (1, 2, 4, 8, 16, 32):
-                if bm * bn > 32768 or bm * bn < (512 if full <= 1024 else 2048) or bm > R:
+                if bm * bn > 32768 or bm * bn < (512 if full <= 1024 or bn < full else 2048) or bm > R:
                     continue
                 for w in (1, 2, 4, 8, 16, 32):
                     if not 8 <= bm * bn // (32 * w) <= 64:
@@ -98,8 +99,11 @@ def configs_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, dim: int | 
                                                 num_programs=4 * 132, num_stages=2))
     else:
         # num_stages of the plain reductions' column kernel: tiles loaded per loop iteration
-        for (bk, bn), w, sp in itertools.product([(32, 64), (64, 32), (64, 64), (128, 16), (128, 32), (256, 16)],
-                                                 [4, 8], [1, 4, 8, 16]):
+        tiles = [(32, 64), (64, 32), (64, 64), (128, 16), (128, 32), (256, 16)]
+        splits = [1, 4, 8, 16]
+        if op in ("softmax", "log_softmax", "layer_norm"):  # (no split; narrower column blocks: more programs)
+            tiles, splits = [*tiles, (16, 64), (16, 128), (8, 128), (32, 32), (16, 32)], [1]
+        for (bk, bn), w, sp in itertools.product(tiles, [4, 8], splits):
             strat = "split" if sp > 1 else "multi_pass"
             for st in (1, 2, 4) if (bk, bn) in ((64, 32), (128, 16), (256, 16)) else (1,):
                 out.append(LaunchConfig(strategy=strat, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, split=sp, num_stages=st))

@@ -158,10 +158,42 @@ def test_col_branches(name, cfg, force, device):
     assert_close(_call(name, x3, 1), _ref(name, x3, 1), n=50, scale=10, what=f"{name} 3d {cfg}")
 
 
-def test_gathered_layout(device):
-    # dims (0, 2) of a transposed-and-sliced tensor cannot be one strided axis: gathered, still exact
-    x = randn((6, 7, 8), torch.float32, device, "sliced").transpose(0, 1)
-    assert_close(tr.sum(x, (0, 2)), x.double().sum((0, 2)), n=48, scale=7, what="gathered")
+def test_gathered_layout(device, caplog):
+    # dims (0, 2) of a tensor sliced in two dims: no reduced dim can go first with the others' kept dims as two
+    # strided axes, so the input is gathered (one copy, logged); still exact
+    x = randn((6, 7, 8, 9, 10), torch.float32, device)[:, ::2, :, ::3, :]
+    with caplog.at_level("DEBUG", logger="tritred"):
+        out = tr.sum(x, (0, 2))
+    assert any("gathered" in r.getMessage() for r in caplog.records)
+    assert_close(out, x.double().sum((0, 2)), n=48, scale=7, what="gathered")
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape,dims", [((5, 6, 7, 9), (0, 2, 3)), ((3, 4, 5, 6, 7), (0, 2, 4)),
+                                        ((3, 4, 5, 6, 7), (0, 1, 3)), ((6, 33, 10), (0, 2))])
+def test_reduced_dims_that_are_not_one_axis_go_in_stages(name, dtype, shape, dims, device, caplog):
+    """Per-channel sums of NCHW (dims 0, 2, 3) and the like: one launch per group of dims through temporaries, no
+    gather copy; NaN propagates through the stages, mean divides once by the whole count."""
+    x = randn(shape, dtype, device, offset=0.5)
+    x.view(-1)[7] = float("nan")
+    for keepdim in (False, True):
+        with caplog.at_level("DEBUG", logger="tritred"):
+            out = _call(name, x, dims, keepdim)
+        assert not any("gathered" in r.getMessage() for r in caplog.records)
+        assert out.dtype == dtype
+        n = 1
+        for d in dims:
+            n *= shape[d]
+        assert_close(out, _ref(name, x, dims, keepdim), n=n, scale=2, what=f"{name} {shape} {dims}")
+
+
+def test_staged_integer_sum_and_mean_dtype(device):
+    x = torch.randint(-9, 9, (4, 5, 6, 7), dtype=torch.int32, device=device)
+    out = tr.sum(x, (0, 2, 3))
+    assert out.dtype == torch.int64 and torch.equal(out.cpu(), x.cpu().sum((0, 2, 3)))
+    mean = tr.mean(x, (1, 3), dtype=torch.float64)
+    assert mean.dtype == torch.float64 and torch.allclose(mean.cpu(), x.cpu().double().mean((1, 3)))
 
 
 def test_nan_propagates(device):

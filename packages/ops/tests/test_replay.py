@@ -177,8 +177,8 @@ def test_type_strict_keys(replays, device):
 
 def test_copied_layouts_and_aliases_do_not_replay(replays, device):
     get_registry().cache.clear()
-    x = randn((4, 5, 7), torch.float32, device)[:, :, :6]
-    tr.sum(x, (0, 2))  # reduced dims that are not one strided axis: gathered (a copy): no plan
+    x = randn((6, 7, 8, 9, 10), torch.float32, device)[:, ::2, :, ::3, :]
+    tr.sum(x, (0, 2))  # reduced dims that cannot even go in stages: gathered (a copy): no plan
     w = randn((12,), torch.float32, device)[::2]  # strided weight: copied per call
     z = randn((3, 6), torch.float32, device)
     tr.layer_norm(z, (6,), w, w)  # and aliased weight and bias
@@ -191,6 +191,17 @@ def test_copied_layouts_and_aliases_do_not_replay(replays, device):
         tr.batch_norm(xb, rm, rv, None, None, True, 0.5, 1e-5)
         assert not torch.equal(rm, before), "running_mean not updated"
     assert _plans() == 0 and not replays
+
+
+def test_staged_reductions_replay(replays, device):
+    """Reduced dims that go in stages (sum over (0, 2, 3) of NCHW) keep their temporary in the plan's workspace:
+    the call replays, launch for launch."""
+    get_registry().cache.clear()
+    x = randn((4, 6, 5, 7), torch.float32, device)
+    first = tr.sum(x, (0, 2, 3))
+    again = tr.sum(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
+    assert _plans() == 1 and replays == [1]
+    assert not torch.equal(first, again)
 
 
 def test_plugin_registration_drops_plans(force, device):

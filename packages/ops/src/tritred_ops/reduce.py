@@ -15,6 +15,8 @@ no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for i
 
 from __future__ import annotations
 
+import builtins
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -346,6 +348,48 @@ def _prepare(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tenso
     return g, view, "gathered"
 
 
+def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...], list[int], C.View] | None:
+    """A first stage for reduced dims that are not one strided axis of ``x`` (dims (0, 2, 3) of NCHW): the
+    most reduced dims, taken in order of stride (smallest first), that are one strided axis; returns (those
+    dims, the shape of the contiguous temporary that keeps every other dim, the joint view of ``x`` and that
+    temporary), or None when not even one dim can go first on its own."""
+    order = sorted(dims, key=lambda d: (x.stride(d), d))
+    for k in range(len(order) - 1, 0, -1):
+        first = tuple(sorted(order[:k]))
+        shape = [s for d, s in enumerate(x.shape) if d not in first]
+        temp_strides, step = [0] * x.dim(), 1  # the temporary's strides over x's dims (0 on reduced ones)
+        for d in reversed(range(x.dim())):
+            if d not in first:
+                temp_strides[d] = step
+                step *= x.shape[d]
+        view = C.canonical_view(x.shape, [list(x.stride()), temp_strides], first)
+        if view is not None:
+            return first, shape, view
+    return None
+
+
+def _reduce_into(rec: Recorder, op: int, name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor,
+                 out_flat: torch.Tensor, cast: torch.dtype, acc: torch.dtype, mean_divisor: float) -> bool:
+    """Reduce ``dims`` of ``x`` into ``out`` (``out_flat``: ``out`` viewed without its reduced dims, for strides
+    only: the kernels get ``out`` itself, so the call stays replayable). Reduced dims that are not one strided
+    axis go in stages through contiguous temporaries in the accumulation dtype, smallest strides first (sum over
+    (0, 2, 3) of NCHW: each (n, c) row of H*W, then n of the (N, C) partials): every stage reads its input once,
+    and only the last divides (mean) and rounds to the output dtype. False when not even a first stage exists
+    (the caller gathers)."""
+    view = C.canonical_view(x.shape, [list(x.stride()), _out_strides(out_flat, x.dim(), dims, False)], dims)
+    if view is not None:
+        _launch_reduce(rec, op, name, x, view, out, cast, acc, mean_divisor, C.decide(SPECS[name], x, view))
+        return True
+    stage = _first_stage(x, dims)
+    if stage is None:
+        return False
+    first, shape, view = stage
+    temp = rec.empty(shape, acc, x.device)
+    _launch_reduce(rec, op, name, x, view, temp, cast, acc, 0.0, C.decide(SPECS[name], x, view))
+    rest = tuple(d - builtins.sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
+    return _reduce_into(rec, op, name, temp, rest, out, out_flat, acc, acc, mean_divisor)
+
+
 def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None, keepdim: bool,
             dtype: torch.dtype | None) -> torch.Tensor:
     plan, key = find_plan(name, (dim, keepdim, dtype), x)
@@ -383,9 +427,12 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     acc = acc_dtype(cast)
     rec = Recorder(x)
     out = rec.empty(C.reduced_shape(x.shape, dims, keepdim), out_dtype, x.device)
-    src, view, layout = _prepare(name, x, dims, out, keepdim)
-    cfg = C.decide(spec, x, view, layout)
-    _launch_reduce(rec, op, name, src, view, out, cast, acc, float(view.N) if name == "mean" else 0.0, cfg)
+    count = math.prod(x.shape[d] for d in dims)
+    divisor = float(count) if name == "mean" else 0.0
+    out_flat = out.view(C.reduced_shape(x.shape, dims, False))
+    if not _reduce_into(rec, op, name, x, dims, out, out_flat, cast, acc, divisor):
+        src, view, layout = _prepare(name, x, dims, out, keepdim)
+        _launch_reduce(rec, op, name, src, view, out, cast, acc, divisor, C.decide(spec, x, view, layout))
     rec.save(key, out)
     return out
 
