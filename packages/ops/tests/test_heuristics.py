@@ -192,3 +192,44 @@ def test_layer_norm_preloads_weight_and_bias_for_float32_on_up_to_8_warps():
     assert not _preload_affine(torch.bfloat16, True, 0, 4) and not _preload_affine(torch.float16, True, 0, 4)
     assert not _preload_affine(torch.float32, False, 0, 4)  # the loop reads weight and bias per chunk
     assert not _preload_affine(torch.float32, True, 4, 4)  # shifted tiles index them per row
+
+
+@pytest.mark.parametrize("N", [1536, 3072, 5120, 6144, 12288, 20480])
+def test_layer_norm_rows_that_leave_a_quarter_of_their_tile_masked(N):
+    """H200 sweep: 16384x5120 fp32 79% -> 94% (two rows per program, twice the warps), bf16 61% -> 71% (a loop
+    over 1024-wide chunks, none masked); 8192x12288 bf16 69% -> 73%."""
+    tile = 1 << (N - 1).bit_length()
+    for dtype in ("bfloat16", "float16"):
+        cfg = _config("layer_norm", 8192, N, dtype=dtype)
+        assert (cfg.strategy, cfg.BLOCK_M) == ("multi_pass", 1)
+        assert N % cfg.BLOCK_N == 0 and 512 <= cfg.BLOCK_N <= 2048 and cfg.num_warps == max(1, cfg.BLOCK_N // 1024)
+    one_row = _config("layer_norm", 8192, N, dtype="float32")
+    if 2 * tile <= 32768:
+        assert (one_row.strategy, one_row.BLOCK_M, one_row.BLOCK_N) == ("single_pass", 2, tile)
+        assert one_row.num_warps == 2 * _config("layer_norm", 8192, tile, dtype="float32").num_warps
+    else:
+        assert one_row.strategy == "multi_pass"
+    # rows that fill three quarters or more of their tile, and the other ops: unchanged
+    for full in (4096, 7000, 16384):
+        assert _config("layer_norm", 8192, full).strategy == "single_pass"
+        assert _config("layer_norm", 8192, full).BLOCK_M == 1
+    assert _config("softmax", 8192, 5120).strategy == "single_pass"
+
+
+def test_two_byte_softmax_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
+    """H200 sweep, log_softmax 2048x50257 bf16: 42% -> 57% against 16384-wide chunks on 32 warps."""
+    for op in ("softmax", "log_softmax", "logsumexp"):
+        cfg = _config(op, 2048, 50257)
+        assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 4096, 4)
+        assert _config(op, 1024, 131072).BLOCK_N == 16384  # the suite's 131072-wide rows: unchanged
+        assert _config(op, 2048, 50257, dtype="float32").BLOCK_N == 16384  # float32: not measured, unchanged
+
+
+def test_softmax_columns_narrow_until_they_fill_the_device():
+    """H200 sweep, softmax dim=0 of 8192x8192 bf16: 128 programs of 32x64 15% -> 512 of 128x16 35%."""
+    for op in ("softmax", "log_softmax", "logsumexp"):
+        cfg = _config(op, 1, 8192, K=8192)
+        assert (cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps) == (128, 16, 8)
+        wide = _config(op, 1, 8192, K=65536)  # enough column blocks already: unchanged
+        assert (wide.BLOCK_N, wide.BLOCK_K, wide.num_warps) == (32, 64, 4)
+    assert _config("sum", 1, 8192, K=8192).BLOCK_K == 64  # the plain reductions split N instead: unchanged

@@ -34,6 +34,17 @@ def test_branches_dtypes(cfg, dtype, force, device):
         assert_close(out, _ref(x, (100,), *args), n=16, scale=8, what=f"{dtype} {cfg} {[a is None for a in args]}")
 
 
+@pytest.mark.parametrize("N", [5120, 12288])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
+    """5120 and 12288 (LLM hidden sizes): on a GPU, two rows per program (float32) or a loop over unmasked
+    chunks (2-byte); rows far from zero, an odd row count (the last program's second row is out of range)."""
+    x = randn((5, N), dtype, device, offset=30.0)
+    w, b = randn((N,), dtype, device), randn((N,), dtype, device)
+    out = tr.layer_norm(x, (N,), w, b)
+    assert_close(out, _ref(x, (N,), w, b), n=N, scale=8, what=f"{dtype} {N}")
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_layouts_and_multi_dim_shapes(layout, device):
     x = randn((4, 6, 10), torch.float32, device, layout)

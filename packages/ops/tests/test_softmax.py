@@ -67,6 +67,17 @@ def test_output_is_contiguous_as_torch(name, device):
             assert_close(y, _ref(name, x, dim), n=8, scale=4, what=f"{name} {what} {dim}")
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+def test_shapes_of_the_vocabulary_and_column_rules(name, device):
+    """On a GPU: 50257-wide bf16 rows loop over 4096-wide chunks (rows off 16-byte boundaries); dim=0 of a
+    matrix of 8192 columns takes 16-column blocks. (Smaller under the interpreter, whose rules differ.)"""
+    gpu = device == "cuda"
+    x = randn((3, 50257 if gpu else 1001), torch.bfloat16, device, scale=4.0)
+    assert_close(getattr(tr, name)(x, -1), _ref(name, x, -1), n=64, scale=8, what=f"{name} {tuple(x.shape)}")
+    c = randn((33, 8192 if gpu else 300), torch.float32, device, scale=4.0)
+    assert_close(getattr(tr, name)(c, 0), _ref(name, c, 0), n=8, scale=8, what=f"{name} dim=0 {tuple(c.shape)}")
+
+
 def test_input_without_a_common_view_with_its_output_is_gathered_and_logged(device, caplog):
     x = randn((5, 6, 7, 8), torch.float32, device).permute(2, 0, 3, 1)  # no strided view shared with a contiguous y
     with caplog.at_level(logging.DEBUG, logger="tritred"):

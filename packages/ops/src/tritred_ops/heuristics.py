@@ -117,13 +117,23 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
-                 target_programs: int, rows: int = 32, loads: int = 1) -> LaunchConfig:
+                 target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False) -> LaunchConfig:
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
-    brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%)."""
+    brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%).
+
+    ``narrow`` (kernels that cannot split N: softmax): too few column blocks take narrower ones, down to 16
+    columns, in tiles of as many elements (more rows) on 8 warps, until they fill ``target_programs`` (H200 sweep,
+    softmax dim=0 of 8192x8192 bf16: 128 programs of 32x64 15% -> 512 of 128x16 35%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
+    if narrow and caps.gpu:
+        narrowed = block_k
+        while narrowed > 16 and problem.M * cdiv(K, narrowed) < target_programs:
+            narrowed //= 2
+        if narrowed < block_k:
+            rows, warps, block_k = rows * block_k // narrowed, 2 * warps, narrowed
     rows_fit = max(1, caps.tile // block_k)
     if N <= min(rows_fit, single_cap):
         return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
@@ -181,6 +191,23 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
     # 81 -> 74 % at 16 programs per SM); they remain a config a plugin or `tritred tune` can pick.
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                         num_warps=min(warps, caps.max_warps))
+
+
+def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig:
+    """layer_norm rows whose power-of-two tile leaves a quarter or more of its lanes masked (hidden sizes 5120,
+    6144, 12288: a 5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would).
+
+    4-byte rows: two rows per program on twice the warps, which also halves the weight and bias reads per row
+    (as many bytes as the row itself, from L2). 2-byte rows: a loop over chunks of the largest power of two
+    dividing N (512-2048 elements), one warp per 1024, so no lane is masked. H200 sweep (tools/sweep.py): 16384x5120
+    fp32 79% -> 94%, bf16 61% -> 71%; 8192x12288 bf16 69% -> 73%.
+    """
+    N = problem.N
+    if _itemsize(problem) >= 4 and 2 * block_n <= caps.norm_resident:
+        return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
+                            num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
+    chunk = max(512, min(2048, N & -N))  # (N & -N: the largest power of two dividing N)
+    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
 
 
 _BUILTINS = frozenset({"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
@@ -250,7 +277,18 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         # (16384 elements on 16 or 32 warps, 32768 on 32).
         return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+    if problem.inner and caps.gpu:
+        N, block_n = problem.N, next_pow2(problem.N)
+        if name == "layer_norm" and caps.norm_short_row < N <= single_cap and 4 * N <= 3 * block_n:
+            return _layer_norm_masked_rows(problem, caps, block_n)
+        if name in ("softmax", "log_softmax", "logsumexp") and _itemsize(problem) == 2 \
+                and single_cap < N < caps.split_rows:
+            # 2-byte rows of 32K-64K elements (LLM vocabularies: 50257): 4096-wide chunks on 4 warps, up to 16
+            # programs per SM (H200 sweep, log_softmax 2048x50257 bf16: 42% -> 57% against 16384 on 32 warps;
+            # the 131072-wide rows of the suite keep the wide chunks)
+            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
     if problem.inner:
         return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
                             vector_warps, half_rows)
-    return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads)
+    return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
+                        narrow=name in ("softmax", "log_softmax", "logsumexp"))
