@@ -193,21 +193,34 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
                         num_warps=min(warps, caps.max_warps))
 
 
-def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig:
-    """layer_norm rows whose power-of-two tile leaves a quarter or more of its lanes masked (hidden sizes 5120,
-    6144, 12288: a 5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would).
+def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig | None:
+    """layer_norm rows whose power-of-two tile leaves many lanes masked (hidden sizes 5120, 6144, 20480: a
+    5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would); None elsewhere.
 
-    4-byte rows: two rows per program on twice the warps, which also halves the weight and bias reads per row
-    (as many bytes as the row itself, from L2). 2-byte rows: a loop over chunks of the largest power of two
-    dividing N (512-2048 elements), one warp per 1024, so no lane is masked. H200 sweep (tools/sweep.py): 16384x5120
-    fp32 79% -> 94%, bf16 61% -> 71%; 8192x12288 bf16 69% -> 73%.
+    - float32 rows of 4097-6144 (an 8192 tile a quarter or more masked): two rows per program on 16 warps,
+      which also halves the weight and bias reads per row (as many bytes as the row itself, from L2).
+    - 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
+      largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
+
+    H200, tools/sweep.py then tools/ab_rules.py on shapes the rule was not tuned on (new vs old, % of copy
+    bandwidth): float32 16384x5120 79 -> 94, 8192x6144 86 -> 92; bf16 16384x5120 61 -> 71, 4096x20480 50 -> 67.
+    Where the same changes lost, the rule does not reach: float32 two-row tiles of 4096 (16384x2560 86 -> 74) and
+    16384 (4096x12288 90 -> 81), float32 loops (4096x20480 78 -> 68, 2048x24576 76 -> 63), 2-byte loops of rows
+    a quarter masked (32768x1536 70 -> 65, 8192x3072 fp16 72 -> 63, 8192x6144 64 -> 63; 8192x12288 69 -> 73
+    the one gain) or of 2560-wide rows (68 -> 67).
     """
     N = problem.N
-    if _itemsize(problem) >= 4 and 2 * block_n <= caps.norm_resident:
-        return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
-                            num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
-    chunk = max(512, min(2048, N & -N))  # (N & -N: the largest power of two dividing N)
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
+    if not (caps.gpu and N > caps.norm_short_row):
+        return None
+    if _itemsize(problem) >= 4:
+        if block_n == 8192 and 4 * N <= 3 * block_n:
+            return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
+                                num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
+        return None
+    if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
+        chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
+    return None
 
 
 _BUILTINS = frozenset({"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
@@ -279,13 +292,17 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner and caps.gpu:
         N, block_n = problem.N, next_pow2(problem.N)
-        if name == "layer_norm" and caps.norm_short_row < N <= single_cap and 4 * N <= 3 * block_n:
-            return _layer_norm_masked_rows(problem, caps, block_n)
+        if name == "layer_norm" and N <= single_cap:
+            masked = _layer_norm_masked_rows(problem, caps, block_n)
+            if masked is not None:
+                return masked
         if name in ("softmax", "log_softmax", "logsumexp") and _itemsize(problem) == 2 \
-                and single_cap < N < caps.split_rows:
-            # 2-byte rows of 32K-64K elements (LLM vocabularies: 50257): 4096-wide chunks on 4 warps, up to 16
-            # programs per SM (H200 sweep, log_softmax 2048x50257 bf16: 42% -> 57% against 16384 on 32 warps;
-            # the 131072-wide rows of the suite keep the wide chunks)
+                and single_cap < N < caps.split_rows and problem.outputs >= 8 * caps.sm_count:
+            # 2-byte rows of 32K-64K elements (LLM vocabularies: 50257), 8+ rows per SM: 4096-wide chunks on 4
+            # warps, up to 16 programs per SM (H200, tools/sweep.py and tools/ab_rules.py, against 16384-wide
+            # chunks on 32 warps: log_softmax 2048x50257 bf16 42% -> 57%, logsumexp 30% -> 40%, softmax
+            # 4096x40000 57% -> 63%). Fewer rows lost (log_softmax 1024x60000 63% -> 52%: the narrow programs
+            # no longer fill the device), and the suite's 131072-wide rows keep the wide chunks.
             return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
     if problem.inner:
         return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
