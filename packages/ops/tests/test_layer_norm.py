@@ -37,8 +37,8 @@ def test_branches_dtypes(cfg, dtype, force, device):
 @pytest.mark.parametrize("N", [5120, 12288])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
-    """5120 and 12288 (LLM hidden sizes): on a GPU, two rows per program (float32) or a loop over unmasked
-    chunks (2-byte); rows far from zero, an odd row count (the last program's second row is out of range)."""
+    """LLM hidden sizes: on a GPU 5120 takes two rows per program (float32; an odd row count leaves the last
+    program's second row out of range) or a loop over unmasked chunks (2-byte); rows far from zero."""
     x = randn((5, N), dtype, device, offset=30.0)
     w, b = randn((N,), dtype, device), randn((N,), dtype, device)
     out = tr.layer_norm(x, (N,), w, b)
