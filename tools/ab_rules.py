@@ -1,4 +1,4 @@
-"""A/B of the twelfth session's heuristic rules on shapes they were not tuned on: the built-in config (new rules)
+"""A/B of the eleventh session's heuristic rules on shapes they were not tuned on: the built-in config (new rules)
 against the config the rules replaced (forced through a plugin), alternated, do_bench median, % of copy bandwidth.
 
 Usage on a CUDA machine: python tools/ab_rules.py

@@ -12,6 +12,10 @@ of one warp; 2-byte rows of 512-1024 of var/std and max/min in 2048-element ones
 4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 8-32 warps (multi pass), float32 softmax rows
 of 64K+ elements are held by several 8192-element programs meeting at a per-row barrier (split rows), and few outputs
 with long rows split N across programs (two-stage, deterministic), never past one wave of programs.
+Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes they were not tuned on):
+layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
+rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM, and softmax column blocks narrowed
+until they fill the device.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests

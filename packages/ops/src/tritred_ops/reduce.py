@@ -11,6 +11,11 @@ Two kernel shapes serve every op of this family:
 With ``strategy="split"`` each output's N range is cut into ``split`` slices reduced by separate programs into a
 partials buffer [outputs, split]; ``_rows_kernel`` then combines the partials in a fixed order (deterministic,
 no atomics). Accumulation is fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integers and bool.
+
+Reduced dims that are not one strided axis (``sum(x, (0, 2, 3))`` of NCHW: per-channel sums) go in stages, one
+launch per group of dims, through contiguous temporaries in the accumulation dtype (:func:`_reduce_into`): each
+(n, c) row of H*W first, then n. Each stage reads its input once; only the last divides (mean) and rounds.
+Inputs whose dims cannot even be staged (sliced in several dims) are gathered into one copy, logged.
 """
 
 from __future__ import annotations
