@@ -79,8 +79,8 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
         if x.is_neg():
             raise TypeError("a negative-bit view is materialized by the full path on every call")
         # The default dtype is the result dtype of some calls (logsumexp of integers).
-        key = (op, _default_dtype(), types, args, type(x), x.shape, x.stride(), x.dtype, x.device,
-               x.data_ptr() % 16)
+        key: tuple[Any, ...] = (op, _default_dtype(), types, args, type(x), x.shape, x.stride(), x.dtype,
+                                x.device, x.data_ptr() % 16)
         if tensors:  # (most calls have one tensor: no map to build and unpack on their hot path)
             key += tuple(map(tensor_key, tensors))
         return get_registry().cache.get(key), key
@@ -279,12 +279,13 @@ def _straight_line(plan: Plan) -> Any:
         by_pos = dict(launch.slots)
         consts = {"F": c.function, "CO": e.launch_cooperative_grid, "PD": e.launch_pdl, "M": c.packed_metadata}
         consts.update((f"A{pos}", value) for pos, value in enumerate(launch.template) if pos not in by_pos)
-        src = {}  # each constant as a literal (a constant load), else as a global of the function
+        src: dict[str, str] = {}  # each constant as a literal (a constant load), else as a global of the function
         for name, value in consts.items():
-            src[name] = _literal(value)
-            if src[name] is None:
+            literal = _literal(value)
+            if literal is None:
                 ns[f"{name}{j}"] = value
-                src[name] = f"{name}{j}"
+                literal = f"{name}{j}"
+            src[name] = literal
         args = [f"p{by_pos[pos]}" if pos in by_pos else src[f"A{pos}"] for pos in range(len(launch.template))]
         g0, g1, g2 = launch.grid
         lines.append(f"    L{j}({g0}, {g1}, {g2}, stream, {src['F']}, {src['CO']}, {src['PD']}, None, None, "
