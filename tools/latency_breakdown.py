@@ -12,27 +12,12 @@ kernel outlasts its host time is not host-bound.
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
-import torch.nn.functional as F
 import tritred_ops as tr
+from latency import per_call_us, tiny_cases
 from triton.testing import do_bench
 from tritred_ops._replay import _raw_stream, find_plan
-
-
-def per_call_us(fn, n: int = 2000, batch: int = 200) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(n // batch):
-        t = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t) / batch * 1e6)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -77,25 +62,11 @@ def main() -> None:
         "torch.sum(x, -1)": lambda: torch.sum(x, -1),
     }
     for name, fn in steps.items():
-        vals = [per_call_us(fn) for _ in range(5)]
+        vals = [per_call_us(fn, n=2000) for _ in range(5)]
         print(f"{name:28s} {statistics.median(vals):6.2f} us  (runs {min(vals):.2f}-{max(vals):.2f})")
 
-    w, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
-    xb = torch.randn(8, 16, 8, 8, device="cuda")
-    rm, rv, wb, bb = (torch.rand(16, device="cuda") + 0.5 for _ in range(4))
-    gpu = {
-        "softmax": (lambda: tr.softmax(x, -1), lambda: torch.softmax(x, -1)),
-        "log_softmax": (lambda: tr.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
-        "sum": (lambda: tr.sum(x, -1), lambda: torch.sum(x, -1)),
-        "mean dim=0": (lambda: tr.mean(x, 0), lambda: torch.mean(x, 0)),
-        "max dim": (lambda: tr.max(x, -1), lambda: torch.max(x, -1)),
-        "var": (lambda: tr.var(x, -1), lambda: torch.var(x, -1)),
-        "layer_norm": (lambda: tr.layer_norm(x, (1024,), w, b), lambda: F.layer_norm(x, (1024,), w, b)),
-        "batch_norm eval": (lambda: tr.batch_norm(xb, rm, rv, wb, bb, False),
-                            lambda: F.batch_norm(xb, rm, rv, wb, bb, False)),
-    }
     print("GPU time per call (do_bench median, us): tritred / eager; host time per call: tritred / eager")
-    for name, (ours, eager) in gpu.items():
+    for name, (ours, eager) in tiny_cases().items():
         go, ge = do_bench(ours, return_mode="median") * 1e3, do_bench(eager, return_mode="median") * 1e3
         ho, he = per_call_us(ours), per_call_us(eager)
         print(f"{name:16s} gpu {go:6.2f} / {ge:6.2f}   host {ho:6.2f} / {he:6.2f}")
