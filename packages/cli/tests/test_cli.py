@@ -186,15 +186,19 @@ def test_bench_quick_writes_reports(cli: Callable[..., Any], tmp_path: Path) -> 
     assert "tritred vs eager" in r.output
 
 
-def test_tables_in_a_pipe_are_not_clipped_to_80_columns() -> None:
-    """Written to a pipe or file without COLUMNS, rich would clip the tables to 80 columns ("…")."""
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-5"])
+def test_tables_in_a_pipe_are_not_clipped_to_80_columns(columns: str | None) -> None:
+    """Written to a pipe or file without a usable COLUMNS, rich would clip the tables to 80 columns ("…"), or
+    print nothing for COLUMNS=0; a usable COLUMNS still sets the width."""
     from tritred_cli.main import app
     from typer.testing import CliRunner
 
-    r = CliRunner().invoke(app, ["list"], env={"COLUMNS": None, "TERM": "dumb"}, catch_exceptions=False)
+    r = CliRunner().invoke(app, ["list"], env={"COLUMNS": columns, "TERM": "dumb"}, catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "…" not in r.output and max(map(len, r.output.splitlines())) > 80
     assert "f16,bf16,f32,f64,bool,u8,i8,i16,i32,i64" in r.output and "torch.nn.functional.batch_norm" in r.output
+    narrow = CliRunner().invoke(app, ["list"], env={"COLUMNS": "60", "TERM": "dumb"}, catch_exceptions=False)
+    assert max(map(len, narrow.output.splitlines())) <= 60
 
 
 @pytest.mark.parametrize("shape,expected", [("4096x32768", (4096, 32768)), ("7,33", (7, 33)), ("scalar", ())])

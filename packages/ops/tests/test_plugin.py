@@ -39,3 +39,25 @@ def test_builtin_heuristic_answers_the_grid(name, device):
     assert "single_pass" in strategies and "multi_pass" in strategies
     if reg.get(name).spec.family in ("reduce", "statistics"):
         assert "split" in strategies  # few outputs with long rows split N
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch):
+    """`tritred explain` and `tune` read Reduction.problem: for reduced dims that go in stages it must be the
+    first decision the call makes (the stage over the whole input), not a gathered problem the call never runs."""
+    import tritred_ops._common as C
+
+    x = torch.randn(4, 6, 5, 7)
+    problem = get_registry().get(name).problem(x, (0, 2, 3))
+    seen = []
+    real = C.decide
+
+    def spy(spec, t, view, layout="strided", make_problem=None):  # noqa: ANN001, ANN202
+        seen.append(C.problem_of(spec.name, t, view, layout))
+        return real(spec, t, view, layout, make_problem)
+
+    monkeypatch.setattr(C, "decide", spy)
+    get_registry().cache.clear()
+    getattr(__import__("tritred_ops"), name)(x, (0, 2, 3))
+    assert len(seen) == 2 and seen[0] == problem
+    assert (problem.M, problem.N, problem.K, problem.layout) == (24, 35, 1, "strided")

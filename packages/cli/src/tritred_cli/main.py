@@ -54,14 +54,18 @@ class UsageError(Exception):
 
 
 #: Width of tables written to a file or a pipe (rich's default there, 80 columns, clips the bench and tune
-#: tables); ``COLUMNS`` still sets it.
+#: tables); a positive ``COLUMNS`` still sets it.
 _PIPE_WIDTH = 200
 
 
 def _console(stderr: bool = False) -> Console:
     console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = _PIPE_WIDTH
+    columns = os.environ.get("COLUMNS", "")
+    if not (columns.isdigit() and int(columns) > 0):  # unset or unusable (rich takes 0 and prints nothing)
+        if not console.is_terminal:
+            console.width = _PIPE_WIDTH
+        elif console.width <= 0:
+            console.width = 80
     return console
 
 

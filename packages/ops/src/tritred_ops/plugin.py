@@ -75,6 +75,10 @@ def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Proble
         if isinstance(dim, bool):
             dim = None
         dims = C.wrap_dims(name, dim, x.dim())
+        if name in _red.SPECS and (not keep_order or dim is None):  # the plain reductions' path: maybe staged
+            step = _red._next_launch(x, dims, torch.empty(C.reduced_shape(x.shape, dims, False), device="meta"))
+            if step is not None:  # (staged: the first stage, the launch over the whole input)
+                return C.problem_of(name, x, step[0])
         out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), device="meta")
         src, view, layout = _red._prepare(name, x, dims, out, keepdim, reorder=not keep_order)
         return C.problem_of(name, x, view, layout)
