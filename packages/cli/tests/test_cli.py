@@ -156,9 +156,19 @@ def test_check_rejects_a_dtype_no_selected_op_takes(cli: Callable[..., Any]) -> 
 
 
 def test_explain_rejects_dim_for_normalize_ops(cli: Callable[..., Any]) -> None:
-    r = cli("explain", "layer_norm", "--shape", "8x16x32", "--dim", "1,2")
-    assert r.exit_code == 2 and "--dim does not apply to layer_norm" in r.output, r.output
+    for dim in ("1,2", "-1"):  # (-1, the reductions' default, used to pass silently)
+        r = cli("explain", "layer_norm", "--shape", "8x16x32", "--dim", dim)
+        assert r.exit_code == 2 and "--dim does not apply to layer_norm" in r.output, r.output
     assert cli("explain", "layer_norm", "--shape", "8x16x32").exit_code == 0
+    r = cli("explain", "batch_norm", "--shape", "8x16x4x4", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["dim"] is None
+
+
+def test_explain_says_when_a_reduction_goes_in_stages(cli: Callable[..., Any]) -> None:
+    r = cli("explain", "sum", "--shape", "8x64x14x14", "--dim", "0,2,3")
+    assert r.exit_code == 0 and "the call's 64 outputs come in stages" in r.output, r.output
+    for dim in ("1", "2,3", "none"):
+        assert "in stages" not in cli("explain", "sum", "--shape", "8x64x14x14", "--dim", dim).output
 
 
 def test_check_fails_on_a_broken_reduction(cli: Callable[..., Any], fake_registry: Callable[..., Registry]) -> None:
@@ -199,6 +209,21 @@ def test_tables_in_a_pipe_are_not_clipped_to_80_columns(columns: str | None) -> 
     assert "f16,bf16,f32,f64,bool,u8,i8,i16,i32,i64" in r.output and "torch.nn.functional.batch_norm" in r.output
     narrow = CliRunner().invoke(app, ["list"], env={"COLUMNS": "60", "TERM": "dumb"}, catch_exceptions=False)
     assert max(map(len, narrow.output.splitlines())) <= 60
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the warning is for the interpreter")
+def test_bench_warns_of_gpu_sized_cases_under_the_interpreter(cli: Callable[..., Any], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import tritred_cli.main as main
+
+    monkeypatch.setattr(main, "_INTERPRETER_ELEMENTS", 100)  # (a GPU-sized case would take minutes here)
+    suite = tmp_path / "big.json"
+    suite.write_text(json.dumps([{"op": "sum", "shape": [8, 16], "dim": -1, "dtype": "float32"},
+                                 {"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"}]))
+    r = cli("bench", "--suite", str(suite), "--rep", "1")
+    assert r.exit_code == 0 and "the largest case has 128 elements" in r.output, r.output
+    monkeypatch.setattr(main, "_INTERPRETER_ELEMENTS", 128)
+    assert "largest case" not in cli("bench", "--suite", str(suite), "--rep", "1").output
 
 
 @pytest.mark.parametrize("shape,expected", [("4096x32768", (4096, 32768)), ("7,33", (7, 33)), ("scalar", ())])

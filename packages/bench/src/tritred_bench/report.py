@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,11 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        columns = os.environ.get("COLUMNS", "")
+        if not console.is_terminal and not (columns.isdigit() and int(columns) > 0):
+            console.width = 200  # in a pipe or file rich falls back to 80 columns, which clips the table
     peers = [p for p in report.providers if p != "tritred"]
     percent = report.backend == "cuda"  # under the CPU interpreter only the times mean something (little)
     what = "% of the copy bandwidth" if percent else "median time"

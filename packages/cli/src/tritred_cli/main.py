@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -52,6 +53,9 @@ _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f6
 class UsageError(Exception):
     """A user mistake: printed as one line, exit status 2."""
 
+
+#: Cases larger than this run for minutes or more under the Triton interpreter (bench warns).
+_INTERPRETER_ELEMENTS = 1 << 20
 
 #: Width of tables written to a file or a pipe (rich's default there, 80 columns, clips the bench and tune
 #: tables); a positive ``COLUMNS`` still sets it.
@@ -260,7 +264,8 @@ def explain_cmd(
     op: Annotated[str, typer.Argument(help="Reduction name (see `tritred list`).")],
     shape: Annotated[str, typer.Option("--shape", "-s", help="Input shape, e.g. 4096x32768.")] = "4096x32768",
     dtype: Annotated[str, typer.Option("--dtype", "-t", help="Input dtype, e.g. bfloat16.")] = "float32",
-    dim: Annotated[str, typer.Option("--dim", "-d", help="Reduced dim: int, 0,1 or none.")] = "-1",
+    dim: Annotated[str | None, typer.Option(
+        "--dim", "-d", help="Reduced dim: int, 0,1 or none (default -1; not for normalize ops).")] = None,
     device: Annotated[str, typer.Option(
         "--device", help="auto, cuda, cpu (interpreter) or h200 (a fake H200: the GPU's decision on any machine).")]
     = "auto",
@@ -279,9 +284,9 @@ def explain_cmd(
         raise UsageError(f"bad --dtype {dtype!r}: expected a torch dtype name like bfloat16")
     if dtype.removeprefix("torch.") not in rec.spec.dtypes:
         raise UsageError(f"{op} does not support {dtype}; supported: {', '.join(rec.spec.dtypes)}")
-    shp, d = parse_shape(shape), parse_dim(dim)
-    if rec.spec.family == "normalize" and d != -1:  # (their dims come from the op: normalized_shape, channels)
+    if rec.spec.family == "normalize" and dim is not None:  # (their dims come from the op: normalized_shape...)
         raise UsageError(f"--dim does not apply to {op}: a normalize op takes its dims from its own arguments")
+    shp, d = parse_shape(shape), parse_dim("-1" if dim is None else dim)
     try:
         args, kwargs = rec.make_inputs(shp, dt, device="meta", dim=d)
         problem = rec.problem(*args, **kwargs)
@@ -296,13 +301,16 @@ def explain_cmd(
         except Exception as e:  # informational
             log.debug("byte_count failed: %s", e)
     if as_json:
-        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": d, "spec": rec.spec.model_dump(),
+        shown_dim = None if rec.spec.family == "normalize" else d
+        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": shown_dim,
+                               "spec": rec.spec.model_dump(),
                                "problem": problem.model_dump(), "device": info.model_dump(),
                                "config": config.model_dump(), "bytes": nbytes}, indent=1, default=str))
         return
     con = _console()
     con.print(f"[bold]{op}[/] ({rec.spec.mirrors}) from plugin [bold]{rec.spec.plugin}[/] {rec.spec.version or ''}"
-              f"\ncall: shape {shp}, dtype {dtype}, dim {d}" + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
+              f"\ncall: shape {shp}, dtype {dtype}" + ("" if rec.spec.family == "normalize" else f", dim {d}")
+              + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
               markup=True)
     con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
                             {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
@@ -310,6 +318,25 @@ def explain_cmd(
     con.print(_fields_table("LaunchConfig", config))
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
+    kept = _kept_outputs(shp, d) if rec.spec.family == "reduce" else None
+    if kept is not None and problem.layout == "strided" and problem.outputs != kept:
+        con.print(f"the call's {kept} outputs come in stages (its reduced dims are not one strided axis): this is "
+                  "the first, over the whole input, into a temporary (docs/api.md)")
+
+
+def _kept_outputs(shape: tuple[int, ...], dim: Any) -> int | None:
+    """Outputs of a reduction of ``shape`` over ``dim`` (None when dim is not a plain int or tuple of ints)."""
+    if dim is None:
+        return 1
+    dims = (dim,) if isinstance(dim, int) else dim
+    if not isinstance(dims, tuple) or not all(isinstance(x, int) for x in dims):
+        return None
+    wrapped = {x % len(shape) for x in dims} if shape else set()
+    out = 1
+    for i, size in enumerate(shape):
+        if i not in wrapped:
+            out *= size
+    return out
 
 
 @app.command("tune")
@@ -508,6 +535,10 @@ def bench_cmd(
     if not on_cuda:
         con.print("[yellow]no CUDA: running under the Triton interpreter on CPU (times are not meaningful)[/]",
                   markup=True)
+        biggest = max(math.prod(c.shape) for c in cases)
+        if biggest > _INTERPRETER_ELEMENTS:
+            con.print(f"[yellow]the largest case has {biggest:,} elements: under the interpreter expect minutes to "
+                      "hours per case (--quick, or a suite of small shapes, runs in seconds)[/]", markup=True)
     report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=seed,
                     console=con, suite=str(suite), warmup=warmup, rep=rep)
     tb.print_report(report, console=con)
