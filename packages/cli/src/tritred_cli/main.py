@@ -284,7 +284,8 @@ def explain_cmd(
         raise UsageError(f"bad --dtype {dtype!r}: expected a torch dtype name like bfloat16")
     if dtype.removeprefix("torch.") not in rec.spec.dtypes:
         raise UsageError(f"{op} does not support {dtype}; supported: {', '.join(rec.spec.dtypes)}")
-    if rec.spec.family == "normalize" and dim is not None:  # (their dims come from the op: normalized_shape...)
+    normalize = rec.spec.family == "normalize"
+    if normalize and dim is not None:  # (their dims come from the op: normalized_shape, channels)
         raise UsageError(f"--dim does not apply to {op}: a normalize op takes its dims from its own arguments")
     shp, d = parse_shape(shape), parse_dim("-1" if dim is None else dim)
     try:
@@ -301,15 +302,14 @@ def explain_cmd(
         except Exception as e:  # informational
             log.debug("byte_count failed: %s", e)
     if as_json:
-        shown_dim = None if rec.spec.family == "normalize" else d
-        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": shown_dim,
+        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d,
                                "spec": rec.spec.model_dump(),
                                "problem": problem.model_dump(), "device": info.model_dump(),
                                "config": config.model_dump(), "bytes": nbytes}, indent=1, default=str))
         return
     con = _console()
     con.print(f"[bold]{op}[/] ({rec.spec.mirrors}) from plugin [bold]{rec.spec.plugin}[/] {rec.spec.version or ''}"
-              f"\ncall: shape {shp}, dtype {dtype}" + ("" if rec.spec.family == "normalize" else f", dim {d}")
+              f"\ncall: shape {shp}, dtype {dtype}" + ("" if normalize else f", dim {d}")
               + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
               markup=True)
     con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
@@ -332,11 +332,7 @@ def _kept_outputs(shape: tuple[int, ...], dim: Any) -> int | None:
     if not isinstance(dims, tuple) or not all(isinstance(x, int) for x in dims):
         return None
     wrapped = {x % len(shape) for x in dims} if shape else set()
-    out = 1
-    for i, size in enumerate(shape):
-        if i not in wrapped:
-            out *= size
-    return out
+    return math.prod(size for i, size in enumerate(shape) if i not in wrapped)
 
 
 @app.command("tune")

@@ -21,7 +21,6 @@ Inputs whose dims cannot even be staged (sliced in several dims) are gathered in
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -362,12 +361,8 @@ def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...
     for k in range(len(order) - 1, 0, -1):
         first = tuple(sorted(order[:k]))
         shape = [s for d, s in enumerate(x.shape) if d not in first]
-        temp_strides, step = [0] * x.dim(), 1  # the temporary's strides over x's dims (0 on reduced ones)
-        for d in reversed(range(x.dim())):
-            if d not in first:
-                temp_strides[d] = step
-                step *= x.shape[d]
-        view = C.canonical_view(x.shape, [list(x.stride()), temp_strides], first)
+        temp = torch.empty(shape, device="meta")  # (its strides over x's dims, as the output's)
+        view = C.canonical_view(x.shape, [list(x.stride()), _out_strides(temp, x.dim(), first, False)], first)
         if view is not None:
             return first, shape, view
     return None
@@ -447,7 +442,7 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     acc = acc_dtype(cast)
     rec = Recorder(x)
     out = rec.empty(C.reduced_shape(x.shape, dims, keepdim), out_dtype, x.device)
-    count = math.prod(x.shape[d] for d in dims)
+    count = C.prod([x.shape[d] for d in dims])
     divisor = float(count) if name == "mean" else 0.0
     out_flat = out.view(C.reduced_shape(x.shape, dims, False))
     if not _reduce_into(rec, op, name, x, dims, out, out_flat, cast, acc, divisor):
