@@ -41,7 +41,7 @@ def test_builtin_heuristic_answers_the_grid(name, device):
         assert "split" in strategies  # few outputs with long rows split N
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "var", "std_mean"])
 def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, device):
     """`tritred explain` and `tune` read Reduction.problem: for reduced dims that go in stages it must be the
     first decision the call makes (the stage over the whole input), not a gathered problem the call never runs."""
@@ -59,5 +59,8 @@ def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, 
     monkeypatch.setattr(C, "decide", spy)
     get_registry().cache.clear()
     getattr(__import__("tritred_ops"), name)(x, (0, 2, 3))
-    assert len(seen) == 2 and seen[0] == problem
-    assert (problem.M, problem.N, problem.K, problem.layout) == (24, 35, 1, "strided")
+    assert len(seen) == (1 if name in ("var", "std_mean") else 2) and seen[0] == problem
+    if name in ("var", "std_mean"):  # one decision: the inner rows (per channel, per batch slice)
+        assert (problem.M, problem.N, problem.K, problem.layout) == (6, 35, 1, "strided")
+    else:
+        assert (problem.M, problem.N, problem.K, problem.layout) == (24, 35, 1, "strided")

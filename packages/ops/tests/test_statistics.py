@@ -116,3 +116,46 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
             force(name, **cfg)
         for x in (base[:, :101], base[:, 3:104]):
             _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 101, f"{name} {x.stride()}", scale=30)
+
+
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=256),
+                                 dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=3)], ids=config_id)
+def test_two_reduced_axes_merge_their_slices_without_a_copy(name, cfg, force, device, caplog):
+    """var over (0, 2, 3) of NCHW: the batch's slices of each channel's H*W rows as split partials (Welford),
+    merged once (Chan), with no gather copy; large means, NaN and inf per channel, corrections, keepdim."""
+    if cfg is not None:
+        force(name, **cfg)
+    x = randn((6, 5, 7, 9), torch.float32, device, offset=1e4)
+    x[2, 1, 3, 4] = float("nan")
+    x[4, 2, 0, 0] = float("inf")
+    x[0, 3, 1, 1] = float("-inf")
+    x[5, 3, 2, 2] = float("inf")
+    for correction, keepdim in ((1, False), (0, True), (500, False)):
+        with caplog.at_level("DEBUG", logger="tritred"):
+            out = getattr(tr, name)(x, (0, 2, 3), correction=correction, keepdim=keepdim)
+        assert not any("gathered" in r.getMessage() for r in caplog.records)
+        ref = _ref(name, x, (0, 2, 3), correction=correction, keepdim=keepdim)
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            finite = r[r.isfinite()]  # (channels 1-3 hold NaN or inf; correction 500 leaves no finite variance)
+            scale = 100 * max(finite.abs().max().item() if finite.numel() else 1.0, 1.0)
+            assert_close(o, r, n=6 * 63, scale=scale, what=f"{name} {correction} {keepdim}")
+    x5 = randn((3, 4, 5, 6, 7), torch.bfloat16, device, offset=-20.0)
+    _cmp(getattr(tr, name)(x5, (0, 2, 3, 4)), _ref(name, x5, (0, 2, 3, 4)), 630, f"{name} 5-D", scale=20 / 100)
+
+
+def test_two_reduced_axes_replay_and_many_slices_gather(device, caplog):
+    from tritred_core import get_registry
+    from tritred_ops import _replay
+
+    get_registry().cache.clear()
+    first = tr.var(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
+    again = tr.var(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
+    assert sum(isinstance(v, _replay.Plan) for v in get_registry().cache.values()) == 1
+    assert not torch.equal(first, again)
+    many = randn((1100, 2, 3), torch.float32, device)  # more outer slices than one merge tile holds
+    with caplog.at_level("DEBUG", logger="tritred"):
+        out = tr.var(many, (0, 2))
+    assert any("gathered" in r.getMessage() for r in caplog.records)
+    _cmp(out, _ref("var", many, (0, 2)), 3300, "1100 slices")

@@ -210,14 +210,27 @@ def _canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], redu
     reductions, not for ops whose weights are indexed by the reduced position). Returns None when more than one
     reduced group or more than two kept groups remain (the caller gathers).
     """
+    kg, rg = dim_groups(shape, strides, reduced, reorder_reduced)
+    if len(rg) > 1 or len(kg) > 2:
+        return None
+    return view_of_groups(kg, rg, len(strides))
+
+
+Group = tuple[int, list[int]]  # (size, per-tensor stride of the innermost dim) of dims that merge into one axis
+
+
+def dim_groups(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
+               reorder_reduced: bool = True) -> tuple[list[Group], list[Group]]:
+    """(kept groups, reduced groups): adjacent dims of size > 1 merged where they merge in every tensor (reduced
+    dims sorted by the first tensor's strides first when ``reorder_reduced``)."""
     red = set(reduced)
     kept_dims = [d for d in range(len(shape)) if d not in red and shape[d] != 1]
     red_dims = [d for d in range(len(shape)) if d in red and shape[d] != 1]
     if reorder_reduced:
         red_dims.sort(key=lambda d: -abs(strides[0][d]))
 
-    def groups(dims: list[int]) -> list[tuple[int, list[int]]]:
-        out: list[tuple[int, list[int]]] = []  # (size, per-tensor stride of the innermost dim)
+    def groups(dims: list[int]) -> list[Group]:
+        out: list[Group] = []
         for d in dims:
             st = [s[d] for s in strides]
             if out and all(prev == cur * shape[d] for prev, cur in zip(out[-1][1], st)):
@@ -226,10 +239,11 @@ def _canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], redu
                 out.append((shape[d], st))
         return out
 
-    kg, rg = groups(kept_dims), groups(red_dims)
-    if len(rg) > 1 or len(kg) > 2:
-        return None
-    ntensors = len(strides)
+    return groups(kept_dims), groups(red_dims)
+
+
+def view_of_groups(kg: list[Group], rg: list[Group], ntensors: int) -> View:
+    """The M x N x K view of at most two kept groups and at most one reduced group."""
     N, sn = (rg[0][0], rg[0][1]) if rg else (1, [0] * ntensors)
     if len(kg) == 2:
         (M, sm), (K, sk) = kg

@@ -80,6 +80,10 @@ def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Proble
             if step is not None:  # (staged: the first stage, the launch over the whole input)
                 return C.problem_of(name, x, step[0])
         out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), device="meta")
+        if name in _st.SPECS:  # statistics over two reduced axes: the inner rows the call decides for
+            two = _st._two_axes(x, dims, out, keepdim)
+            if two is not None:
+                return C.problem_of(name, x, two[0])
         src, view, layout = _red._prepare(name, x, dims, out, keepdim, reorder=not keep_order)
         return C.problem_of(name, x, view, layout)
     return problem

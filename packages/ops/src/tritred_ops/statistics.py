@@ -6,6 +6,9 @@ the chunks, and the lanes are merged once at the end with the parallel formula o
 Either way the input is read once and E[x^2] - E[x]^2 is never formed, so rows with a large mean keep their
 precision. Split partials (mean, M2) are merged in a fixed order by ``_stats_combine_kernel`` (deterministic);
 their counts are recomputed from the split geometry rather than stored.
+
+Two reduced axes (var over (0, 2, 3) of NCHW: the batch and H*W) use the same split, its slices stepped along
+the outer axis (``split_skew``): one partial per (channel, image) row, merged per channel; no copy.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ._kernels import (
     welford_step,
 )
 from ._replay import Recorder, find_plan
-from .reduce import _prepare
+from .reduce import _out_strides, _prepare
 
 
 @triton.jit
@@ -53,28 +56,30 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 
 @triton.jit
 def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo,
+                       divisor, divisor_lo, split_skew,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
-    unshifted): N == BLOCK_N, every lane of a row is one of its elements."""
+    unshifted): N == BLOCK_N, every lane of a row is one of its elements. ``split_skew``: extra elements between
+    consecutive split slices (0: the slices tile one strided axis; two reduced axes, an outer one of SPLIT slices
+    and an inner one of n_per_split elements each, otherwise)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
-                              EVICT_LOOP, EVEN)
+                              divisor, divisor_lo, split_skew, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M,
+                              BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
-                          n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN, EVICT_LOOP, EVEN)
+                          n_per_split, divisor, divisor_lo, split_skew, ACC, STD, WANT_MEAN, SPLIT, SINGLE,
+                          BLOCK_M, BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
 
 
 @triton.jit
 def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                      divisor, divisor_lo,
+                      divisor, divisor_lo, split_skew,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr):
@@ -85,7 +90,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     x_off = m * s_xm + k * s_xk
     # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
     x_off, lead = aligned_rows(x_off, ALIGN)
-    x_row = x_ptr + x_off
+    x_row = x_ptr + x_off + tl.program_id(1).to(tl.int64) * split_skew
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
@@ -222,7 +227,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         align = C.row_align(x, view, cfg, single) if single and split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
-            sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            sok, nps, *f32_split(divisor), 0, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), **consts)
     else:
@@ -235,6 +240,49 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         rec.launch(
             _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
             *f32_split(divisor), SPLIT=split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
+
+
+#: Most slices of the outer reduced axis merged by the two-axes path (the merge holds them in one tile).
+_MAX_SLICES = 1024
+
+
+def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor,
+              keepdim: bool) -> tuple[C.View, int, int] | None:
+    """Reduced dims that make two strided axes of ``x``, the inner one unit-stride (var over (0, 2, 3) of NCHW:
+    the batch, then H*W): (the view of the inner axis with the kept dims, the outer axis's size, the elements
+    between its slices beyond the inner axis's span); None otherwise, or past ``_MAX_SLICES`` outer slices."""
+    strides = [list(x.stride()), _out_strides(out, x.dim(), dims, keepdim)]
+    kg, rg = C.dim_groups(x.shape, strides, dims)
+    if len(rg) != 2 or len(kg) > 2:
+        return None
+    (slices, s_out), (inner, s_in) = rg  # (sorted by stride: the outer axis first)
+    if s_in[0] != 1 or slices > _MAX_SLICES:
+        return None
+    return C.view_of_groups(kg, [(inner, s_in)], 2), slices, s_out[0] - inner
+
+
+def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, slices: int, skew: int, out: torch.Tensor,
+                     mean_out: torch.Tensor, divisor: float, std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
+    """Statistics over two reduced axes without a copy: the rows kernel's split slices are the outer axis's
+    (``split_skew`` steps each slice to its own), each a Welford partial over one inner row, merged in a fixed
+    order by the combine kernel (Chan et al. 1979), which also divides. ``cfg`` (decided for the inner rows) gives
+    the tile; the loop path runs, as for any split."""
+    (sxm, sxn, sxk), (som, _, sok) = view.strides
+    acc = acc_dtype(x.dtype)
+    R, total = view.M * view.K, slices * view.N
+    p_m2 = rec.empty((R, slices), acc, x.device)
+    p_mean = rec.empty((R, slices), acc, x.device)
+    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean)
+    block_n = min(cfg.BLOCK_N, C.next_pow2(view.N))
+    block_m = max(1, min(cfg.BLOCK_M * cfg.BLOCK_N // block_n, C.next_pow2(R)))
+    rec.launch(
+        _stats_rows_kernel, (C.cdiv(R, block_m), slices), x, p_m2, p_mean, R, total, view.K, sxm, sxn, sxk, som,
+        sok, view.N, *f32_split(divisor), skew, SPLIT=slices, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
+        EVICT_LOOP=loop_evicts(x), num_warps=cfg.num_warps, **consts)
+    block_m, block_s = C.combine_blocks(R, slices)
+    rec.launch(
+        _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, total, view.K, view.N, som, sok,
+        *f32_split(divisor), SPLIT=slices, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **consts)
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
@@ -282,10 +330,16 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
         return out, mean_out
     if n == 0:
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
-    src, view, layout = _prepare(name, x, dims, out, keepdim)
-    cfg = C.decide(SPECS[name], x, view, layout)
     divisor = n - corr if n - corr > 0 else 0.0  # torch's max(N - correction, 0), which takes NaN to 0
-    _launch(rec, src, view, out, mean_out, divisor, name.startswith("std"), want_mean, cfg)
+    two = _two_axes(x, dims, out, keepdim)
+    if two is not None:
+        view, slices, skew = two
+        _launch_two_axes(rec, x, view, slices, skew, out, mean_out, divisor, name.startswith("std"), want_mean,
+                         C.decide(SPECS[name], x, view))
+    else:
+        src, view, layout = _prepare(name, x, dims, out, keepdim)
+        cfg = C.decide(SPECS[name], x, view, layout)
+        _launch(rec, src, view, out, mean_out, divisor, name.startswith("std"), want_mean, cfg)
     rec.save(key, *((out, mean_out) if want_mean else (out,)))
     return out, mean_out
 
