@@ -20,6 +20,45 @@ from triton.testing import do_bench
 from tritred_ops._replay import _raw_stream, find_plan
 
 
+def _static_launcher(c, g0, g1, g2, stream, args):
+    """The same launch through torch's private static CUDA launcher (what inductor uses), or None when this
+    torch/Triton pair lacks it. A probe only: is Triton's launcher C call (argument parsing, cuLaunchKernelEx)
+    the cost, or the driver's launch itself?"""
+    import os
+    import tempfile
+
+    try:
+        from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+        path = os.path.join(tempfile.mkdtemp(), c.src.fn.__name__ + ".cubin")
+        with open(path, "wb") as f:
+            f.write(c.asm["cubin"])
+        c._cubin_path = path
+        k = StaticallyLaunchedCudaKernel(c)
+        k.load_kernel(torch.cuda.current_device())
+    except Exception as e:  # noqa: BLE001 - a probe: report and go on
+        print(f"torch static launcher: not available ({type(e).__name__}: {e})")
+        return None
+    # the launcher takes the kernel's non-constexpr arguments only (signature order, as Triton's)
+    sig = c.src.signature
+    keep = [a for n, a in zip(c.src.fn.arg_names, args) if sig.get(n) != "constexpr"]
+    if len(keep) != len(k.arg_tys):
+        print(f"torch static launcher: argument count mismatch ({len(keep)} vs {k.arg_tys})")
+        return None
+    keep = tuple(keep) + (None,) * (k.has_global_scratch + k.has_profile_scratch)
+    TY = k.arg_tys + "O" * (k.has_global_scratch + k.has_profile_scratch)
+    L, F, W, SH = k.C_impl._launch_kernel, k.function, k.num_warps, k.shared
+
+    def launch():
+        L(F, g0, g1, g2, W, SH, TY, keep, stream)
+    try:
+        launch()
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        print(f"torch static launcher: launch failed ({type(e).__name__}: {e})")
+        return None
+    return launch
+
+
 def main() -> None:
     x = torch.randn(8, 1024, device="cuda")
     y = torch.empty_like(x)
@@ -40,6 +79,8 @@ def main() -> None:
         e.launch(g0, g1, g2, stream, c.function, e.launch_cooperative_grid, e.launch_pdl, None, None,
                  c.packed_metadata, None, None, None, *args)
 
+    static_launch = _static_launcher(c, g0, g1, g2, stream, args)
+
     S, T, D, DEV = (8, 1024), (1024, 1), torch.float32, x.device
     steps = {
         "tr.softmax (whole call)": lambda: tr.softmax(x, -1),
@@ -47,6 +88,7 @@ def main() -> None:
         "find_plan": lambda: find_plan("softmax", (-1, None), x),
         "plan.run": lambda: plan.run(x),
         "raw launcher call": raw_launch,
+        **({"torch static launcher call": static_launch} if static_launch is not None else {}),
         "torch.empty_strided": lambda: torch.empty_strided(S, T, dtype=D, device=DEV),
         "torch.empty_like": lambda: torch.empty_like(x),
         "x.new_empty_strided": lambda: x.new_empty_strided(S, T),

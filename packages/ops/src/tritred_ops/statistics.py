@@ -56,31 +56,33 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 
 @triton.jit
 def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo, split_skew,
-                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                       divisor, divisor_lo, split_skew, n_split,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False):
-    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
+    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not split);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. ``split_skew``: extra elements between
-    consecutive split slices (0: the slices tile one strided axis; two reduced axes, an outer one of SPLIT slices
-    and an inner one of n_per_split elements each, otherwise)."""
+    consecutive split slices (0: the slices tile one strided axis; two reduced axes, an outer one of n_split slices
+    and an inner one of n_per_split elements each, otherwise). ``n_split`` (the grid's second axis) is a runtime
+    argument, not a constexpr: Triton specializes it when 1 (the unsplit launch compiles as if constant), and the
+    two-axes path, where it is the batch size, does not compile a kernel per batch size."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                              divisor, divisor_lo, split_skew, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M,
+                              divisor, divisor_lo, split_skew, n_split, ACC, STD, WANT_MEAN, SINGLE, BLOCK_M,
                               BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
-                          n_per_split, divisor, divisor_lo, split_skew, ACC, STD, WANT_MEAN, SPLIT, SINGLE,
+                          n_per_split, divisor, divisor_lo, split_skew, n_split, ACC, STD, WANT_MEAN, SINGLE,
                           BLOCK_M, BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
 
 
 @triton.jit
 def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                      divisor, divisor_lo, split_skew,
-                      ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                      divisor, divisor_lo, split_skew, n_split,
+                      ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -120,8 +122,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
-    if SPLIT > 1:
-        offs = rows * SPLIT + tl.program_id(1)
+    if n_split > 1:
+        offs = rows * n_split + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=row_ok)
         tl.store(mean_ptr + offs, mean, mask=row_ok)
     else:
@@ -131,8 +133,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
 
 @triton.jit
 def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo,
-                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                       divisor, divisor_lo, n_split,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = (tl.program_id(0) // k_blocks).to(tl.int64)
@@ -167,8 +169,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
-    if SPLIT > 1:
-        offs = (m * K + ks) * SPLIT + tl.program_id(1)
+    if n_split > 1:
+        offs = (m * K + ks) * n_split + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
@@ -178,15 +180,15 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
 
 @triton.jit
 def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok,
-                          divisor, divisor_lo,
-                          ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
+                          divisor, divisor_lo, n_split,
+                          ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
-    """Merge the SPLIT partial (mean, M2) of each output; slice s holds clamp(N - s*n_per_split) elements."""
+    """Merge the n_split partial (mean, M2) of each output; slice s holds clamp(N - s*n_per_split) elements."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     s = tl.arange(0, BLOCK_S)
-    mask = row_ok[:, None] & (s < SPLIT)[None, :]
-    offs = rows[:, None] * SPLIT + s[None, :]
+    mask = row_ok[:, None] & (s < n_split)[None, :]
+    offs = rows[:, None] * n_split + s[None, :]
     p_mean = tl.load(pmean_ptr + offs, mask=mask, other=0)
     p_m2 = tl.load(pm2_ptr + offs, mask=mask, other=0)
     p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
@@ -227,19 +229,19 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         align = C.row_align(x, view, cfg, single) if single and split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
-            sok, nps, *f32_split(divisor), 0, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            sok, nps, *f32_split(divisor), 0, split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
-            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
+            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_m, block_s = C.combine_blocks(R, split)
         rec.launch(
             _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
-            *f32_split(divisor), SPLIT=split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
+            *f32_split(divisor), split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
 #: Most slices of the outer reduced axis merged by the two-axes path (the merge holds them in one tile).
@@ -277,12 +279,12 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, slices: int, 
     block_m = max(1, min(cfg.BLOCK_M * cfg.BLOCK_N // block_n, C.next_pow2(R)))
     rec.launch(
         _stats_rows_kernel, (C.cdiv(R, block_m), slices), x, p_m2, p_mean, R, total, view.K, sxm, sxn, sxk, som,
-        sok, view.N, *f32_split(divisor), skew, SPLIT=slices, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
+        sok, view.N, *f32_split(divisor), skew, slices, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
         EVICT_LOOP=loop_evicts(x), num_warps=cfg.num_warps, **consts)
     block_m, block_s = C.combine_blocks(R, slices)
     rec.launch(
         _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, total, view.K, view.N, som, sok,
-        *f32_split(divisor), SPLIT=slices, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **consts)
+        *f32_split(divisor), slices, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **consts)
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
