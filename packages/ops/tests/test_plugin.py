@@ -60,7 +60,7 @@ def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, 
     get_registry().cache.clear()
     getattr(__import__("tritred_ops"), name)(x, (0, 2, 3))
     assert len(seen) == (1 if name in ("var", "std_mean") else 2) and seen[0] == problem
-    if name in ("var", "std_mean"):  # one decision: the inner rows (per channel, per batch slice)
-        assert (problem.M, problem.N, problem.K, problem.layout) == (6, 35, 1, "strided")
+    if name in ("var", "std_mean"):  # one decision: the inner rows (per image, per channel: M=4 x K=6 rows of 35)
+        assert (problem.M, problem.N, problem.K, problem.layout) == (4, 35, 6, "strided")
     else:
         assert (problem.M, problem.N, problem.K, problem.layout) == (24, 35, 1, "strided")

@@ -159,3 +159,18 @@ def test_two_reduced_axes_replay_and_many_slices_gather(device, caplog):
         out = tr.var(many, (0, 2))
     assert any("gathered" in r.getMessage() for r in caplog.records)
     _cmp(out, _ref("var", many, (0, 2)), 3300, "1100 slices")
+
+
+@pytest.mark.parametrize("name", ["var", "std_mean"])
+def test_two_reduced_axes_without_a_kept_axis(name, device, monkeypatch):
+    """All dims reduced, as two strided axes (the columns of a slice): one output, its partials are the rows."""
+    from tritred_ops import statistics as st
+
+    taken = []
+    real = st._launch_two_axes
+    monkeypatch.setattr(st, "_launch_two_axes", lambda *a, **k: taken.append(1) or real(*a, **k))
+    x = randn((37, 40), torch.float32, device, offset=300.0)[:, 3:22]
+    for correction in (0, 1):
+        _cmp(getattr(tr, name)(x, (0, 1), correction=correction), _ref(name, x, (0, 1), correction=correction),
+             37 * 19, f"{name} {correction}", scale=30.0)
+    assert taken

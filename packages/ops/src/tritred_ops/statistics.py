@@ -7,8 +7,9 @@ Either way the input is read once and E[x^2] - E[x]^2 is never formed, so rows w
 precision. Split partials (mean, M2) are merged in a fixed order by ``_stats_combine_kernel`` (deterministic);
 their counts are recomputed from the split geometry rather than stored.
 
-Two reduced axes (var over (0, 2, 3) of NCHW: the batch and H*W) use the same split, its slices stepped along
-the outer axis (``split_skew``): one partial per (channel, image) row, merged per channel; no copy.
+Two reduced axes (var over (0, 2, 3) of NCHW: the batch and H*W) need no copy: each (channel, image) row of H*W
+elements gets its own (mean, M2) partial from the rows kernel (``PARTIAL``), and the combine kernel merges each
+channel's batch of partials, as it merges split slices.
 """
 
 from __future__ import annotations
@@ -56,35 +57,32 @@ def _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, offs, mask, STD: tl.const
 
 @triton.jit
 def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo, split_skew, n_split,
-                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
+                       divisor, divisor_lo,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
-                       EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False):
-    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not split);
+                       EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False, PARTIAL: tl.constexpr = False):
+    """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
-    unshifted): N == BLOCK_N, every lane of a row is one of its elements. ``split_skew``: extra elements between
-    consecutive split slices (0: the slices tile one strided axis; two reduced axes, an outer one of n_split slices
-    and an inner one of n_per_split elements each, otherwise). ``n_split`` (the grid's second axis) is a runtime
-    argument, not a constexpr: Triton specializes it when 1 (the unsplit launch compiles as if constant), and the
-    two-axes path, where it is the batch size, does not compile a kernel per batch size."""
+    unshifted): N == BLOCK_N, every lane of a row is one of its elements. PARTIAL (not with SPLIT): each row's
+    (mean, M2) is stored at its row index for the combine kernel instead of finished (two reduced axes)."""
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                              divisor, divisor_lo, split_skew, n_split, ACC, STD, WANT_MEAN, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
+                              divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
+                              EVICT_LOOP, EVEN, PARTIAL)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
-                          n_per_split, divisor, divisor_lo, split_skew, n_split, ACC, STD, WANT_MEAN, SINGLE,
-                          BLOCK_M, BLOCK_N, ALIGN, EVICT_LOOP, EVEN)
+                          n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
+                          ALIGN, EVICT_LOOP, EVEN, PARTIAL)
 
 
 @triton.jit
 def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                      divisor, divisor_lo, split_skew, n_split,
-                      ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
+                      divisor, divisor_lo,
+                      ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr):
+                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -92,7 +90,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     x_off = m * s_xm + k * s_xk
     # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
     x_off, lead = aligned_rows(x_off, ALIGN)
-    x_row = x_ptr + x_off + tl.program_id(1).to(tl.int64) * split_skew
+    x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
@@ -122,8 +120,11 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
-    if n_split > 1:
-        offs = rows * n_split + tl.program_id(1)
+    if PARTIAL:  # rows (m, k) in order: the k partials of output m are adjacent, as the combine kernel reads them
+        tl.store(out_ptr + rows, m2, mask=row_ok)
+        tl.store(mean_ptr + rows, mean, mask=row_ok)
+    elif SPLIT > 1:
+        offs = rows * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=row_ok)
         tl.store(mean_ptr + offs, mean, mask=row_ok)
     else:
@@ -133,8 +134,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
 
 @triton.jit
 def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo, n_split,
-                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
+                       divisor, divisor_lo,
+                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = (tl.program_id(0) // k_blocks).to(tl.int64)
@@ -169,8 +170,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
-    if n_split > 1:
-        offs = (m * K + ks) * n_split + tl.program_id(1)
+    if SPLIT > 1:
+        offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
@@ -180,15 +181,17 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
 
 @triton.jit
 def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok,
-                          divisor, divisor_lo, n_split,
+                          divisor, divisor_lo, n_split, s_prow, s_pslice,
                           ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
-    """Merge the n_split partial (mean, M2) of each output; slice s holds clamp(N - s*n_per_split) elements."""
+    """Merge the n_split partial (mean, M2) of each output (output r's slice s at r * s_prow + s * s_pslice);
+    slice s holds clamp(N - s*n_per_split) elements. n_split is a runtime argument (the batch size of two reduced
+    axes: no compile per batch size)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     s = tl.arange(0, BLOCK_S)
     mask = row_ok[:, None] & (s < n_split)[None, :]
-    offs = rows[:, None] * n_split + s[None, :]
+    offs = rows[:, None] * s_prow + s[None, :].to(tl.int64) * s_pslice
     p_mean = tl.load(pmean_ptr + offs, mask=mask, other=0)
     p_m2 = tl.load(pm2_ptr + offs, mask=mask, other=0)
     p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
@@ -229,62 +232,70 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         align = C.row_align(x, view, cfg, single) if single and split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
-            sok, nps, *f32_split(divisor), 0, split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
-            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
+            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
         block_m, block_s = C.combine_blocks(R, split)
         rec.launch(
             _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
-            *f32_split(divisor), split, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
+            *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
 
 
-#: Most slices of the outer reduced axis merged by the two-axes path (the merge holds them in one tile).
+#: Most partials per output the two-axes merge takes (one tile holds all of an output's partials).
 _MAX_SLICES = 1024
 
 
-def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor,
-              keepdim: bool) -> tuple[C.View, int, int] | None:
-    """Reduced dims that make two strided axes of ``x``, the inner one unit-stride (var over (0, 2, 3) of NCHW:
-    the batch, then H*W): (the view of the inner axis with the kept dims, the outer axis's size, the elements
-    between its slices beyond the inner axis's span); None otherwise, or past ``_MAX_SLICES`` outer slices."""
+def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool) -> tuple[C.View, int] | None:
+    """Reduced dims that make two strided axes of ``x``, the inner one unit-stride, beside at most one kept axis
+    (var over (0, 2, 3) of NCHW: the batch, then H*W, the channels kept): (the rows view M = kept, N = inner,
+    K = kept: row (m, k), the m-th inner row of output k, is its m-th partial; the output's stride along the kept
+    axis). Rows in that order are adjacent in memory (NCHW: image by image), so short inner rows (7x7) share
+    their sectors. None for other layouts, or past ``_MAX_SLICES`` outer slices (the caller gathers)."""
     strides = [list(x.stride()), _out_strides(out, x.dim(), dims, keepdim)]
     kg, rg = C.dim_groups(x.shape, strides, dims)
-    if len(rg) != 2 or len(kg) > 2:
+    if len(rg) != 2 or len(kg) > 1:
         return None
-    (slices, s_out), (inner, s_in) = rg  # (sorted by stride: the outer axis first)
-    if s_in[0] != 1 or slices > _MAX_SLICES:
+    (slices, s_outer), (inner, s_inner) = rg  # (sorted by stride: the outer axis first)
+    if s_inner[0] != 1 or slices > _MAX_SLICES:
         return None
-    return C.view_of_groups(kg, [(inner, s_in)], 2), slices, s_out[0] - inner
+    kept, s_kept = kg[0] if kg else (1, [0, 0])
+    view = C.View(M=slices, N=inner, K=kept, strides=((s_outer[0], 1, s_kept[0]), (0, 0, 0)))
+    return view, s_kept[1]
 
 
-def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, slices: int, skew: int, out: torch.Tensor,
+def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: int, out: torch.Tensor,
                      mean_out: torch.Tensor, divisor: float, std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
-    """Statistics over two reduced axes without a copy: the rows kernel's split slices are the outer axis's
-    (``split_skew`` steps each slice to its own), each a Welford partial over one inner row, merged in a fixed
-    order by the combine kernel (Chan et al. 1979), which also divides. ``cfg`` (decided for the inner rows) gives
-    the tile; the loop path runs, as for any split."""
-    (sxm, sxn, sxk), (som, _, sok) = view.strides
+    """Statistics over two reduced axes without a copy: the rows kernel gives each inner row (one channel of
+    one image) its (mean, M2) partial (PARTIAL), the combine kernel merges each output's ``view.M`` partials in a
+    fixed order (Chan et al. 1979) and divides. ``cfg`` was decided for those rows; a split of them (long inner
+    rows, few of them) becomes the loop over each row instead, as partials cannot be split twice."""
+    if cfg.strategy == "split":
+        cfg = cfg.model_copy(update={"strategy": "multi_pass", "split": 1})
+    (sxm, sxn, sxk), _ = view.strides
     acc = acc_dtype(x.dtype)
-    R, total = view.M * view.K, slices * view.N
-    p_m2 = rec.empty((R, slices), acc, x.device)
-    p_mean = rec.empty((R, slices), acc, x.device)
-    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean)
-    block_n = min(cfg.BLOCK_N, C.next_pow2(view.N))
-    block_m = max(1, min(cfg.BLOCK_M * cfg.BLOCK_N // block_n, C.next_pow2(R)))
+    R = view.M * view.K
+    p_m2, p_mean = rec.empty((R,), acc, x.device), rec.empty((R,), acc, x.device)
+    consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
+                  num_stages=cfg.num_stages)
+    single = cfg.strategy == "single_pass"
+    programs, persist = C.row_programs(cfg, R)
+    align = C.row_align(x, view, cfg, single) if single else 0
     rec.launch(
-        _stats_rows_kernel, (C.cdiv(R, block_m), slices), x, p_m2, p_mean, R, total, view.K, sxm, sxn, sxk, som,
-        sok, view.N, *f32_split(divisor), skew, slices, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
-        EVICT_LOOP=loop_evicts(x), num_warps=cfg.num_warps, **consts)
-    block_m, block_s = C.combine_blocks(R, slices)
+        _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
+        *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
+        LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
+        EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, **consts)
+    block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
-        _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, total, view.K, view.N, som, sok,
-        *f32_split(divisor), slices, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **consts)
+        _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
+        view.N, out_stride, 0, *f32_split(divisor), view.M, 1, view.K, BLOCK_M=block_m, BLOCK_S=block_s,
+        **{**consts, "num_warps": 4})
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
@@ -335,8 +346,8 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     divisor = n - corr if n - corr > 0 else 0.0  # torch's max(N - correction, 0), which takes NaN to 0
     two = _two_axes(x, dims, out, keepdim)
     if two is not None:
-        view, slices, skew = two
-        _launch_two_axes(rec, x, view, slices, skew, out, mean_out, divisor, name.startswith("std"), want_mean,
+        view, out_stride = two
+        _launch_two_axes(rec, x, view, out_stride, out, mean_out, divisor, name.startswith("std"), want_mean,
                          C.decide(SPECS[name], x, view))
     else:
         src, view, layout = _prepare(name, x, dims, out, keepdim)
