@@ -334,6 +334,27 @@ def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict
     return _cached(key, fit)  # type: ignore[no-any-return]
 
 
+def row_hint(view: View, align: int) -> int:
+    """DIV for the row kernels: the largest power of two (2-8) dividing the row width and every row stride of
+    the tensors with a row axis (the input; softmax's and layer_norm's output, whose row stride the kernels
+    restate too), when Triton cannot see it; 1 otherwise (or with ALIGN's shifted tiles, or an output whose rows
+    are not unit-stride). A reduction's output (n-stride 0) takes no part.
+
+    Triton specializes integer arguments on divisibility by 16 only, so a 300-wide row (stride 300) gets scalar
+    2-byte loads and stores, and masks that cannot be vectorized, where its true alignment allows 8-byte ones.
+    The kernels restate the values as ``v // DIV * DIV`` (equal at run time), whose divisibility the compiler
+    derives. A compile per distinct DIV (2, 4 or 8), not per width.
+    """
+    (sxm, sxn, _), *outs = view.strides
+    if align or sxn != 1 or view.N <= 1 or any(s[1] not in (0, 1) for s in outs):
+        return 1
+    d = 16
+    for v in (view.N, sxm, *(s[0] for s in outs if s[1] == 1)):
+        if v:
+            d = min(d, v & -v)
+    return d if 1 < d < 16 else 1
+
+
 def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
     """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
     Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row

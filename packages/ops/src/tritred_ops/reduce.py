@@ -67,13 +67,16 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
-                 ALIGN: tl.constexpr = 0):
+                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
     blocks with ``tl.range`` pipelining (LOOP_STAGES), so that the next block's loads are in flight while this
-    block reduces.
+    block reduces. DIV: N and the row stride are multiples of DIV.
     """
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
+        N = N // DIV * DIV
+        s_xm = s_xm // DIV * DIV
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
@@ -174,9 +177,13 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
                      SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     EVICT_LOOP: tl.constexpr = False):
+                     EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1):
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
-    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`)."""
+    EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
+    stride are multiples of DIV."""
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
+        N = N // DIV * DIV
+        s_xm = s_xm // DIV * DIV
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -309,7 +316,8 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
-            BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, **consts)
+            BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align,
+            DIV=C.row_hint(view, align), **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         # num_stages of a column config: tiles loaded per loop iteration (see _cols_kernel)
@@ -573,7 +581,8 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and loop_evicts(src), **consts)
+            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and loop_evicts(src),
+            DIV=C.row_hint(view, 0), **consts)
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,

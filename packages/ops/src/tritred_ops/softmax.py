@@ -80,9 +80,15 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
-                 EVICT: tl.constexpr = ""):
+                 EVICT: tl.constexpr = "", DIV: tl.constexpr = 1):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
-    EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`)."""
+    EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
+    multiples of DIV (``_common.row_hint``)."""
+    if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
+        N = N // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        if MODE != 2:  # (logsumexp's output has no row axis: its stride is not part of DIV)
+            s_ym = s_ym // DIV * DIV
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
@@ -309,7 +315,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                    ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-                   EVICT=single_load_evict("softmax", cfg.num_warps), **common,
+                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=C.row_hint(view, align), **common,
                    **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,

@@ -1,0 +1,70 @@
+"""The row kernels' DIV hint (``_common.row_hint``): rows whose width and strides are multiples of 2-8 elements
+but not of 16 are restated as ``v // DIV * DIV`` so that the compiler vectorizes; the values must not change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from ops_helpers import assert_close, randn
+from tritred_ops import _common as C
+from tritred_ops._common import View
+
+
+def test_row_hint_values():
+    def view(n, sxm, out=((0, 0, 0),)):
+        return View(M=3, N=n, K=1, strides=((sxm, 1, 0), *out))
+
+    assert C.row_hint(view(300, 300), 0) == 4
+    assert C.row_hint(view(200, 300), 0) == 4  # (a slice of wider rows: the stride decides)
+    assert C.row_hint(view(1000, 1000, ((1000, 1, 0),)), 0) == 8
+    assert C.row_hint(view(1000, 1000, ((1002, 1, 0),)), 0) == 2  # a row output with its own stride
+    assert C.row_hint(view(1024, 1024), 0) == 1  # Triton already knows multiples of 16
+    assert C.row_hint(view(999, 999), 0) == 1
+    assert C.row_hint(view(300, 300), 4) == 1  # shifted tiles (ALIGN) instead
+    assert C.row_hint(view(300, 300, ((1, 300, 0),)), 0) == 1  # an output whose rows are not unit-stride
+    assert C.row_hint(View(M=3, N=300, K=1, strides=((1, 3, 0), (0, 0, 0))), 0) == 1  # columns
+
+
+CASES = ["softmax", "log_softmax", "logsumexp", "layer_norm", "sum", "amax", "var_mean", "max"]
+
+
+def _run(name, x):
+    if name == "layer_norm":
+        w = randn(x.shape[-1:], x.dtype, x.device)
+        b = randn(x.shape[-1:], x.dtype, x.device)
+        return F.layer_norm(x.double().cpu(), x.shape[-1:], w.double().cpu(), b.double().cpu()), \
+            tr.layer_norm(x, x.shape[-1:], w, b)
+    ref = getattr(torch, name)(x.double().cpu(), -1)
+    out = getattr(tr, name)(x, -1)
+    return (tuple(ref), tuple(out)) if isinstance(ref, tuple) else (ref, out)
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cfg", [dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1),
+                                 dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=64, num_warps=1)],
+                         ids=["single", "loop"])
+def test_hinted_rows_match_torch(name, dtype, cfg, force, monkeypatch, device):
+    """Widths 300 (DIV 4) and 200-of-300 slices (DIV 4), 6 (DIV 2), 1000 (DIV 8), with several rows per program
+    and ALIGN off (the path the GPU takes): every kernel that takes DIV gets it and computes the same values."""
+    if name == "max" and cfg["strategy"] == "multi_pass":
+        cfg = dict(cfg, BLOCK_N=128)
+    force(name, **cfg)
+    monkeypatch.setattr(C, "row_align", lambda *a, **k: 0)
+    seen = []
+    real = C.row_hint
+    monkeypatch.setattr(C, "row_hint", lambda *a: seen.append(real(*a)) or seen[-1])
+    for shape, sl in (((7, 300), None), ((5, 300), slice(50, 250)), ((9, 6), None), ((3, 1000), None)):
+        x = randn(shape, dtype, device, offset=3.0)
+        if sl is not None:
+            x = x[:, sl]
+        ref, out = _run(name, x)
+        if name == "max":
+            assert_close(out[0], ref[0], what=f"{name} {shape}")
+            assert torch.equal(out[1].cpu(), ref[1])
+            continue
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            assert_close(o, r, n=x.shape[-1], scale=10.0, what=f"{name} {shape} {sl}")
+    assert {4, 2, 8} <= set(seen), seen

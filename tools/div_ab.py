@@ -1,0 +1,72 @@
+"""A/B of the row kernels' DIV hint (``_common.row_hint``) on rows whose width is a multiple of 2-8 elements but
+not of 16: the built-in configs with the hint against the same configs without it (``row_hint`` patched to 1),
+alternated, do_bench median, % of copy bandwidth (4263 GB/s; inputs read once, outputs written once).
+
+Usage on a CUDA machine: python tools/div_ab.py
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from triton.testing import do_bench
+from tritred_core import get_registry
+from tritred_ops import _common as C
+
+COPY_GBS = 4263.0
+BF, F32 = torch.bfloat16, torch.float32
+CASES = [  # (op, shape, dtype)
+    ("layer_norm", (200000, 300), BF), ("layer_norm", (200000, 300), F32), ("layer_norm", (65536, 1000), BF),
+    ("layer_norm", (16384, 3000), BF), ("softmax", (100000, 300), BF), ("softmax", (100000, 300), F32),
+    ("log_softmax", (32768, 1000), BF), ("softmax", (8192, 3000), BF), ("logsumexp", (100000, 300), BF),
+    ("var", (65536, 100), F32), ("var", (65536, 100), BF), ("sum", (200000, 300), BF), ("amax", (65536, 1000), BF),
+    ("max", (200000, 300), BF), ("var", (50000, 200), BF), ("mean", (65536, 3000), BF),
+]
+
+
+def call(op: str, x: torch.Tensor):
+    if op == "layer_norm":
+        w = torch.randn(x.shape[-1], device=x.device, dtype=x.dtype)
+        b = torch.randn(x.shape[-1], device=x.device, dtype=x.dtype)
+        return (lambda: tr.layer_norm(x, x.shape[-1:], w, b)), (lambda: F.layer_norm(x, x.shape[-1:], w, b))
+    return (lambda: getattr(tr, op)(x, -1)), (lambda: getattr(torch, op)(x, -1))
+
+
+def nbytes(op: str, x: torch.Tensor) -> int:
+    rows = x.numel() // x.shape[-1]
+    n = x.numel() * x.element_size()
+    if op in ("softmax", "log_softmax", "layer_norm"):
+        return 2 * n
+    if op == "max":
+        return n + rows * (x.element_size() + 8)
+    return n + rows * x.element_size()
+
+
+def main() -> None:
+    real = C.row_hint
+    for op, shape, dtype in CASES:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        ours, eager = call(op, x)
+        res: dict[str, list[float]] = {"div": [], "no-div": []}
+        for _ in range(2):
+            for name, hint in (("div", real), ("no-div", lambda *a: 1)):
+                C.row_hint = hint
+                get_registry().cache.clear()  # (the saved plan holds the hint of the call that recorded it)
+                res[name].append(do_bench(ours, return_mode="median"))
+        C.row_hint = real
+        get_registry().cache.clear()
+        res["eager"] = [do_bench(eager, return_mode="median")]
+        b = nbytes(op, x)
+        cells = "  ".join(f"{k} {b / (min(v) * 1e-3) / 1e9 / COPY_GBS * 100:5.1f} %" for k, v in res.items())
+        div = real(*_view_of(x))
+        print(f"{op:12s} {shape!s:16s} {str(dtype)[6:]:9s} DIV={div}  {cells}", flush=True)
+
+
+def _view_of(x: torch.Tensor):
+    n = x.shape[-1]
+    return C.View(M=x.numel() // n, N=n, K=1, strides=((x.stride(-2), 1, 0),)), 0
+
+
+if __name__ == "__main__":
+    main()
