@@ -1,6 +1,8 @@
 """A/B of the row kernels' DIV hint (``_common.row_hint``) on rows whose width is a multiple of 2-8 elements but
-not of 16: the built-in configs with the hint against the same configs without it (``row_hint`` patched to 1),
-alternated, do_bench median, % of copy bandwidth (4263 GB/s; inputs read once, outputs written once).
+not of 16, alternated, do_bench median, % of copy bandwidth (4263 GB/s; inputs read once, outputs written once):
+``div`` the built-in path (DIV, and no shifted ALIGN tiles where DIV gives whole 16-byte vectors), ``align``
+DIV where ALIGN is off but ALIGN kept where it applied (``hint_covers_align`` patched to False), ``none`` the
+path before DIV (``row_hint`` patched to 1 as well).
 
 Usage on a CUDA machine: python tools/div_ab.py
 """
@@ -22,6 +24,8 @@ CASES = [  # (op, shape, dtype)
     ("log_softmax", (32768, 1000), BF), ("softmax", (8192, 3000), BF), ("logsumexp", (100000, 300), BF),
     ("var", (65536, 100), F32), ("var", (65536, 100), BF), ("sum", (200000, 300), BF), ("amax", (65536, 1000), BF),
     ("max", (200000, 300), BF), ("var", (50000, 200), BF), ("mean", (65536, 3000), BF),
+    ("sum", (65536, 3000), F32), ("softmax", (8192, 3000), F32), ("layer_norm", (8192, 1000), F32),
+    ("var", (65536, 1000), BF), ("layer_norm", (16384, 3000), F32), ("logsumexp", (32768, 1000), BF),
 ]
 
 
@@ -44,17 +48,18 @@ def nbytes(op: str, x: torch.Tensor) -> int:
 
 
 def main() -> None:
-    real = C.row_hint
+    real, covers = C.row_hint, C.hint_covers_align
+    variants = {"div": (real, covers), "align": (real, lambda *a: False), "none": (lambda *a: 1, lambda *a: False)}
     for op, shape, dtype in CASES:
         x = torch.randn(shape, device="cuda", dtype=dtype)
         ours, eager = call(op, x)
-        res: dict[str, list[float]] = {"div": [], "no-div": []}
+        res: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(2):
-            for name, hint in (("div", real), ("no-div", lambda *a: 1)):
-                C.row_hint = hint
+            for name, (hint, cover) in variants.items():
+                C.row_hint, C.hint_covers_align = hint, cover
                 get_registry().cache.clear()  # (the saved plan holds the hint of the call that recorded it)
                 res[name].append(do_bench(ours, return_mode="median"))
-        C.row_hint = real
+        C.row_hint, C.hint_covers_align = real, covers
         get_registry().cache.clear()
         res["eager"] = [do_bench(eager, return_mode="median")]
         b = nbytes(op, x)

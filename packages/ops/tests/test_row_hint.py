@@ -68,3 +68,17 @@ def test_hinted_rows_match_torch(name, dtype, cfg, force, monkeypatch, device):
         for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
             assert_close(o, r, n=x.shape[-1], scale=10.0, what=f"{name} {shape} {sl}")
     assert {4, 2, 8} <= set(seen), seen
+
+
+def test_hint_covers_align_on_the_gpu_only(device):
+    """Whole 16-byte vectors from DIV (bf16 multiples of 8, fp32 multiples of 4) replace ALIGN's shifted tiles on
+    a GPU; the interpreter keeps ALIGN (its tests reach the shifted path)."""
+    def covers(shape, dtype):
+        x = torch.empty(shape, dtype=dtype, device=device)
+        return C.hint_covers_align(x, View(M=shape[0], N=shape[1], K=1, strides=((shape[1], 1, 0), (0, 0, 0))))
+
+    gpu = torch.device(device).type == "cuda"
+    assert covers((4, 3000), torch.bfloat16) == gpu
+    assert covers((4, 300), torch.float32) == gpu
+    assert not covers((4, 300), torch.bfloat16)  # 8-byte vectors only: ALIGN's 16-byte ones stay
+    assert not covers((4, 999), torch.float32)

@@ -345,14 +345,28 @@ def row_hint(view: View, align: int) -> int:
     The kernels restate the values as ``v // DIV * DIV`` (equal at run time), whose divisibility the compiler
     derives. A compile per distinct DIV (2, 4 or 8), not per width.
     """
+    d = 1 if align else _row_divisor(view)
+    return d if 1 < d < 16 else 1
+
+
+def _row_divisor(view: View) -> int:
+    """The largest power of two up to 16 dividing the row width and the row strides of the tensors with a row
+    axis; 1 when the rows are not unit-stride."""
     (sxm, sxn, _), *outs = view.strides
-    if align or sxn != 1 or view.N <= 1 or any(s[1] not in (0, 1) for s in outs):
+    if sxn != 1 or view.N <= 1 or any(s[1] not in (0, 1) for s in outs):
         return 1
     d = 16
     for v in (view.N, sxm, *(s[0] for s in outs if s[1] == 1)):
         if v:
             d = min(d, v & -v)
-    return d if 1 < d < 16 else 1
+    return d
+
+
+def hint_covers_align(x: torch.Tensor, view: View) -> bool:
+    """Whether DIV alone gives whole 16-byte vectors (a 3000-wide bf16 row: multiples of 8 elements), so
+    that the shifted tiles of ALIGN, with their per-row masks, are not needed (GPU only: the interpreter keeps
+    ALIGN for its tests). H200, tools/div_ab.py: see ``row_align``."""
+    return x.device.type == "cuda" and _row_divisor(view) * x.element_size() >= 16
 
 
 def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
@@ -378,6 +392,8 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
     if single and cfg.BLOCK_N < view.N + vec - 1:
         return 0
     if x.device.type == "cuda" and cfg.BLOCK_M > 1:
+        return 0
+    if hint_covers_align(x, view):
         return 0
     return vec
 
