@@ -4,7 +4,7 @@ not of 16, alternated, do_bench median, % of copy bandwidth (4263 GB/s; inputs r
 DIV where ALIGN is off but ALIGN kept where it applied (``hint_covers_align`` patched to False), ``none`` the
 path before DIV (``row_hint`` patched to 1 as well).
 
-Usage on a CUDA machine: python tools/div_ab.py
+Usage on a CUDA machine: python tools/div_ab.py [--batch-norm]   (--batch-norm: batch_norm's DIV_S on 14x14 maps)
 """
 
 from __future__ import annotations
@@ -27,6 +27,36 @@ CASES = [  # (op, shape, dtype)
     ("sum", (65536, 3000), F32), ("softmax", (8192, 3000), F32), ("layer_norm", (8192, 1000), F32),
     ("var", (65536, 1000), BF), ("layer_norm", (16384, 3000), F32), ("logsumexp", (32768, 1000), BF),
 ]
+
+
+BN_CASES = [  # (shape, dtype, training): 14x14 maps, S = 196 (DIV_S 4)
+    ((128, 512, 14, 14), BF, True), ((128, 512, 14, 14), F32, True), ((128, 512, 14, 14), BF, False),
+    ((256, 256, 14, 14), torch.float16, True), ((64, 1024, 14, 14), BF, True),
+]
+
+
+def batch_norm_ab() -> None:
+    """batch_norm's DIV_S (``batch_norm._nchw_hint``) on and off, beside eager."""
+    import importlib
+
+    bn = importlib.import_module("tritred_ops.batch_norm")
+    real = bn._nchw_hint
+    for shape, dtype, training in BN_CASES:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        ch = shape[1]
+        w, b = torch.randn(ch, device="cuda", dtype=dtype), torch.randn(ch, device="cuda", dtype=dtype)
+        rm, rv = torch.zeros(ch, device="cuda", dtype=dtype), torch.ones(ch, device="cuda", dtype=dtype)
+        res: dict[str, list[float]] = {"div": [], "none": []}
+        for _ in range(2):
+            for name, hint in (("div", real), ("none", lambda *a: 1)):
+                bn._nchw_hint = hint
+                get_registry().cache.clear()
+                res[name].append(do_bench(lambda: tr.batch_norm(x, rm, rv, w, b, training), return_mode="median"))
+        bn._nchw_hint = real
+        res["eager"] = [do_bench(lambda: F.batch_norm(x, rm, rv, w, b, training), return_mode="median")]
+        nb = 2 * x.numel() * x.element_size()
+        cells = "  ".join(f"{k} {nb / (min(v) * 1e-3) / 1e9 / COPY_GBS * 100:5.1f} %" for k, v in res.items())
+        print(f"batch_norm {'train' if training else 'eval '} {shape!s:18s} {str(dtype)[6:]:9s} {cells}", flush=True)
 
 
 def call(op: str, x: torch.Tensor):
@@ -74,4 +104,9 @@ def _view_of(x: torch.Tensor):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--batch-norm" in sys.argv:
+        batch_norm_ab()
+    else:
+        main()

@@ -82,3 +82,27 @@ def test_hint_covers_align_on_the_gpu_only(device):
     assert covers((4, 300), torch.float32) == gpu
     assert not covers((4, 300), torch.bfloat16)  # 8-byte vectors only: ALIGN's 16-byte ones stay
     assert not covers((4, 999), torch.float32)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape", [(3, 5, 6, 2), (2, 3, 14, 14), (4, 2, 10)])
+def test_batch_norm_nchw_hint(shape, training, monkeypatch, device):
+    """batch_norm over NCHW maps whose size is a multiple of 2-8 but not 16 (14x14: DIV_S 4): the same values."""
+    import importlib
+
+    bn = importlib.import_module("tritred_ops.batch_norm")  # (the module: tritred_ops.batch_norm is the op)
+    seen = []
+    real = bn._nchw_hint
+    monkeypatch.setattr(bn, "_nchw_hint", lambda *a: seen.append(real(*a)) or seen[-1])
+    ch = shape[1]
+    x = randn(shape, torch.float32, device, offset=2.0)
+    w, b = randn((ch,), torch.float32, device), randn((ch,), torch.float32, device)
+    rm, rv = randn((ch,), torch.float32, device), randn((ch,), torch.float32, device).abs() + 0.5
+    ref_rm, ref_rv = rm.double().cpu(), rv.double().cpu()
+    ref = F.batch_norm(x.double().cpu(), ref_rm, ref_rv, w.double().cpu(), b.double().cpu(), training, 0.1, 1e-5)
+    out = tr.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
+    n = x.numel() // ch
+    assert_close(out, ref, n=n, scale=10.0, what=f"batch_norm {shape} {training}")
+    assert_close(rm, ref_rm, n=n, what="running_mean")
+    assert_close(rv, ref_rv, n=n, what="running_var")
+    assert max(seen) > 1, seen

@@ -69,8 +69,9 @@ def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
 @triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
     """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
+    DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S (:func:`_nchw_hint`).
 
     Full tiles (every lane in range): each GROUP of neighbouring lanes (the elements one thread loads with one
     vector access) gets its two-pass mean and M2 in registers, then merges into that group's running statistics
@@ -80,6 +81,10 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     took 113 registers: 4 programs per SM). The rare partial tiles (edges of B and S) get the two-pass
     statistics of :func:`chunk_stats`. Groups and partial tiles merge once at the end.
     """
+    if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
+        S = S // DIV_S * DIV_S
+        s_b = s_b // DIV_S * DIV_S
+        s_c = s_c // DIV_S * DIV_S
     cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
@@ -176,9 +181,9 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr):
+                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
-    channel] tiles of one channel block.
+    channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
@@ -188,6 +193,12 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
     (the likeliest to still be in L2), stepping back through the tile ranges.
     """
+    if DIV_S > 1:  # (see the statistics kernel)
+        S = S // DIV_S * DIV_S
+        s_b = s_b // DIV_S * DIV_S
+        s_c = s_c // DIV_S * DIV_S
+        y_b = y_b // DIV_S * DIV_S
+        y_c = y_c // DIV_S * DIV_S
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
@@ -545,7 +556,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         rec.launch(
             _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
     else:
         split, tiles_per_split, pm = 1, tiles, y
         pm2 = pn = psum = pm
@@ -561,13 +573,26 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-               BLOCK_K=cfg.BLOCK_K, num_warps=cfg.num_warps)
+               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps)
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y
 
 
 _MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)
+
+
+def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
+    """DIV_S of the NCHW kernels: the largest power of two (2-8) dividing S and every tensor's batch and channel
+    strides, when Triton cannot see it (it specializes on 16 only); 1 otherwise, or when the spatial axis is not
+    unit-stride. 14x14 maps (S = 196): 8-byte loads instead of scalar ones, as ``_common.row_hint`` for rows."""
+    if S <= 1 or any(s != 1 for _, s, _ in strides):
+        return 1
+    d = 16
+    for v in (S, *(b for b, _, _ in strides), *(c for _, _, c in strides)):
+        if v:
+            d = min(d, v & -v)
+    return d if 1 < d < 16 else 1
 
 
 def _split_tiles(cfg: LaunchConfig, B: int, S: int) -> tuple[int, int]:
