@@ -125,7 +125,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
-    if PARTIAL:  # rows (m, k) in order: the k partials of output m are adjacent, as the combine kernel reads them
+    if PARTIAL:  # row r = (m, k) at r: output k's partials at k, k + K, ... (the combine kernel's partial strides)
         tl.store(out_ptr + rows, m2, mask=row_ok)
         tl.store(mean_ptr + rows, mean, mask=row_ok)
     elif SPLIT > 1:
@@ -258,7 +258,7 @@ _MAX_SLICES = 1024
 
 def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool) -> tuple[C.View, int] | None:
     """Reduced dims that make two strided axes of ``x``, the inner one unit-stride, beside at most one kept axis
-    (var over (0, 2, 3) of NCHW: the batch, then H*W, the channels kept): (the rows view M = kept, N = inner,
+    (var over (0, 2, 3) of NCHW: the batch, then H*W, the channels kept): (the rows view M = outer, N = inner,
     K = kept: row (m, k), the m-th inner row of output k, is its m-th partial; the output's stride along the kept
     axis). Rows in that order are adjacent in memory (NCHW: image by image), so short inner rows (7x7) share
     their sectors. None for other layouts, or past ``_MAX_SLICES`` outer slices (the caller gathers)."""
