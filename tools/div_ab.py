@@ -4,7 +4,8 @@ not of 16, alternated, do_bench median, % of copy bandwidth (4263 GB/s; inputs r
 DIV where ALIGN is off but ALIGN kept where it applied (``hint_covers_align`` patched to False), ``none`` the
 path before DIV (``row_hint`` patched to 1 as well).
 
-Usage on a CUDA machine: python tools/div_ab.py [--batch-norm]   (--batch-norm: batch_norm's DIV_S on 14x14 maps)
+Usage on a CUDA machine: python tools/div_ab.py [--batch-norm | --cols]
+(--batch-norm: batch_norm's DIV_S on 14x14 maps; --cols: the column kernels' DIV, ``_common.col_hint``)
 """
 
 from __future__ import annotations
@@ -63,6 +64,36 @@ def batch_norm_ab() -> None:
         print(f"batch_norm {'train' if training else 'eval '} {shape!s:18s} {str(dtype)[6:]:9s} {cells}", flush=True)
 
 
+COL_CASES = [  # (op, shape, dtype, dim): column kernels, k widths multiples of 4-8 but not 16
+    ("mean", (16, 4096, 1000), BF, 1), ("sum", (16384, 1000), BF, 0), ("var", (8192, 3000), BF, 0),
+    ("softmax", (4096, 3000), BF, 0), ("amax", (64, 1024, 1000), F32, 1), ("max", (16384, 1000), BF, 0),
+    ("logsumexp", (16, 4096, 1000), BF, 1), ("sum", (64, 4096, 300), F32, 1), ("log_softmax", (64, 512, 1000), BF, 1),
+]
+
+
+def columns_ab() -> None:
+    """The column kernels' DIV (``_common.col_hint``) on and off, beside eager."""
+    real = C.col_hint
+    for op, shape, dtype, dim in COL_CASES:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        ours = functools.partial(getattr(tr, op), x, dim)
+        eager = functools.partial(getattr(torch, op), x, dim)
+        res: dict[str, list[float]] = {"div": [], "none": []}
+        for _ in range(2):
+            for name, hint in (("div", real), ("none", lambda *a: 1)):
+                C.col_hint = hint
+                get_registry().cache.clear()
+                res[name].append(do_bench(ours, return_mode="median"))
+        C.col_hint = real
+        get_registry().cache.clear()
+        res["eager"] = [do_bench(eager, return_mode="median")]
+        n = x.numel() * x.element_size()
+        outs = x.numel() // shape[dim]
+        nb = 2 * n if op in ("softmax", "log_softmax") else n + outs * (x.element_size() + (8 if op == "max" else 0))
+        cells = "  ".join(f"{k} {nb / (min(v) * 1e-3) / 1e9 / COPY_GBS * 100:5.1f} %" for k, v in res.items())
+        print(f"{op:12s} dim={dim} {shape!s:18s} {str(dtype)[6:]:9s} {cells}", flush=True)
+
+
 def call(op: str, x: torch.Tensor):
     if op == "layer_norm":
         w = torch.randn(x.shape[-1], device=x.device, dtype=x.dtype)
@@ -112,5 +143,7 @@ if __name__ == "__main__":
 
     if "--batch-norm" in sys.argv:
         batch_norm_ab()
+    elif "--cols" in sys.argv:
+        columns_ab()
     else:
         main()

@@ -106,3 +106,50 @@ def test_batch_norm_nchw_hint(shape, training, monkeypatch, device):
     assert_close(rm, ref_rm, n=n, what="running_mean")
     assert_close(rv, ref_rv, n=n, what="running_var")
     assert max(seen) > 1, seen
+
+
+def test_col_hint_values():
+    def view(k, sxn, sxm=0, out=((0, 0, 1),)):
+        return View(M=3, N=5, K=k, strides=((sxm, sxn, 1), *out))
+
+    assert C.col_hint(view(300, 300)) == 4
+    assert C.col_hint(view(200, 300, 1500)) == 4  # (a slice of wider rows: the strides decide)
+    assert C.col_hint(view(1000, 1000, 5000, ((1000, 0, 1),))) == 8
+    assert C.col_hint(view(1000, 1000, 5000, ((1002, 0, 1),))) == 2  # an output with its own m stride
+    assert C.col_hint(view(1024, 1024)) == 1  # Triton already knows multiples of 16
+    assert C.col_hint(view(999, 999)) == 1
+    assert C.col_hint(View(M=3, N=5, K=300, strides=((0, 300, 2), (0, 0, 1)))) == 1  # k not unit-stride
+
+
+COL_CASES = ["softmax", "log_softmax", "logsumexp", "sum", "amax", "var_mean", "max"]
+
+
+@pytest.mark.parametrize("name", COL_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cfg", [dict(strategy="single_pass", BLOCK_N=8, BLOCK_K=16, num_warps=1),
+                                 dict(strategy="multi_pass", BLOCK_N=2, BLOCK_K=32, num_warps=1),
+                                 dict(strategy="split", BLOCK_N=2, BLOCK_K=16, split=2, num_warps=1)],
+                         ids=["single", "loop", "split"])
+def test_hinted_columns_match_torch(name, dtype, cfg, force, monkeypatch, device):
+    """Reductions over dim 0 and a middle dim with k widths 300 (DIV 4), 200-of-300 slices (DIV 4), 6 (DIV 2),
+    1000 (DIV 8): every column kernel that takes DIV gets it and computes the same values."""
+    if cfg["strategy"] == "split" and name in ("softmax", "log_softmax", "logsumexp"):
+        pytest.skip("softmax does not split N")
+    force(name, **cfg)
+    seen = []
+    real = C.col_hint
+    monkeypatch.setattr(C, "col_hint", lambda *a: seen.append(real(*a)) or seen[-1])
+    for shape, sl, dim in (((7, 300), None, 0), ((5, 300), slice(50, 250), 0), ((3, 7, 6), None, 1),
+                           ((2, 5, 1000), None, 1)):
+        x = randn(shape, dtype, device, offset=3.0)
+        if sl is not None:
+            x = x[:, sl]
+        ref = getattr(torch, name)(x.double().cpu(), dim)
+        out = getattr(tr, name)(x, dim)
+        if name == "max":
+            assert_close(out[0], ref[0], what=f"{name} {shape}")
+            assert torch.equal(out[1].cpu(), ref[1])
+            continue
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            assert_close(o, r, n=x.shape[dim], scale=10.0, what=f"{name} {shape} {sl} dim={dim}")
+    assert {4, 2, 8} <= set(seen), seen

@@ -138,14 +138,20 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 LOADS: tl.constexpr = 1):
+                 LOADS: tl.constexpr = 1, DIV: tl.constexpr = 1):
     """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis.
+    DIV: K and the m and n strides are multiples of DIV.
 
     Each loop iteration loads LOADS tiles before combining any (independent loads in flight per thread: a
     manual pipeline, since Triton's pipeliner does not stage these loads), with an evict-first hint: the input
     is read once, so its lines should not push other data out of L2. (H200, sum dim=1 of 64x4096x256 bf16:
     hint 69 -> 74 %, 4 loads 75 %; tools/exp_h200.py.)
     """
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_om = s_om // DIV * DIV
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = tl.program_id(0) // k_blocks
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -241,8 +247,14 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
 @triton.jit
 def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
-                     SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """As the rows loop of :func:`_arg_rows_kernel`, over [BLOCK_N, BLOCK_K] tiles along the contiguous k."""
+                     SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+    """As the rows loop of :func:`_arg_rows_kernel`, over [BLOCK_N, BLOCK_K] tiles along the contiguous k.
+    DIV: K and the m and n strides are multiples of DIV."""
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_om = s_om // DIV * DIV
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = tl.program_id(0) // k_blocks
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -324,7 +336,8 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
         rec.launch(
             _cols_kernel, grid, x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps,
             *f32_split(mean_divisor), PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
-            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, LOADS=cfg.num_stages, **{**consts, "num_stages": 1})
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, LOADS=cfg.num_stages, DIV=C.col_hint(view),
+            **{**consts, "num_stages": 1})
     if split > 1:  # combine the partials of each output in a fixed order
         block_m, block_n = C.combine_blocks(R, split)
         rec.launch(_rows_kernel, (C.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
@@ -586,7 +599,8 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
-            sxn, sxk, som, sok, nps, SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
+            sxn, sxk, som, sok, nps, SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
+            **consts)
     if split > 1:
         block_m, block_n = C.combine_blocks(R, split)
         rec.launch(

@@ -231,7 +231,15 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
 @triton.jit
 def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+    """Columns: BLOCK_K adjacent k of one m, over N in one tile (SINGLE) or online chunks, then a second sweep
+    that writes (logsumexp: one value per k). DIV: K and the m and n strides are multiples of DIV."""
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_ym = s_ym // DIV * DIV
+        s_yn = s_yn // DIV * DIV
     k_blocks = tl.cdiv(K, BLOCK_K)
     m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -319,7 +327,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                    **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
-                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **common)
+                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view), **common)
 
 
 def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:

@@ -141,7 +141,14 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
 def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                        divisor, divisor_lo,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+    """Columns: BLOCK_K adjacent k of one m over N (split slices or whole). DIV: K and the m and n strides are
+    multiples of DIV."""
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_om = s_om // DIV * DIV
     k_blocks = tl.cdiv(K, BLOCK_K)
     m = (tl.program_id(0) // k_blocks).to(tl.int64)
     ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -244,7 +251,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, **consts)
+            BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view), **consts)
     if split > 1:
         block_m, block_s = C.combine_blocks(R, split)
         rec.launch(
