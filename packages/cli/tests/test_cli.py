@@ -169,6 +169,10 @@ def test_explain_says_when_a_reduction_goes_in_stages(cli: Callable[..., Any]) -
     assert r.exit_code == 0 and "the call's 64 outputs come in stages" in r.output, r.output
     for dim in ("1", "2,3", "none"):
         assert "in stages" not in cli("explain", "sum", "--shape", "8x64x14x14", "--dim", dim).output
+    r = cli("explain", "var", "--shape", "8x64x14x14", "--dim", "0,2,3")
+    assert r.exit_code == 0 and "the call's 64 outputs each merge 8 partials" in r.output, r.output
+    for dim in ("1", "2,3", "none"):
+        assert "partials" not in cli("explain", "var", "--shape", "8x64x14x14", "--dim", dim).output
 
 
 def test_check_fails_on_a_broken_reduction(cli: Callable[..., Any], fake_registry: Callable[..., Registry]) -> None:

@@ -318,10 +318,14 @@ def explain_cmd(
     con.print(_fields_table("LaunchConfig", config))
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
-    kept = _kept_outputs(shp, d) if rec.spec.family == "reduce" else None
+    kept = _kept_outputs(shp, d) if rec.spec.family in ("reduce", "statistics") else None
     if kept is not None and problem.layout == "strided" and problem.outputs != kept:
-        con.print(f"the call's {kept} outputs come in stages (its reduced dims are not one strided axis): this is "
-                  "the first, over the whole input, into a temporary (docs/api.md)")
+        if rec.spec.family == "statistics":
+            con.print(f"the call's {kept} outputs each merge {problem.outputs // kept} partials (its reduced dims "
+                      "make two strided axes): the rows above are one per output and outer slice (docs/api.md)")
+        else:
+            con.print(f"the call's {kept} outputs come in stages (its reduced dims are not one strided axis): this "
+                      "is the first, over the whole input, into a temporary (docs/api.md)")
 
 
 def _kept_outputs(shape: tuple[int, ...], dim: Any) -> int | None:
