@@ -1,4 +1,5 @@
-"""examples/minilm_activations.py in CI: tritred's layer_norm and softmax on real MiniLM activations, fp32 1e-5.
+"""examples/minilm_activations.py in CI: tritred's layer_norm and softmax on real MiniLM activations, within fp32
+1e-5 + 1.3e-6 * max |torch output| (the script's default tolerance: torch.testing's float32 atol and rtol).
 
 Runs on CPU under Triton's interpreter (a GPU, when present, runs the compiled kernels). Uses three short
 sentences so that the interpreter replays all 13 LayerNorms and 6 attention softmaxes in seconds; the script
@@ -22,7 +23,11 @@ if not (torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in
 pytest.importorskip("transformers")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
-ATOL = 1e-5
+ATOL, RTOL = 1e-5, 1.3e-6
+
+
+def within(r: object) -> bool:
+    return r.max_abs_err <= ATOL + RTOL * r.max_abs_ref  # type: ignore[attr-defined]
 FEW = (0, 3, 5)  # "A man is eating food.", "The new movie is awesome!", "Good morning.": 8, 8, 5 tokens
 
 
@@ -50,7 +55,7 @@ def check(result: object, script: ModuleType) -> None:
             assert r.shape[:2] == (len(FEW), heads) and r.shape[2] == r.shape[3]
         else:
             assert r.shape[0] == len(FEW) and r.shape[-1] == script.MINILM_CONFIG["hidden_size"]
-        assert r.max_abs_err <= ATOL, f"{r.kind} {r.module}: max abs error {r.max_abs_err:.3e} > {ATOL}"
+        assert within(r), f"{r.kind} {r.module}: max abs error {r.max_abs_err:.3e} (max |torch| {r.max_abs_ref:.3g})"
 
 
 def test_real_activations_match_torch(script: ModuleType) -> None:
@@ -68,7 +73,7 @@ def test_random_weights_fallback(script: ModuleType) -> None:
     assert result.loaded.weights.startswith("random weights")
     rows = result.rows
     assert [r.kind for r in rows].count("softmax") == script.MINILM_CONFIG["num_hidden_layers"]
-    assert all(r.max_abs_err <= ATOL for r in rows), script.format_table(rows)
+    assert all(within(r) for r in rows), script.format_table(rows)
 
 
 def test_embedded_config_and_token_ids_match_the_real_model(script: ModuleType) -> None:

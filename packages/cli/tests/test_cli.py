@@ -67,6 +67,10 @@ def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:
     full = json.loads(cli("explain", "sum", "--shape", "1000x10", "--dim", "none", "--device", "cpu",
                           "--json").output)
     assert full["problem"]["N"] == 10000 and full["device"]["backend"] == "interpreter"
+    # max/min over everything: torch.max(x) (no dim argument), so the byte count is known as for sum
+    for op in ("max", "min"):
+        every = json.loads(cli("explain", op, "--shape", "7x33", "--dim", "none", "--json").output)
+        assert every["problem"]["N"] == 7 * 33 and every["bytes"] == 7 * 33 * 4 + 4, every
 
 
 class OverrideSoftmax:

@@ -64,3 +64,27 @@ def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, 
         assert (problem.M, problem.N, problem.K, problem.layout) == (4, 35, 6, "strided")
     else:
         assert (problem.M, problem.N, problem.K, problem.layout) == (24, 35, 1, "strided")
+
+
+def test_launch_config_hooks_get_the_stamped_spec(device):
+    """docs/plugins.md: the registry stamps each spec with its plugin and version; a launch-config hook sees that
+    stamped spec, not the unstamped one the ops module defines."""
+    from tritred_core import hookimpl
+
+    seen = []
+
+    class Spy:
+        @hookimpl
+        def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001, ANN202
+            seen.append((spec.name, spec.plugin))
+
+    reg = get_registry()
+    name = reg.register(Spy(), name="test-spy-stamped-spec")
+    try:
+        import tritred_ops as tr
+
+        tr.softmax(torch.randn(3, 5, device=device), -1)
+        tr.var(torch.randn(4, 6, device=device), 0)
+    finally:
+        reg.unregister(name)
+    assert ("softmax", "tritred_ops") in seen and ("var", "tritred_ops") in seen, seen

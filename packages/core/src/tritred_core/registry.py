@@ -254,9 +254,14 @@ class Registry:
         """Ask the ``tritred_launch_config`` hook; the winner is validated and carries ``decided_by``.
 
         Not cached here: the ops layer caches per problem key in :attr:`cache`, so pydantic and pluggy stay off
-        the hot path.
+        the hot path. The hooks get the registered reduction's spec, stamped with its plugin and version (as
+        :meth:`reductions` lists it), when the caller passes the unstamped one its module defines.
         """
         self.load_entrypoints()
+        if spec.plugin is None:
+            registered = self.reductions(strict=False).get(spec.name)
+            if registered is not None and registered.spec.model_copy(update={"plugin": None, "version": None}) == spec:
+                spec = registered.spec
         try:
             return self.pm.hook.tritred_launch_config(spec=spec, problem=problem, device=device)  # type: ignore[no-any-return]
         except ValidationError as e:  # a plugin built an invalid LaunchConfig

@@ -96,13 +96,19 @@ DEFAULT_SHAPES: tuple[ShapeCase, ...] = (
     ShapeCase((1000,), -1),
     ShapeCase((5, 1000), -1),
     ShapeCase((300, 40), 0),
+    ShapeCase((4, 6, 14, 14), 1),  # NCHW: batch_norm's 4-D path (14x14 maps); a middle dim of the others
 )
 
-#: A short set for ``tritred check`` under the CPU interpreter: rows, columns, and one row that needs chunks.
+#: A short set for ``tritred check`` under the CPU interpreter: rows, columns, one row that needs chunks, and a
+#: 4-D NCHW input.
 QUICK_SHAPES: tuple[ShapeCase, ...] = (
     ShapeCase((7, 33), -1),
     ShapeCase((3, 4, 9), 1),
     ShapeCase((300,), -1),
+    # NCHW: batch_norm's 4-D path (maps of 12: its alignment hint); a middle dim of the others. 4 channels, not 3:
+    # the "inf" case's infinities then sit mid-slice, where torch's var_mean gives a NaN mean as tritred does (an
+    # inf last in its slice gives torch +-inf: order-dependent, docs/semantics.md).
+    ShapeCase((2, 4, 6, 2), 1),
 )
 
 
