@@ -269,6 +269,7 @@ def test_tune_stores_a_config_that_explain_reports(cli: Callable[..., Any], tmp_
     r = cli("tune", "softmax", *args)
     assert r.exit_code == 0, r.output
     assert "best:" in r.output and str(cache) in r.output.replace("\n", "")
+    assert r.output.count("current") == 1, r.output  # the row of the config a call used before tuning
     entries = json.loads(cache.read_text())["entries"]
     assert len(entries) == 1
     after = json.loads(cli("explain", "softmax", *args, "--device", where, "--json").output)["config"]

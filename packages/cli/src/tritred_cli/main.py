@@ -370,14 +370,15 @@ def tune_cmd(
     problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
     con = _console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
-    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "ms"):
-        table.add_column(col, justify="right" if col != "strategy" else "left", no_wrap=col == "strategy",
+    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "ms", ""):
+        table.add_column(col, justify="right" if col not in ("strategy", "") else "left", no_wrap=col == "strategy",
                          min_width=len("single_pass") if col == "strategy" else None)
     for t in trials:
         c = t.config
         table.add_row(c.strategy, str(c.BLOCK_M), str(c.BLOCK_N), str(c.BLOCK_K), str(c.num_warps),
                       str(c.num_stages), str(c.num_programs), str(c.split),
-                      f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"))
+                      f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"),
+                      "current" if t.current else "")
     con.print(table)
     if best is None:
         raise UsageError("no candidate ran correctly: nothing stored")

@@ -152,6 +152,7 @@ class Trial(BaseModel):
     config: LaunchConfig
     ms: float | None
     error: str | None = None
+    current: bool = False  # the config a call uses now: the plugins' (or a stored tuning entry), the first candidate
 
 
 class _Force:
@@ -202,12 +203,13 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
             a1, k1 = fresh()
             check = compare(rec.impl(*a1, **k1), expected, dtype, relative_to_max=True)
             if not check.ok:
-                trials.append(Trial(config=cfg, ms=None, error=f"wrong result: {check.message}"))
+                trials.append(Trial(config=cfg, ms=None, error=f"wrong result: {check.message}", current=i == 0))
                 continue
             a2, k2 = fresh()
-            trials.append(Trial(config=cfg, ms=_time(functools.partial(rec.impl, *a2, **k2), device)))
+            trials.append(Trial(config=cfg, ms=_time(functools.partial(rec.impl, *a2, **k2), device),
+                                current=i == 0))
         except Exception as e:  # a candidate that does not compile or run is skipped, not fatal
-            trials.append(Trial(config=cfg, ms=None, error=f"{type(e).__name__}: {e}"))
+            trials.append(Trial(config=cfg, ms=None, error=f"{type(e).__name__}: {e}", current=i == 0))
         finally:
             reg.unregister(name)
     trials.sort(key=lambda t: (t.ms is None, t.ms or 0.0))
