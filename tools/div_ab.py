@@ -38,12 +38,28 @@ BN_CASES = [  # (shape, dtype, training): 14x14 maps, S = 196 (DIV_S 4)
 ]
 
 
+def on_off(fn, module, attr: str) -> dict[str, list[float]]:
+    """do_bench medians of ``fn`` with ``module.attr`` as it is ("div") and patched to 1 ("none"), alternated
+    (the call plans and configs cleared at each switch: a saved plan holds the hint of the call that recorded it)."""
+    real = getattr(module, attr)
+    res: dict[str, list[float]] = {"div": [], "none": []}
+    try:
+        for _ in range(2):
+            for name, hint in (("div", real), ("none", lambda *a: 1)):
+                setattr(module, attr, hint)
+                get_registry().cache.clear()
+                res[name].append(do_bench(fn, return_mode="median"))
+    finally:
+        setattr(module, attr, real)
+        get_registry().cache.clear()
+    return res
+
+
 def batch_norm_ab() -> None:
     """batch_norm's DIV_S (``batch_norm._nchw_hint``) on and off, beside eager."""
     import importlib
 
     bn = importlib.import_module("tritred_ops.batch_norm")
-    real = bn._nchw_hint
     for shape, dtype, training in BN_CASES:
         x = torch.randn(shape, device="cuda", dtype=dtype)
         ch = shape[1]
@@ -51,13 +67,7 @@ def batch_norm_ab() -> None:
         rm, rv = torch.zeros(ch, device="cuda", dtype=dtype), torch.ones(ch, device="cuda", dtype=dtype)
         ours = functools.partial(tr.batch_norm, x, rm, rv, w, b, training)
         eager = functools.partial(F.batch_norm, x, rm, rv, w, b, training)
-        res: dict[str, list[float]] = {"div": [], "none": []}
-        for _ in range(2):
-            for name, hint in (("div", real), ("none", lambda *a: 1)):
-                bn._nchw_hint = hint
-                get_registry().cache.clear()
-                res[name].append(do_bench(ours, return_mode="median"))
-        bn._nchw_hint = real
+        res = on_off(ours, bn, "_nchw_hint")
         res["eager"] = [do_bench(eager, return_mode="median")]
         nb = 2 * x.numel() * x.element_size()
         cells = "  ".join(f"{k} {nb / (min(v) * 1e-3) / 1e9 / COPY_GBS * 100:5.1f} %" for k, v in res.items())
@@ -73,19 +83,11 @@ COL_CASES = [  # (op, shape, dtype, dim): column kernels, k widths multiples of 
 
 def columns_ab() -> None:
     """The column kernels' DIV (``_common.col_hint``) on and off, beside eager."""
-    real = C.col_hint
     for op, shape, dtype, dim in COL_CASES:
         x = torch.randn(shape, device="cuda", dtype=dtype)
         ours = functools.partial(getattr(tr, op), x, dim)
         eager = functools.partial(getattr(torch, op), x, dim)
-        res: dict[str, list[float]] = {"div": [], "none": []}
-        for _ in range(2):
-            for name, hint in (("div", real), ("none", lambda *a: 1)):
-                C.col_hint = hint
-                get_registry().cache.clear()
-                res[name].append(do_bench(ours, return_mode="median"))
-        C.col_hint = real
-        get_registry().cache.clear()
+        res = on_off(ours, C, "col_hint")
         res["eager"] = [do_bench(eager, return_mode="median")]
         n = x.numel() * x.element_size()
         outs = x.numel() // shape[dim]
