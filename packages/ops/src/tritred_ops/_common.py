@@ -357,11 +357,17 @@ def col_hint(view: View) -> int:
     strides (never a unit stride)."""
     if view.K <= 1 or view.strides[0][2] != 1:
         return 1
+    d = pow2_divisor(view.K, *(s[0] for s in view.strides), *(s[1] for s in view.strides))
+    return d if 1 < d < 16 else 1
+
+
+def pow2_divisor(*values: int) -> int:
+    """The largest power of two up to 16 dividing every value (zeros divide by anything)."""
     d = 16
-    for v in (view.K, *(s[0] for s in view.strides), *(s[1] for s in view.strides)):
+    for v in values:
         if v:
             d = min(d, v & -v)
-    return d if 1 < d < 16 else 1
+    return d
 
 
 def _row_divisor(view: View) -> int:
@@ -370,17 +376,14 @@ def _row_divisor(view: View) -> int:
     (sxm, sxn, _), *outs = view.strides
     if sxn != 1 or view.N <= 1 or any(s[1] not in (0, 1) for s in outs):
         return 1
-    d = 16
-    for v in (view.N, sxm, *(s[0] for s in outs if s[1] == 1)):
-        if v:
-            d = min(d, v & -v)
-    return d
+    return pow2_divisor(view.N, sxm, *(s[0] for s in outs if s[1] == 1))
 
 
 def hint_covers_align(x: torch.Tensor, view: View) -> bool:
     """Whether DIV alone gives whole 16-byte vectors (a 3000-wide bf16 row: multiples of 8 elements), so
     that the shifted tiles of ALIGN, with their per-row masks, are not needed (GPU only: the interpreter keeps
-    ALIGN for its tests). H200, tools/div_ab.py: see ``row_align``."""
+    ALIGN for its tests). H200, tools/div_ab.py, against the shifted tiles: layer_norm 65536x1000 bf16 44 -> 89 %
+    of copy bandwidth, mean 65536x3000 bf16 52 -> 93 %, softmax 8192x3000 bf16 50 -> 80 %; no case lost."""
     return x.device.type == "cuda" and _row_divisor(view) * x.element_size() >= 16
 
 
@@ -408,7 +411,7 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
         return 0
     if x.device.type == "cuda" and cfg.BLOCK_M > 1:
         return 0
-    if hint_covers_align(x, view):
+    if hint_covers_align(x, view):  # (plain vector loads of the DIV hint: faster than the shifted tiles)
         return 0
     return vec
 

@@ -588,10 +588,7 @@ def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
     unit-stride. 14x14 maps (S = 196): 8-byte loads instead of scalar ones, as ``_common.row_hint`` for rows."""
     if S <= 1 or any(s != 1 for _, s, _ in strides):
         return 1
-    d = 16
-    for v in (S, *(b for b, _, _ in strides), *(c for _, _, c in strides)):
-        if v:
-            d = min(d, v & -v)
+    d = C.pow2_divisor(S, *(b for b, _, _ in strides), *(c for _, _, c in strides))
     return d if 1 < d < 16 else 1
 
 
