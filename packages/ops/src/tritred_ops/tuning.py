@@ -199,17 +199,17 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     trials = []
     for i, cfg in enumerate(candidates(base.model_copy(update={"tuned": False}), problem, max(info.sm_count, 1))):
         name = reg.register(_Force(rec.spec.name, cfg), name=f"tritred-tune-{i}")
+        trial = functools.partial(Trial, config=cfg, current=i == 0)  # (the first candidate is the call's own)
         try:
             a1, k1 = fresh()
             check = compare(rec.impl(*a1, **k1), expected, dtype, relative_to_max=True)
             if not check.ok:
-                trials.append(Trial(config=cfg, ms=None, error=f"wrong result: {check.message}", current=i == 0))
+                trials.append(trial(ms=None, error=f"wrong result: {check.message}"))
                 continue
             a2, k2 = fresh()
-            trials.append(Trial(config=cfg, ms=_time(functools.partial(rec.impl, *a2, **k2), device),
-                                current=i == 0))
+            trials.append(trial(ms=_time(functools.partial(rec.impl, *a2, **k2), device)))
         except Exception as e:  # a candidate that does not compile or run is skipped, not fatal
-            trials.append(Trial(config=cfg, ms=None, error=f"{type(e).__name__}: {e}", current=i == 0))
+            trials.append(trial(ms=None, error=f"{type(e).__name__}: {e}"))
         finally:
             reg.unregister(name)
     trials.sort(key=lambda t: (t.ms is None, t.ms or 0.0))
