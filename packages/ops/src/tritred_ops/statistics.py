@@ -385,7 +385,8 @@ _ARGS_DOC = """
         NotImplementedError: complex input.
 
     Algorithm: chunked two-pass in registers merged by Chan et al. (1979) (Welford 1962's pairwise form);
-    fp32 accumulation for fp16/bf16; deterministic split for few outputs.
+    fp32 accumulation for fp16/bf16; deterministic split for few outputs; over two reduced axes (dim (0, 2, 3)
+    of NCHW) one partial per inner row, merged per output in a fixed order, without copying the input.
 """
 
 
