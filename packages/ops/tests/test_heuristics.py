@@ -140,15 +140,27 @@ def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
     assert C.row_align(x, view, one, True) == 8 and C.row_align(x, view, two, True) == 0
 
 
-@pytest.mark.parametrize("shape", [(1, 16384, 4096), (64, 4096, 256), (1, 256, 262144)])
-def test_column_sums_load_four_tiles_per_iteration(shape):
-    # plain reductions over a non-contiguous dim: 32x64 tiles, 4 warps, num_stages = 4 tiles per iteration;
+@pytest.mark.parametrize("shape", [(1, 16384, 4096), (64, 4096, 256)])
+def test_split_column_sums_load_four_tiles_per_iteration(shape):
+    # plain reductions over a non-contiguous dim, split: 32x64 tiles, 4 warps, num_stages = 4 tiles per iteration;
     # the other column kernels keep one (num_stages is Triton's pipelining depth there)
     cfg = _config("sum", *shape)
-    assert (cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.num_stages) == (32, 64, 4, 4)
+    assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.num_stages) == ("split", 32, 64, 4, 4)
     for op in ("var", "max", "softmax"):
         assert _config(op, *shape).num_stages == 1
-    assert _config("sum", 1, 80, 4096).num_stages == 3  # never more tiles than the column has rows for
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("shape", [(1, 256, 262144), (1, 1000, 50000), (32, 512, 4096), (100, 4000, 1000)])
+def test_unsplit_column_reductions_take_short_tiles(op, shape):
+    """H200 (tools/cols_ab.py): 8-row x 64-output tiles, two per iteration, where no split is needed: sum dim=0 of
+    256x262144 bf16 67 -> 76 %, 128x1000000 bf16 68 -> 82, amin dim=1 of 100x4000x1000 fp16 52 -> 63."""
+    cfg = _config(op, *shape)
+    assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.num_stages) == ("multi_pass", 8, 64, 4, 2)
+    for other in ("var", "max", "softmax"):  # their column kernels keep their tiles
+        assert _config(other, *shape).BLOCK_N > 8
+    assert _config("sum", 1, 80, 4096).num_stages == 2  # never more tiles than the column has rows for
+    assert _config("sum", 1, 12, 4096).num_stages == 1
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
@@ -201,15 +213,17 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
     for N in (5120, 6144):
         cfg = _config("layer_norm", 8192, N, dtype="float32")
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 8192, 16)
-    for N, chunk, warps in ((5120, 1024, 1), (20480, 2048, 2), (4608, 512, 1)):
+    # 2-8 chunks of 1024-4096 elements, 8 per thread: the unrolled loop (tools/unroll_ab.py: 12288 71 -> 82 %)
+    for N, chunk, warps in ((5120, 1024, 4), (6144, 1024, 4), (10240, 2048, 8), (12288, 2048, 8), (20480, 4096, 16),
+                            (24576, 4096, 16), (28672, 4096, 16), (4608, 512, 1), (9216, 1024, 1)):
         for dtype in ("bfloat16", "float16"):
             cfg = _config("layer_norm", 4096, N, dtype=dtype)
-            assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps)
+            assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
     # lost in the A/B, or not masked enough: one row per program in one tile, as before
     for N, dtype in ((2560, "float32"), (12288, "float32"), (20480, "float32"), (24576, "float32"),
-                     (1536, "bfloat16"), (3072, "float16"), (6144, "bfloat16"), (12288, "bfloat16"),
+                     (1536, "bfloat16"), (3072, "float16"), (8192, "bfloat16"), (16384, "bfloat16"),
                      (2560, "bfloat16"), (4096, "bfloat16"), (4100, "bfloat16"), (7000, "float32"),
-                     (16384, "float32")):
+                     (16384, "float32"), (12300, "bfloat16")):
         cfg = _config("layer_norm", 8192, N, dtype=dtype)
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N) == ("single_pass", 1, 1 << (N - 1).bit_length()), (N, dtype)
     assert _config("softmax", 8192, 5120).strategy == "single_pass"  # layer_norm only

@@ -277,6 +277,21 @@ def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int
     return persist or blocks, persist
 
 
+UNROLL_CHUNKS = 8  # longest first sweep unrolled (one compile per chunk count: at most 8 per BLOCK_N)
+
+
+def unrolled_chunks(N: int, block_n: int) -> int:
+    """UNROLL of a row loop: the chunk count when rows are exactly 2 to ``UNROLL_CHUNKS`` full chunks, else 0.
+
+    A loop whose trip count is a runtime value keeps one chunk's loads in flight per iteration (each iteration
+    waits for its load before the next is issued); unrolled, all of the row's loads are issued before the
+    first Welford step uses one, as torch.compile's loops, whose widths are constants, get from the compiler
+    (H200, ``tools/loop_exp.py``, layer_norm 8192x12288 bf16 in 2048-wide chunks on 16 warps: 60 -> 87 % of copy
+    bandwidth)."""
+    chunks, rest = divmod(N, block_n)
+    return chunks if rest == 0 and 2 <= chunks <= UNROLL_CHUNKS else 0
+
+
 def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
     """(BLOCK_N, programs per row) of a split-rows launch: ``cfg.split`` programs of at least ``cfg.BLOCK_N``
     columns, widened to cover the row but never past Triton's largest tile (2**20 elements: more programs

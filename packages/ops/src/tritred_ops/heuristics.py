@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, hookimpl
 
-from ._common import cdiv, next_pow2
+from ._common import cdiv, next_pow2, unrolled_chunks
 from .tuning import lookup
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1, "uint8": 1, "int8": 1,
@@ -121,7 +121,8 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
-                 target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False) -> LaunchConfig:
+                 target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
+                 short_tiles: bool = False) -> LaunchConfig:
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
@@ -129,7 +130,13 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
     ``narrow`` (kernels that cannot split N: softmax): too few column blocks take narrower ones, down to 16
     columns, in tiles of as many elements (more rows) on 8 warps, until they fill ``target_programs`` (H200 sweep,
-    softmax dim=0 of 8192x8192 bf16: 128 programs of 32x64 15% -> 512 of 128x16 35%)."""
+    softmax dim=0 of 8192x8192 bf16: 128 programs of 32x64 15% -> 512 of 128x16 35%).
+
+    ``short_tiles`` (the plain reductions): where the column blocks need no split, tiles of 8 rows x 64 outputs,
+    two loaded per iteration, as torch.compile's (``tools/inductor_dump.py``): a program then holds 8 elements
+    per thread instead of 32 per tile, so more programs share an SM (H200, ``tools/inductor_cfgs.py``: sum dim=0
+    of 256x262144 bf16 67% -> 77%, fp32 81% -> 88%, mean dim=0 of 1000x50000 fp32 75% -> 81%). Split launches
+    keep the 32-row tiles: their few programs need the long tiles (sum dim=1 of 64x4096x256 bf16 67% -> 42%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
     if narrow and caps.gpu:
@@ -151,6 +158,8 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         if split > 1:
             return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                                 num_warps=min(warps, caps.max_warps), num_stages=loads)
+    if short_tiles and caps.gpu:
+        block_n, loads = min(8, block_n), min(2, loads)
     return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=min(warps, caps.max_warps),
                         num_stages=loads)
 
@@ -203,7 +212,13 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
 
     - float32 rows of 4097-6144 (an 8192 tile a quarter or more masked): two rows per program on 16 warps,
       which also halves the weight and bias reads per row (as many bytes as the row itself, from L2).
-    - 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
+    - 2-byte rows over 4096 that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such chunk) and not
+      a power of two: a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
+      (``_common.unrolled_chunks``: every load of the row in flight at once, and no lane masked). H200,
+      ``tools/unroll_ab.py``, bf16 against the rule before: 12288 71 -> 82 %, 6144 69 -> 82, 10240 76 -> 82,
+      20480 66 -> 83, 24576 55 -> 82, 5120 78 -> 81; powers of two (8192, 16384) and float32 lost (single
+      pass 84-96 %: unchanged).
+    - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
 
     H200, tools/sweep.py then tools/ab_rules.py on shapes the rule was not tuned on (new vs old, % of copy
@@ -221,6 +236,10 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
             return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
                                 num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
         return None
+    if N > 4096 and N != block_n:
+        for chunk in (1024, 2048, 4096):
+            if unrolled_chunks(N, chunk):
+                return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
@@ -312,4 +331,5 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
                             vector_warps, half_rows)
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
-                        narrow=name in ("softmax", "log_softmax", "logsumexp"))
+                        narrow=name in ("softmax", "log_softmax", "logsumexp"),
+                        short_tiles=name in ("sum", "mean", "prod", "amax", "amin"))

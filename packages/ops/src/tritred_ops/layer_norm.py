@@ -71,11 +71,13 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
-                       PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1):
+                       PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
-    (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``)."""
+    (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
+    (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
+    (:func:`_common.unrolled_chunks`)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -84,11 +86,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL)
 
 
 @triton.jit
@@ -97,7 +99,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
-                      PRELOAD_WB: tl.constexpr):
+                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -127,12 +129,20 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         # not read again (evict-first); as the softmax loop (H200: +3-4 points on 131072-wide rows).
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        n_full = N // BLOCK_N
-        for i in range(0, n_full):
-            cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
-                        eviction_policy="evict_last").to(ACC)
-            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        if UNROLL > 0:  # N // BLOCK_N == UNROLL full chunks, unrolled: all their loads in flight at once
+            n_full = UNROLL
+            for i in tl.static_range(UNROLL):
+                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                            eviction_policy="evict_last").to(ACC)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
+        else:
+            n_full = N // BLOCK_N
+            for i in range(0, n_full):
+                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                            eviction_policy="evict_last").to(ACC)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
         t0 = n_full * BLOCK_N
         if t0 < N:
@@ -343,7 +353,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps), DIV=C.row_hint(view, align),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
+        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg.BLOCK_N), num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
     else:

@@ -1,0 +1,74 @@
+"""A/B of layer_norm's unrolled first sweep (``_common.unrolled_chunks``) across row widths.
+
+A developer's measurement script. For each width: the built-in config, multi-pass configs whose chunks divide
+the row 2-8 times (unrolled) and the same configs with the unroll off (``unrolled_chunks`` patched to 0), and
+torch.compile, alternated twice, do_bench median, % of copy bandwidth (4263 GB/s; input read once, output
+written once).
+
+Usage on a CUDA machine: python tools/unroll_ab.py
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from sweep import Force
+from triton.testing import do_bench
+from tritred_core import LaunchConfig, get_registry
+from tritred_ops import _common as C
+
+COPY_GBS = 4263.0
+CASES = [(n, torch.bfloat16) for n in (12288, 5120, 6144, 10240, 20480, 24576, 8192, 16384, 3072)] + \
+        [(n, torch.float32) for n in (12288, 5120, 20480)]
+
+
+def configs(n: int) -> list[LaunchConfig]:
+    out = []
+    for chunk, warps in ((1024, 4), (1024, 8), (2048, 8), (2048, 16), (4096, 16)):
+        if n % chunk == 0 and 2 <= n // chunk <= C.UNROLL_CHUNKS:
+            out.append(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=warps))
+    return out
+
+
+def main() -> None:
+    reg = get_registry()
+    real = C.unrolled_chunks
+    for n, dtype in CASES:
+        rows = max(1024, (256 << 20) // (n * 2))
+        x = torch.randn(rows, n, device="cuda", dtype=dtype)
+        w = torch.randn(n, device="cuda", dtype=dtype)
+        b = torch.randn(n, device="cuda", dtype=dtype)
+        ref = F.layer_norm(x.float(), (n,), w.float(), b.float())
+        nbytes = 2 * x.numel() * x.element_size()
+        res: dict[str, float] = {}
+        variants = [("builtin", None, True)] + [(f"{c.BLOCK_N}w{c.num_warps}{tag}", c, on)
+                                               for c in configs(n) for tag, on in (("", True), (" rolled", False))]
+        for _ in range(2):
+            for label, cfg, unroll in variants:
+                name = None if cfg is None else reg.register(Force("layer_norm", cfg), name="candidate")
+                C.unrolled_chunks = real if unroll else (lambda *a: 0)
+                try:
+                    reg.cache.clear()
+                    fn = lambda: tr.layer_norm(x, (n,), w, b)  # noqa: E731
+                    if label not in res:
+                        err = (fn().float() - ref).abs().max().item()
+                        if err > 0.1:
+                            print(f"   WRONG {label}: {err}", flush=True)
+                    pct = 100 * nbytes / (do_bench(fn, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
+                    res[label] = max(res.get(label, 0.0), pct)
+                finally:
+                    C.unrolled_chunks = real
+                    if name:
+                        reg.unregister(name)
+        cp = torch.compile(lambda: F.layer_norm(x, (n,), w, b), dynamic=False)
+        cp()
+        res["compile"] = 100 * nbytes / (do_bench(cp, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
+        best = max((k for k in res if k != "compile"), key=res.get)
+        print(f"layer_norm {rows}x{n} {str(dtype)[6:]}: " + "  ".join(f"{k} {v:5.1f}" for k, v in res.items())
+              + f"  | best {best}", flush=True)
+        torch._dynamo.reset()
+
+
+if __name__ == "__main__":
+    main()
