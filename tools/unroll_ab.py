@@ -8,6 +8,8 @@ written once).
 Usage on a CUDA machine: python tools/unroll_ab.py
 """
 
+# ruff: noqa: B023 (each closure runs before its loop variables move on)
+
 from __future__ import annotations
 
 import torch
