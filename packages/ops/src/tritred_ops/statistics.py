@@ -115,7 +115,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         if UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
             n_full = UNROLL
             for i in tl.static_range(UNROLL):
-                cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
+                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)  # (the type of the tail's columns)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
         else:
