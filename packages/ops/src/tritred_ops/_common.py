@@ -278,18 +278,23 @@ def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int
 
 
 UNROLL_CHUNKS = 8  # longest first sweep unrolled (one compile per chunk count: at most 8 per BLOCK_N)
+UNROLL_PER_THREAD = 64  # most elements per thread that an unrolled sweep keeps in flight
 
 
-def unrolled_chunks(N: int, block_n: int) -> int:
-    """UNROLL of a row loop: the chunk count when rows are exactly 2 to ``UNROLL_CHUNKS`` full chunks, else 0.
+def unrolled_chunks(N: int, cfg: LaunchConfig) -> int:
+    """UNROLL of a row loop: the chunk count when rows are exactly 2 to ``UNROLL_CHUNKS`` full chunks of
+    ``cfg.BLOCK_N`` and their loads take at most ``UNROLL_PER_THREAD`` elements per thread, else 0.
 
     A loop whose trip count is a runtime value keeps one chunk's loads in flight per iteration (each iteration
     waits for its load before the next is issued); unrolled, all of the row's loads are issued before the
     first Welford step uses one, as torch.compile's loops, whose widths are constants, get from the compiler
     (H200, ``tools/loop_exp.py``, layer_norm 8192x12288 bf16 in 2048-wide chunks on 16 warps: 60 -> 87 % of copy
-    bandwidth)."""
-    chunks, rest = divmod(N, block_n)
-    return chunks if rest == 0 and 2 <= chunks <= UNROLL_CHUNKS else 0
+    bandwidth). The per-thread bound keeps the registers of the built-in loops over 16384-wide chunks (32 warps,
+    16 elements per thread per chunk) as they were measured."""
+    chunks, rest = divmod(N, cfg.BLOCK_N)
+    per_thread = max(1, cfg.BLOCK_M * cfg.BLOCK_N // (32 * cfg.num_warps))
+    ok = rest == 0 and 2 <= chunks <= UNROLL_CHUNKS and chunks * per_thread <= UNROLL_PER_THREAD
+    return chunks if ok else 0
 
 
 def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:

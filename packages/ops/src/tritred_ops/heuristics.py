@@ -206,18 +206,33 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
                         num_warps=min(warps, caps.max_warps))
 
 
+def _unrolled_loop(problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """2-byte rows over 4096 elements, not a power of two, that are 2-8 chunks of 1024, 2048 or 4096 elements (the
+    smallest such chunk): a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
+    (``_common.unrolled_chunks``); None elsewhere. Their power-of-two tile leaves lanes masked, and the loop
+    keeps the whole row's loads in flight with a quarter of the single pass's registers (H200,
+    ``tools/unroll_ab.py``, against the single pass or the rule before: layer_norm bf16 12288 71 -> 82 %, 6144
+    69 -> 82, 10240 76 -> 82, 20480 66 -> 83, 24576 55 -> 82, 5120 78 -> 81; var bf16 5120 66 -> 78, 6144
+    77 -> 79, 12288 65 -> 78). Lost: powers of two (layer_norm 8192, 16384), float32, the plain reductions
+    (sum bf16 of the same widths: the single pass at 88-92 %)."""
+    N = problem.N
+    if not caps.gpu or _itemsize(problem) != 2 or N <= 4096 or N & (N - 1) == 0:
+        return None
+    for chunk in (1024, 2048, 4096):
+        cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
+        if unrolled_chunks(N, cfg):
+            return cfg
+    return None
+
+
 def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig | None:
     """layer_norm rows whose power-of-two tile leaves many lanes masked (hidden sizes 5120, 6144, 20480: a
     5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would); None elsewhere.
 
     - float32 rows of 4097-6144 (an 8192 tile a quarter or more masked): two rows per program on 16 warps,
       which also halves the weight and bias reads per row (as many bytes as the row itself, from L2).
-    - 2-byte rows over 4096 that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such chunk) and not
-      a power of two: a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
-      (``_common.unrolled_chunks``: every load of the row in flight at once, and no lane masked). H200,
-      ``tools/unroll_ab.py``, bf16 against the rule before: 12288 71 -> 82 %, 6144 69 -> 82, 10240 76 -> 82,
-      20480 66 -> 83, 24576 55 -> 82, 5120 78 -> 81; powers of two (8192, 16384) and float32 lost (single
-      pass 84-96 %: unchanged).
+    - 2-byte rows over 4096 that are 2-8 whole chunks of 1024-4096 elements: the unrolled loop
+      (:func:`_unrolled_loop`).
     - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
 
@@ -236,10 +251,9 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
             return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
                                 num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
         return None
-    if N > 4096 and N != block_n:
-        for chunk in (1024, 2048, 4096):
-            if unrolled_chunks(N, chunk):
-                return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
+    unrolled = _unrolled_loop(problem, caps)
+    if unrolled is not None:
+        return unrolled
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
@@ -319,6 +333,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             masked = _layer_norm_masked_rows(problem, caps, block_n)
             if masked is not None:
                 return masked
+        if name in ("var", "std", "var_mean", "std_mean") and N <= single_cap:
+            unrolled = _unrolled_loop(problem, caps)
+            if unrolled is not None:
+                return unrolled
         if name in ("softmax", "log_softmax", "logsumexp") and _itemsize(problem) == 2 \
                 and single_cap < N < caps.split_rows and problem.outputs >= 8 * caps.sm_count:
             # 2-byte rows of 32K-64K elements (LLM vocabularies: 50257), 8+ rows per SM: 4096-wide chunks on 4

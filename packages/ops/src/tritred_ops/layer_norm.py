@@ -353,7 +353,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps), DIV=C.row_hint(view, align),
-        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg.BLOCK_N), num_warps=cfg.num_warps,
+        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]

@@ -334,7 +334,7 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align,
             DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg.BLOCK_N) if not single and split == 1 and not align else 0, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         # num_stages of a column config: tiles loaded per loop iteration (see _cols_kernel)

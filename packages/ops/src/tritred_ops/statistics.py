@@ -255,7 +255,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg.BLOCK_N) if not single and split == 1 else 0, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 else 0, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
