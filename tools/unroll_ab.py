@@ -5,7 +5,9 @@ the row 2-8 times (unrolled) and the same configs with the unroll off (``unrolle
 torch.compile, alternated twice, do_bench median, % of copy bandwidth (4263 GB/s; input read once, output
 written once).
 
-Usage on a CUDA machine: python tools/unroll_ab.py [stats]   (stats: var and sum instead of layer_norm)
+Usage on a CUDA machine: python tools/unroll_ab.py [stats | general]
+(stats: var and sum instead of layer_norm; general: the rule against the single pass on widths it was not
+chosen on)
 """
 
 # ruff: noqa: B023 (each closure runs before its loop variables move on)
@@ -29,6 +31,16 @@ STATS = [(op, n, torch.bfloat16) for op in ("var", "sum") for n in (5120, 6144, 
         [(op, n, torch.float32) for op in ("var", "sum") for n in (5120, 12288)]
 
 
+GENERAL = [("layer_norm", n, torch.bfloat16) for n in (7168, 14336, 28672, 32768)] + \
+    [("layer_norm", 12288, torch.float16)] + [("var", n, torch.bfloat16) for n in (7168, 10240, 14336)]
+
+
+def single(n: int) -> LaunchConfig:
+    """The single pass these widths took before the rule (a power-of-two tile, ~32 elements per thread)."""
+    p2 = 1 << (n - 1).bit_length()
+    return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=p2, num_warps=min(32, max(4, p2 // 1024)))
+
+
 def configs(n: int) -> list[LaunchConfig]:
     out = []
     for chunk, warps in ((1024, 4), (1024, 8), (2048, 8), (2048, 16), (4096, 16), (4096, 8)):
@@ -40,7 +52,8 @@ def configs(n: int) -> list[LaunchConfig]:
 def main() -> None:
     reg = get_registry()
     real = C.unrolled_chunks
-    for op, n, dtype in (STATS if "stats" in sys.argv[1:] else CASES):
+    general = "general" in sys.argv[1:]
+    for op, n, dtype in (GENERAL if general else STATS if "stats" in sys.argv[1:] else CASES):
         rows = max(1024, (256 << 20) // (n * 2))
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         w = torch.randn(n, device="cuda", dtype=dtype)
@@ -56,9 +69,13 @@ def main() -> None:
             fn = lambda: getattr(tr, op)(x, -1)  # noqa: E731
             eager = lambda: getattr(torch, op)(x, -1)  # noqa: E731
         res: dict[str, float] = {}
-        tags = (("", True), (" rolled", False)) if op == "layer_norm" else (("", True),)
+        tags = (("", True), (" rolled", False)) if op == "layer_norm" and not general else (("", True),)
         variants = [("builtin", None, True)] + [(f"{c.BLOCK_N}w{c.num_warps}{tag}", c, on)
                                                for c in configs(n) for tag, on in tags]
+        if general:  # the new rule against the single pass it replaced
+            variants = [("builtin", None, True), ("single", single(n), True)] + (
+                [("4096w16", LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=16), True)]
+                if n == 32768 else [])
         for _ in range(2):
             for label, cfg, unroll in variants:
                 name = None if cfg is None else reg.register(Force(op, cfg), name="candidate")
@@ -75,7 +92,7 @@ def main() -> None:
                     C.unrolled_chunks = real
                     if name:
                         reg.unregister(name)
-        if op == "layer_norm":
+        if op == "layer_norm" and not general:
             cp = torch.compile(eager, dynamic=False)
             cp()
             res["compile"] = 100 * nbytes / (do_bench(cp, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
