@@ -5,9 +5,9 @@ the row 2-8 times (unrolled) and the same configs with the unroll off (``unrolle
 torch.compile, alternated twice, do_bench median, % of copy bandwidth (4263 GB/s; input read once, output
 written once).
 
-Usage on a CUDA machine: python tools/unroll_ab.py [stats | general]
+Usage on a CUDA machine: python tools/unroll_ab.py [stats | general | onoff]
 (stats: var and sum instead of layer_norm; general: the rule against the single pass on widths it was not
-chosen on)
+chosen on; onoff: built-in loops that the unroll reaches without a rule, with it and without)
 """
 
 # ruff: noqa: B023 (each closure runs before its loop variables move on)
@@ -35,6 +35,10 @@ GENERAL = [("layer_norm", n, torch.bfloat16) for n in (7168, 14336, 28672, 32768
     [("layer_norm", 12288, torch.float16)] + [("var", n, torch.bfloat16) for n in (7168, 10240, 14336)]
 
 
+ONOFF = [("layer_norm", 65536, torch.bfloat16), ("layer_norm", 65536, torch.float32), ("sum", 16384, torch.bfloat16),
+         ("sum", 16384, torch.float32), ("layer_norm", 49152, torch.bfloat16), ("mean", 12288, torch.float32)]
+
+
 def single(n: int) -> LaunchConfig:
     """The single pass these widths took before the rule (a power-of-two tile, ~32 elements per thread)."""
     p2 = 1 << (n - 1).bit_length()
@@ -52,8 +56,8 @@ def configs(n: int) -> list[LaunchConfig]:
 def main() -> None:
     reg = get_registry()
     real = C.unrolled_chunks
-    general = "general" in sys.argv[1:]
-    for op, n, dtype in (GENERAL if general else STATS if "stats" in sys.argv[1:] else CASES):
+    general, onoff = "general" in sys.argv[1:], "onoff" in sys.argv[1:]
+    for op, n, dtype in (ONOFF if onoff else GENERAL if general else STATS if "stats" in sys.argv[1:] else CASES):
         rows = max(1024, (256 << 20) // (n * 2))
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         w = torch.randn(n, device="cuda", dtype=dtype)
@@ -72,6 +76,8 @@ def main() -> None:
         tags = (("", True), (" rolled", False)) if op == "layer_norm" and not general else (("", True),)
         variants = [("builtin", None, True)] + [(f"{c.BLOCK_N}w{c.num_warps}{tag}", c, on)
                                                for c in configs(n) for tag, on in tags]
+        if onoff:  # built-in configs that the unroll reaches without a rule: on and off
+            variants = [("builtin", None, True), ("builtin rolled", None, False)]
         if general:  # the new rule against the single pass it replaced
             variants = [("builtin", None, True), ("single", single(n), True)] + (
                 [("4096w16", LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=16), True)]
@@ -92,7 +98,7 @@ def main() -> None:
                     C.unrolled_chunks = real
                     if name:
                         reg.unregister(name)
-        if op == "layer_norm" and not general:
+        if op == "layer_norm" and not (general or onoff):
             cp = torch.compile(eager, dynamic=False)
             cp()
             res["compile"] = 100 * nbytes / (do_bench(cp, return_mode="median") * 1e-3) / 1e9 / COPY_GBS

@@ -206,17 +206,24 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
                         num_warps=min(warps, caps.max_warps))
 
 
-def _unrolled_loop(problem: Problem, caps: _Caps) -> LaunchConfig | None:
-    """2-byte rows over 4096 elements, not a power of two, that are 2-8 chunks of 1024, 2048 or 4096 elements (the
-    smallest such chunk): a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
-    (``_common.unrolled_chunks``); None elsewhere. Their power-of-two tile leaves lanes masked, and the loop
-    keeps the whole row's loads in flight with a quarter of the single pass's registers (H200,
-    ``tools/unroll_ab.py``, against the single pass or the rule before: layer_norm bf16 12288 71 -> 82 %, 6144
-    69 -> 82, 10240 76 -> 82, 20480 66 -> 83, 24576 55 -> 82, 5120 78 -> 81; var bf16 5120 66 -> 78, 6144
-    77 -> 79, 12288 65 -> 78). Lost: powers of two (layer_norm 8192, 16384), float32, the plain reductions
-    (sum bf16 of the same widths: the single pass at 88-92 %)."""
+def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
+    """2-byte rows over 4096 elements that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such
+    chunk): a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
+    (``_common.unrolled_chunks``); None elsewhere. A power-of-two tile leaves lanes of such rows masked, and the
+    loop keeps the whole row's loads in flight with a quarter of the single pass's registers.
+
+    H200, ``tools/unroll_ab.py``, against the single pass (or the rule before), bf16 unless named:
+    layer_norm 5120 78 -> 81 %, 6144 69 -> 82, 7168 74 -> 83, 10240 76 -> 82, 12288 71 -> 82 (fp16 67 -> 88),
+    14336 77 -> 83, 20480 66 -> 83, 24576 55 -> 82, 28672 64 -> 79, and the power of two 32768 70 -> 76 (whose
+    single pass needs 32 warps); var 5120 66 -> 78, 6144 77 -> 79, 10240 56 -> 75, 12288 65 -> 78, 14336
+    73 -> 79. Lost, so left to the single pass: powers of two up to 16384 (layer_norm 8192 84 -> 82, 16384
+    85 -> 81), var rows of 8192-element tiles less than a quarter masked (7168: 85 -> 81), float32, the plain
+    reductions (sum of the same widths: 88-92 % either way).
+    """
     N = problem.N
-    if not caps.gpu or _itemsize(problem) != 2 or N <= 4096 or N & (N - 1) == 0:
+    if not caps.gpu or _itemsize(problem) != 2 or N <= 4096 or (N & (N - 1) == 0 and N <= 16384):
+        return None
+    if statistics and N <= 8192 and 4 * N > 3 * next_pow2(N):
         return None
     for chunk in (1024, 2048, 4096):
         cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
@@ -334,7 +341,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             if masked is not None:
                 return masked
         if name in ("var", "std", "var_mean", "std_mean") and N <= single_cap:
-            unrolled = _unrolled_loop(problem, caps)
+            unrolled = _unrolled_loop(problem, caps, statistics=True)
             if unrolled is not None:
                 return unrolled
         if name in ("softmax", "log_softmax", "logsumexp") and _itemsize(problem) == 2 \
