@@ -279,21 +279,26 @@ def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int
 
 UNROLL_CHUNKS = 8  # longest first sweep unrolled (one compile per chunk count: at most 8 per BLOCK_N)
 UNROLL_PER_THREAD = 64  # most elements per thread that an unrolled sweep keeps in flight
+UNROLL_CHUNK_PER_THREAD = 8  # most elements per thread of one unrolled chunk
 
 
 def unrolled_chunks(N: int, cfg: LaunchConfig) -> int:
     """UNROLL of a row loop: the chunk count when rows are exactly 2 to ``UNROLL_CHUNKS`` full chunks of
-    ``cfg.BLOCK_N`` and their loads take at most ``UNROLL_PER_THREAD`` elements per thread, else 0.
+    ``cfg.BLOCK_N`` whose loads take at most ``UNROLL_CHUNK_PER_THREAD`` elements per thread each and
+    ``UNROLL_PER_THREAD`` in all, else 0.
 
     A loop whose trip count is a runtime value keeps one chunk's loads in flight per iteration (each iteration
     waits for its load before the next is issued); unrolled, all of the row's loads are issued before the
     first Welford step uses one, as torch.compile's loops, whose widths are constants, get from the compiler
     (H200, ``tools/loop_exp.py``, layer_norm 8192x12288 bf16 in 2048-wide chunks on 16 warps: 60 -> 87 % of copy
-    bandwidth). The per-thread bound keeps the registers of the built-in loops over 16384-wide chunks (32 warps,
-    16 elements per thread per chunk) as they were measured."""
+    bandwidth; ``tools/unroll_ab.py onoff``, the built-in loops it reaches with no rule: sum of 8192x16384 bf16
+    83 -> 88 %, fp32 and mean 12288-wide fp32 level). The per-chunk bound keeps the built-in loops over
+    16384-wide chunks on 32 warps (16 elements per thread per chunk) rolled, as measured: unrolled, layer_norm
+    2048x65536 fp32 lost 75 -> 65 %, bf16 58 -> 56."""
     chunks, rest = divmod(N, cfg.BLOCK_N)
     per_thread = max(1, cfg.BLOCK_M * cfg.BLOCK_N // (32 * cfg.num_warps))
-    ok = rest == 0 and 2 <= chunks <= UNROLL_CHUNKS and chunks * per_thread <= UNROLL_PER_THREAD
+    ok = rest == 0 and 2 <= chunks <= UNROLL_CHUNKS and per_thread <= UNROLL_CHUNK_PER_THREAD \
+        and chunks * per_thread <= UNROLL_PER_THREAD
     return chunks if ok else 0
 
 
