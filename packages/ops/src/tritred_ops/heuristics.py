@@ -15,7 +15,9 @@ with long rows split N across programs (two-stage, deterministic), never past on
 Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes they were not tuned on):
 layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
 rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM, and softmax column blocks narrowed
-until they fill the device.
+until they fill the device. The thirteenth session's two came from reading torch.compile's kernels
+(tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
+sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit column launches take 8-row tiles.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
