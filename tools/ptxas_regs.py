@@ -22,12 +22,24 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+def _ptxas() -> str:
+    """The ptxas that Triton itself would run for sm_90 (a newer Triton ships a second one for newer PTX)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        return get_ptxas(90).path
+    except (ImportError, TypeError, AttributeError):  # older Triton: the one bundled binary
+        return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+PTXAS = _ptxas()
 ROWS = dict(K=1, s_xk=1, s_yk=1, s_xn=1, s_yn=1, BLOCK_M=1, SINGLE=False, PERSIST=0, LOOP_STAGES=1, ALIGN=0,
             ALIGN_Y=False)  # unit-stride rows, one row per program, as a launch on contiguous rows specializes
 
 
 def compile_report(fn, runtime: dict[str, str], const: dict, num_warps: int, maxnreg: int | None = None) -> str:
+    # constexpr parameters with defaults that the caller leaves out take them (ASTSource wants every parameter)
+    const = {**{q.name: q.default for q in fn.params if q.is_constexpr and q.has_default}, **const}
     sig = {**runtime, **{k: "constexpr" for k in const}}
     aligned = ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "N", "s_xm", "s_ym")
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in runtime if n in aligned}
@@ -66,6 +78,10 @@ def main() -> None:
                      "BLOCK_N": block_n}
             print(f"layer_norm {dt} loop N{block_n} w{warps}: "
                   f"{compile_report(layer_norm._layer_norm_kernel, runtime, const, warps)}", flush=True)
+        # the unrolled first sweep of 2-byte rows of a few whole chunks (heuristics._unrolled_loop): 12288 = 6 x 2048
+        const = {**const, "BLOCK_N": 2048, "UNROLL": 6}
+        print(f"layer_norm {dt} loop N2048 w8 UNROLL=6: "
+              f"{compile_report(layer_norm._layer_norm_kernel, runtime, const, 8)}", flush=True)
 
 
 if __name__ == "__main__":
