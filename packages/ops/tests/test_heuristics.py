@@ -161,6 +161,9 @@ def test_unsplit_column_reductions_take_short_tiles(op, shape):
         assert _config(other, *shape).BLOCK_N > 8
     assert _config("sum", 1, 80, 4096).num_stages == 2  # never more tiles than the column has rows for
     assert _config("sum", 1, 12, 4096).num_stages == 1
+    # column blocks narrower than 64 outputs (K < 64) keep 32-row tiles, four per iteration
+    narrow = _config(op, 8192, 4096, 2)
+    assert (narrow.strategy, narrow.BLOCK_N, narrow.BLOCK_K, narrow.num_stages) == ("multi_pass", 32, 2, 4)
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])

@@ -160,7 +160,7 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         if split > 1:
             return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                                 num_warps=min(warps, caps.max_warps), num_stages=loads)
-    if short_tiles and caps.gpu:
+    if short_tiles and caps.gpu and block_k == 64:  # (narrower column blocks keep their rows: not measured)
         block_n, loads = min(8, block_n), min(2, loads)
     return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=min(warps, caps.max_warps),
                         num_stages=loads)

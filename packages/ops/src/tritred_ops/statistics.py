@@ -311,7 +311,8 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
-        EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align), **consts)
+        EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
+        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), **consts)
     block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
         _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
