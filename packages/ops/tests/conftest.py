@@ -77,3 +77,14 @@ def force(monkeypatch: pytest.MonkeyPatch):
     yield _force
     for n in names:
         reg.unregister(n)
+
+
+@pytest.fixture
+def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The UNROLL each launch of the call received from ``_common.unrolled_chunks`` (0: the rolled loop), in order."""
+    from tritred_ops import _common as C
+
+    seen: list[int] = []
+    real = C.unrolled_chunks
+    monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
+    return seen

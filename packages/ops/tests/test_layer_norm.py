@@ -47,19 +47,16 @@ def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
 
 @pytest.mark.parametrize("chunks", [2, 5, 8, 9])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
-def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, force, device, monkeypatch):
+def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, force, device, unroll_spy):
     """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop); odd row counts leave the last
     program's second row out of range; rows far from zero (the sweep's Welford must keep the spread)."""
     from tritred_ops import _common as C
-    seen = []
-    real = C.unrolled_chunks
-    monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     N = 16 * chunks
     x = randn((5, N), dtype, device, offset=40.0)
     w, b = randn((N,), dtype, device), randn((N,), dtype, device)
     y, mean, rstd = tr.layer_norm_with_stats(x, (N,), w, b)
-    assert seen == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
+    assert unroll_spy == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
     assert_close(y, _ref(x, (N,), w, b), n=N, scale=8, what=f"{dtype} {N}")
     xd = x.double().cpu()
     assert_close(mean, xd.mean(-1), n=N, what="mean")

@@ -178,33 +178,26 @@ def test_two_reduced_axes_without_a_kept_axis(name, device, monkeypatch):
 
 @pytest.mark.parametrize("chunks", [2, 5, 8, 9])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
-def test_rows_of_a_few_whole_chunks_unroll_the_loop(chunks, dtype, force, device, monkeypatch):
+def test_rows_of_a_few_whole_chunks_unroll_the_loop(chunks, dtype, force, device, unroll_spy):
     """Rows of 2-8 whole chunks take the unrolled Welford loop (9 the rolled one), far from zero (the Welford
     steps must keep the spread); odd row counts leave the last program's second row out of range."""
     from tritred_ops import _common as C
-    seen = []
-    real = C.unrolled_chunks
-    monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
     force("var_mean", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     x = randn((5, 16 * chunks), dtype, device, offset=40.0)
     var, mean = tr.var_mean(x, -1)
-    assert seen == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
+    assert unroll_spy == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
     xd = x.double().cpu()
     assert_close(var, xd.var(-1), n=16 * chunks, scale=8, what=f"var {dtype} {chunks}")
     assert_close(mean, xd.mean(-1), n=16 * chunks, what=f"mean {dtype} {chunks}")
 
 
-def test_two_reduced_axes_unroll_their_rows_loop(force, device, monkeypatch):
+def test_two_reduced_axes_unroll_their_rows_loop(force, device, unroll_spy):
     """var over (0, 2, 3) whose inner rows (H*W = 80) are 5 whole chunks of 16: the rows kernel's partials come
     from the unrolled Welford loop (a spy checks it is taken), far from zero, against float64 torch."""
-    from tritred_ops import _common as C
-    seen = []
-    real = C.unrolled_chunks
-    monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
     force("var_mean", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     x = randn((3, 5, 8, 10), torch.bfloat16, device, offset=40.0)
     var, mean = tr.var_mean(x, (0, 2, 3))
-    assert seen == [5]
+    assert unroll_spy == [5]
     xd = x.double().cpu()
     assert_close(var, xd.var((0, 2, 3)), n=240, scale=8, what="var")
     assert_close(mean, xd.mean((0, 2, 3)), n=240, what="mean")
