@@ -88,6 +88,46 @@ def calls():
                                                        torch.ones(16, dtype=bf), None, None, True, 0.1, 1e-5)
     yield "batch_norm eval", lambda: tr.batch_norm(r(8, 16, 56, 56), torch.zeros(16), torch.ones(16), r(16), r(16),
                                                    False, 0.1, 1e-5)
+    # other dtypes and layouts
+    yield "sum int32 rows", lambda: tr.sum(torch.randint(-9, 9, (64, 300), dtype=torch.int32), -1)
+    yield "amax float16 columns", lambda: tr.amax(r(300, 1000, dtype=torch.float16), 0)
+    yield "mean float64 rows", lambda: tr.mean(r(64, 5000, dtype=torch.float64), -1)
+    yield "max float16 columns split", lambda: tr.max(r(8192, 64, dtype=torch.float16), 0)
+    yield "softmax columns narrow", lambda: tr.softmax(r(2048, 256, dtype=bf), 0)
+    yield "layer_norm float32 two rows", lambda: tr.layer_norm(r(64, 5120), (5120,), r(5120), r(5120))
+    yield "batch_norm channels-last", lambda: tr.batch_norm(
+        r(8, 16, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True, 0.1, 1e-5)
+    # strategies only a plugin or `tritred tune` picks
+    yield "batch_norm split_rows", lambda: _forced("batch_norm", dict(strategy="split_rows", BLOCK_M=8, BLOCK_N=64,
+                                                                       split=4, num_warps=4),
+                                                   lambda: tr.batch_norm(r(32, 8, 7, 7), None, None, None, None,
+                                                                         True, 0.1, 1e-5))
+    yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
+                                                                       num_warps=8),
+                                                   lambda: tr.layer_norm(r(4, 16384, dtype=bf), (16384,)))
+    yield "sum persistent rows", lambda: _forced("sum", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024,
+                                                             num_programs=528, num_stages=2),
+                                                 lambda: tr.sum(r(4096, 1000, dtype=bf), -1))
+    yield "softmax persistent rows", lambda: _forced("softmax", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024,
+                                                                     num_programs=528, num_stages=2),
+                                                     lambda: tr.softmax(r(4096, 1000, dtype=bf), -1))
+
+
+def _forced(op: str, config: dict, call):  # noqa: ANN001
+    """``call()`` with ``config`` as ``op``'s launch config (a plugin, as ``tritred tune``'s cache or a user's)."""
+    from tritred_core import LaunchConfig, get_registry, hookimpl
+
+    class Forced:
+        @hookimpl
+        def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+            return LaunchConfig(**config) if spec.name == op else None
+
+    reg = get_registry()
+    name = reg.register(Forced(), name=f"sm90-{op}")
+    try:
+        return call()
+    finally:
+        reg.unregister(name)
 
 
 def main() -> int:
