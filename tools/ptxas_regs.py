@@ -67,10 +67,12 @@ def main() -> None:
         for block_n, warps in ((8192, 16), (16384, 32)):
             for mode, name in ((0, "softmax"), (1, "log_softmax")):
                 runtime = {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "R": "i32", "N": "i32", "s_xm": "i32", "s_ym": "i32"}
-                const = {**ROWS, "MODE": mode, "PRE": tdt, "CAST": tdt, "ACC": tl.float32, "BLOCK_N": block_n}
-                cap = 32 if warps == 32 else None  # as softmax._launch
-                print(f"{name} {dt} loop N{block_n} w{warps} maxnreg={cap}: "
-                      f"{compile_report(softmax._rows_kernel, runtime, const, warps, cap)}", flush=True)
+                group = 4 if dt == "fp32" else 8  # lanes per (max, sum) pair: one 16-byte vector (as softmax._launch)
+                const = {**ROWS, "MODE": mode, "PRE": tdt, "CAST": tdt, "ACC": tl.float32, "BLOCK_N": block_n,
+                         "GROUP": group}
+                for cap in (None, 32) if warps == 32 else (None,):  # (softmax._launch caps 32-warp loops at 32)
+                    print(f"{name} {dt} loop N{block_n} w{warps} GROUP={group} maxnreg={cap}: "
+                          f"{compile_report(softmax._rows_kernel, runtime, const, warps, cap)}", flush=True)
             runtime = {"x_ptr": f"*{dt}", "w_ptr": f"*{dt}", "b_ptr": f"*{dt}", "y_ptr": f"*{dt}", "mean_ptr": "*fp32",
                        "rstd_ptr": "*fp32", "R": "i32", "N": "i32", "s_xm": "i32", "s_ym": "i32", "eps": "fp32",
                        "eps_lo": "fp32"}

@@ -73,12 +73,42 @@ def test_layer_norm_and_softmax_rows_up_to_1024_take_one_warp(N):
 
 
 def test_wide_rows_stay_in_registers_up_to_32768():
-    cfg = _config("softmax", 4096, 32768)
+    cfg = _config("softmax", 4096, 32768, dtype="float32")
     assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 32768, 32)
-    assert _config("softmax", 4096, 32769).strategy == "multi_pass"
+    assert _config("softmax", 4096, 32769, dtype="float32").strategy == "multi_pass"
+    assert _config("logsumexp", 4096, 32768).strategy == "single_pass"  # (2-byte softmax rows: 16384, below)
     assert _config("layer_norm", 1024, 131072).BLOCK_N == 16384
     long_softmax = _config("softmax", 1024, 131072)  # (bfloat16) two-sweep loop: 16384-wide chunks of 32 warps
     assert (long_softmax.strategy, long_softmax.BLOCK_N, long_softmax.num_warps) == ("multi_pass", 16384, 32)
+
+
+def _loop(cfg: LaunchConfig) -> tuple[str, int, int]:
+    return cfg.strategy, cfg.BLOCK_N, cfg.num_warps
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_two_byte_softmax_rows_loop_in_the_narrowest_programs_whose_rows_fit_l2(op, dtype):
+    """H200, tools/softmax_rows_ab.py (bf16): 4096x32768 single pass 72 -> 81 % (8192 on 16 warps), 16384x20000
+    55 -> 85 and 8192x24576 62 -> 83 (4096 on 8), 4096x40000 63 -> 80 (8192/16), 512x32768 54 -> 61 (8192/16);
+    1024x131072 and 256x131072 keep 16384 on 32 warps, 16384-wide rows the single pass."""
+    assert _config(op, 8192, 16384, dtype=dtype).strategy == "single_pass"
+    assert _loop(_config(op, 4096, 32768, dtype=dtype)) == ("multi_pass", 8192, 16)  # 528 rows x 64 KB in flight
+    assert _loop(_config(op, 16384, 20000, dtype=dtype)) == ("multi_pass", 4096, 8)  # 1056 rows x 40 KB
+    assert _loop(_config(op, 8192, 24576, dtype=dtype)) == ("multi_pass", 4096, 8)  # 1056 x 48 KB: 52 MB < 60 MiB
+    assert _loop(_config(op, 4096, 40000, dtype=dtype)) == ("multi_pass", 8192, 16)
+    assert _loop(_config(op, 512, 32768, dtype=dtype)) == ("multi_pass", 8192, 16)  # 512 rows fill half of 528
+    assert _loop(_config(op, 1024, 60000, dtype=dtype)) == ("multi_pass", 16384, 32)  # 528 x 120 KB > 60 MiB
+    for rows in (256, 1024):
+        assert _loop(_config(op, rows, 131072, dtype=dtype)) == ("multi_pass", 16384, 32)
+    # float32 keeps its single pass to 32768 and, past it, rows too long for narrower programs' L2 share
+    assert _config(op, 4096, 20000, dtype="float32").strategy == "single_pass"
+    assert _loop(_config(op, 4096, 40000, dtype="float32")) == ("multi_pass", 16384, 32)
+    # a device whose L2 size is unknown: the widest programs, as before the rule
+    reg = get_registry()
+    unknown = FAKE_H200.model_copy(update={"l2_bytes": 0})
+    problem = Problem(op=op, dtype=dtype, M=4096, N=32768, K=1, stride_m=32768, stride_n=1, stride_k=1)
+    assert _loop(reg.launch_config(reg.get(op).spec, problem, unknown)) == ("multi_pass", 16384, 32)
 
 
 @pytest.mark.parametrize("N", [65536, 100000, 131072, 1 << 22])
@@ -234,14 +264,16 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
 
 
 def test_two_byte_softmax_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
-    """H200: log_softmax 2048x50257 bf16 42% -> 57%, logsumexp 30% -> 40%, softmax 4096x40000 57% -> 63% against
-    16384-wide chunks on 32 warps; 1024 rows lost (log_softmax 1024x60000 63% -> 52%): unchanged there."""
+    """Rows that are not whole 16-byte vectors, 8+ per SM. H200: log_softmax 2048x50257 bf16 42% -> 57%,
+    logsumexp 30% -> 40% against 16384-wide chunks on 32 warps; 1024 rows lost (log_softmax 1024x60000 63% ->
+    52%): not taken there. logsumexp's other 2-byte loops take 4096 on 8 warps (1024x131072 69% -> 73%)."""
     for op in ("softmax", "log_softmax", "logsumexp"):
-        cfg = _config(op, 2048, 50257)
-        assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 4096, 4)
-        assert _config(op, 1024, 60000).BLOCK_N == 16384
-        assert _config(op, 1024, 131072).BLOCK_N == 16384  # the suite's 131072-wide rows: unchanged
+        assert _loop(_config(op, 2048, 50257)) == ("multi_pass", 4096, 4)
         assert _config(op, 2048, 50257, dtype="float32").BLOCK_N == 16384  # float32: not measured, unchanged
+        assert _loop(_config(op, 1024, 50257)) != ("multi_pass", 4096, 4)  # fewer than 8 rows per SM
+    for N in (50257, 60000, 131072):
+        assert _loop(_config("logsumexp", 1024, N)) == ("multi_pass", 4096, 8)
+    assert _config("logsumexp", 1024, 131072, dtype="float32").BLOCK_N == 16384
 
 
 def test_softmax_columns_narrow_until_they_fill_the_device():

@@ -108,7 +108,8 @@ def test_inf_nan_rows(cfg, force, device):
                       [INF, 1.0, 2.0, -INF, 0.0],          # +inf: NaN softmax, +inf logsumexp
                       [1.0, float("nan"), 2.0, 3.0, 4.0],  # NaN propagates
                       [-INF, 0.0, -INF, 1.0, -INF],        # some -inf: zeros there
-                      [INF, -INF, -INF, -INF, -INF]], device=device)
+                      [INF, -INF, -INF, -INF, -INF],
+                      [-INF, -INF, -INF, -INF, 2.0]], device=device)  # a first chunk (the loop's) all -inf
     for name in ("softmax", "log_softmax", "logsumexp"):
         out = getattr(tr, name)(x, 1).cpu().double()
         ref = getattr(torch, name)(x.cpu(), 1).double()

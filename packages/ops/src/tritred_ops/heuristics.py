@@ -6,7 +6,8 @@ the :class:`~tritred_core.Problem` and :class:`~tritred_core.DeviceInfo`, so its
 
 Register-tile budget: a program keeps about 4096 accumulator elements in registers with ~32 per thread (4
 warps; the plain reductions' whole-row tiles take two 16-byte loads per thread instead); rows that fit are single
-pass (up to 8192 for reductions, 16384 on 16 warps for var/std, 32768 on 32 warps for softmax and layer_norm;
+pass (up to 8192 for reductions, 16384 on 16 warps for var/std and 2-byte softmax rows, 32768 on 32 warps for
+other softmax and layer_norm rows;
 rows <= 512 of ops with several reductions per row, and <= 1024 of softmax and layer_norm, in 1024-element tiles
 of one warp; 2-byte rows of 512-1024 of var/std and max/min in 2048-element ones), longer rows loop over
 4096-wide chunks (16384 on 32 warps for softmax and layer_norm) with 8-32 warps (multi pass), float32 softmax rows
@@ -15,7 +16,8 @@ with long rows split N across programs (two-stage, deterministic), never past on
 Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes they were not tuned on):
 layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
 rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM, and softmax column blocks narrowed
-until they fill the device. The thirteenth session's two came from reading torch.compile's kernels
+until they fill the device. The fourteenth session's: softmax loops in the narrowest programs whose rows in
+flight fit the L2 (:func:`_softmax_loop`). The thirteenth session's two came from reading torch.compile's kernels
 (tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
 sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit column launches take 8-row tiles.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
@@ -54,6 +56,7 @@ class _Caps:
         self.programs = 4 * device.sm_count if gpu else 4  # enough programs to fill the device
         self.col_programs = 8 * device.sm_count if gpu else 8  # column kernels: more, narrower programs win
         self.sm_count = device.sm_count if gpu else 2
+        self.l2_bytes = device.l2_bytes                 # 0 where unknown
         self.max_warps = 32 if gpu else 4           # 32 for 32768-wide rows kept in registers
         self.loop_warps = 16 if gpu else 4          # loops: 8 elements per thread per 4096-wide chunk
         self.stats_loop_warps = 8 if gpu else 4     # var/std loops: 16 Welford lanes per thread per chunk
@@ -269,6 +272,39 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     return None
 
 
+def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: bool) -> LaunchConfig | None:
+    """The online loop of softmax, log_softmax and logsumexp rows past the single pass; None for rows kept in
+    registers. 2-byte rows stay resident up to 16384 elements (softmax, log_softmax), others up to ``single_cap``.
+
+    softmax and log_softmax read a row twice; the second sweep hits L2 only while the rows in flight fit it. The
+    loop takes the narrowest program, of 4096-wide chunks on 8 warps (8 programs per SM), 8192 on 16 (4) or 16384
+    on 32 (2), whose rows in flight (``min(rows, SMs x programs per SM)`` rows) fit the L2 and whose grid fills at
+    least half of those places; else 16384 on 32 warps. Narrower programs keep more loads in flight per SM, wider
+    ones fewer rows. H200, ``tools/softmax_rows_ab.py`` (the per-group loop of ``softmax._rows_block``), bf16:
+    softmax 4096x32768 single pass 72 -> 81 % (8192 on 16 warps; log_softmax 73 -> 89, fp16 74 -> 86), 4096x40000
+    63 -> 80 (8192/16), 16384x20000 55 -> 85 (4096/8), 8192x24576 62 -> 83 (4096/8), 512x32768 54 -> 61 (8192/16);
+    1024x131072 keeps 16384/32 (74 %: every narrower program lower). 16384-wide rows keep the single pass (8192x16384
+    91 %, 82 for the best loop); float32 rows to 32768 too (4096x32768 99 % in the suite).
+
+    2-byte rows of 32K-64K elements that are not whole 16-byte vectors (odd vocabularies: 50257), 8+ rows per SM,
+    keep 4096-wide chunks on 4 warps (tools/ab_rules.py, against 16384 on 32: log_softmax 2048x50257 42 -> 57 %;
+    with the per-group loop 62 %, 65 on 8 warps). logsumexp (one sweep, no second read) takes 4096 on 8 warps for
+    its 2-byte rows (1024x131072 69 -> 73 %).
+    """
+    N, size = problem.N, _itemsize(problem)
+    if N <= (16384 if size == 2 and not logsumexp else single_cap):
+        return None
+    if size == 2 and (N * size) % 16 and single_cap < N < caps.split_rows and problem.outputs >= 8 * caps.sm_count:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
+    if size == 2 and logsumexp:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8)
+    for block_n, warps in ((4096, 8), (8192, 16), (16384, 32)):
+        places = caps.sm_count * (2048 // (32 * warps))  # programs the device holds at once (threads per SM)
+        if 2 * problem.outputs >= places and min(problem.outputs, places) * N * size <= caps.l2_bytes:
+            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps)
+    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
+
+
 _BUILTINS = frozenset({"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
                        "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm"})
 
@@ -346,14 +382,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             unrolled = _unrolled_loop(problem, caps, statistics=True)
             if unrolled is not None:
                 return unrolled
-        if name in ("softmax", "log_softmax", "logsumexp") and _itemsize(problem) == 2 \
-                and single_cap < N < caps.split_rows and problem.outputs >= 8 * caps.sm_count:
-            # 2-byte rows of 32K-64K elements (LLM vocabularies: 50257), 8+ rows per SM: 4096-wide chunks on 4
-            # warps, up to 16 programs per SM (H200, tools/sweep.py and tools/ab_rules.py, against 16384-wide
-            # chunks on 32 warps: log_softmax 2048x50257 bf16 42% -> 57%, logsumexp 30% -> 40%, softmax
-            # 4096x40000 57% -> 63%). Fewer rows lost (log_softmax 1024x60000 63% -> 52%: the narrow programs
-            # no longer fill the device), and the suite's 131072-wide rows keep the wide chunks.
-            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
+        if name in ("softmax", "log_softmax", "logsumexp"):
+            loop = _softmax_loop(problem, caps, single_cap, logsumexp=name == "logsumexp")
+            if loop is not None:
+                return loop
     if problem.inner:
         return _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
                             vector_warps, half_rows)

@@ -80,10 +80,11 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
-                 EVICT: tl.constexpr = "", DIV: tl.constexpr = 1):
+                 EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
-    multiples of DIV (``_common.row_hint``)."""
+    multiples of DIV (``_common.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
+    dividing BLOCK_N: the elements of one thread's vector load)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -92,17 +93,17 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-                EVICT: tl.constexpr):
+                EVICT: tl.constexpr, GROUP: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -148,21 +149,28 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             else:
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
-        # Online softmax with one exp per element: each chunk's max rescales the running sum once per row.
-        m = tl.full([BLOCK_M], float("-inf"), ACC)
-        s = tl.zeros([BLOCK_M], ACC)
+        # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
+        # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole
+        # chunk (one (max, sum) per row) put a cross-warp reduction, a barrier, in every iteration, which the
+        # SM's single 32-warp program cannot hide (H200, tools/softmax_loop_exp.py, 1024x131072 bf16 63 -> 73 %,
+        # 2048x65536 66 -> 79 %). One exp per element, plus one per group per chunk for the rescale.
+        G: tl.constexpr = BLOCK_N // GROUP
+        m = tl.full([BLOCK_M, G], float("-inf"), ACC)
+        s = tl.zeros([BLOCK_M, G], ACC)
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
         # not read again (evict-first). (H200, 1024x131072: bf16 63 -> 67 %, fp32 66 -> 70 %; tools/exp_h200.py)
         for n0 in range(0, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_last")
-            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
-            m_new = max_fn(m, tl.reduce(x, 1, max_fn))
-            # -inf lanes add 0 even while the row max is still -inf (where exp(-inf - -inf) would be NaN)
-            e = tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new[:, None]))
-            s = tl.where(m == float("-inf"), 0.0, s * tl.exp(m - m_new)) + tl.sum(e, 1)
+            x = tl.reshape(tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf")), [BLOCK_M, G, GROUP])
+            m_new = max_fn(m, tl.reduce(x, 2, max_fn))
+            # A group whose max is still -inf adds exp(-inf - 0) = 0 (exp(-inf - -inf) would be NaN); +inf or NaN
+            # makes the sum NaN, as torch's softmax of such a row.
+            m_at = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s = s * tl.exp(m - m_at) + tl.sum(tl.exp(x - m_at[:, :, None]), 2)
             m = m_new
+        m, s = tl.reduce((m, s), 1, _online_fn)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
@@ -323,7 +331,8 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                    ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=C.row_hint(view, align), **common,
+                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=C.row_hint(view, align),
+                   GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N), **common,
                    **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
