@@ -124,6 +124,10 @@ ROW_CONFIGS = [
     dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
     dict(strategy="split", BLOCK_M=2, BLOCK_N=8, split=64),  # more slices than chunks: empty slices
     dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=2, num_stages=2),  # persistent: 3 blocks
+    # num_stages of a loop: whole chunks per iteration, unrolled, then the rest one by one (rows of 160: no shift,
+    # 10 chunks, not unrolled whole; 3 x 48 + 16; split: slices of 56, 56, 48 = 3 x 16 + 8, 3 x 16 + 8, 3 x 16)
+    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16, num_warps=1, num_stages=3),
+    dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=3, num_stages=2),
 ]
 COL_CONFIGS = [
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
@@ -137,10 +141,12 @@ COL_CONFIGS = [
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("cfg", ROW_CONFIGS,
-                         ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}")
+                         ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}"
+                                       f"-s{c.get('num_stages', 1)}")
 def test_row_branches(name, cfg, force, device):
     force(name, **cfg)
-    x = _inputs(name, (5, 100), torch.float32, device, "contiguous")
+    loop_part = cfg["strategy"] != "single_pass" and cfg.get("num_stages", 1) > 1
+    x = _inputs(name, (5, 160 if loop_part else 100), torch.float32, device, "contiguous")
     assert_close(_call(name, x, 1), _ref(name, x, 1), n=100, scale=10, what=f"{name} {cfg}")
     # ints take the same paths with int64 accumulation
     if name != "mean":

@@ -67,13 +67,14 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
-                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0):
+                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
     blocks with ``tl.range`` pipelining (LOOP_STAGES), so that the next block's loads are in flight while this
     block reduces. DIV: N and the row stride are multiples of DIV. UNROLL (loop, no split, unshifted): rows of
-    exactly UNROLL full chunks, the loop unrolled (``_common.unrolled_chunks``).
+    exactly UNROLL full chunks, the loop unrolled (``_common.unrolled_chunks``). PART (other loops, unshifted):
+    PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
     """
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
@@ -81,17 +82,18 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL)
+                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
+                        PART)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL)
+                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART)
 
 
 @triton.jit
 def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0):
+                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
     boundary below each row (see ``aligned_rows``)."""
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -121,6 +123,16 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         if ALIGN > 0:  # (never with SPLIT: n_lo is 0)
             n_end = N + ALIGN - 1
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        if PART > 1 and ALIGN == 0:
+            # PART whole chunks per iteration, unrolled: their loads are issued together (a runtime trip count
+            # otherwise keeps one chunk in flight, see _common.unrolled_chunks), no column mask.
+            n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
+            for g0 in range(n_lo, n_whole, PART * BLOCK_N):
+                for u in tl.static_range(PART):
+                    cols = g0 + u * BLOCK_N + tl.arange(0, BLOCK_N)
+                    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
+                    acc = combine(acc, x.to(PRE).to(CAST).to(ACC), OP)  # (rows out of range are not stored)
+            n_lo = n_whole
         for n0 in range(n_lo, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N)
             if ALIGN > 0:
@@ -334,7 +346,8 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align,
             DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
+            PART=1 if single else cfg.num_stages, **consts)
     else:
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         # num_stages of a column config: tiles loaded per loop iteration (see _cols_kernel)
