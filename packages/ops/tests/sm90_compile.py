@@ -64,6 +64,8 @@ def calls():
     yield "sum rows single", lambda: tr.sum(r(64, 300, dtype=bf), -1)
     yield "sum rows unrolled loop", lambda: tr.sum(r(16, 16384, dtype=bf), -1)
     yield "sum rows split", lambda: tr.sum(r(4, 100000), -1)
+    yield "sum rows loop two chunks per iteration", lambda: tr.sum(torch.empty(1024, 20000, dtype=bf), -1)
+    yield "mean rows split two chunks per iteration", lambda: tr.mean(r(4, 100000, dtype=bf), -1)
     yield "sum columns short tiles", lambda: tr.sum(r(256, 2048, dtype=bf), 0)
     yield "amax columns split", lambda: tr.amax(r(16384, 64), 0)
     yield "prod staged dims", lambda: tr.prod(r(4, 6, 9), 1)

@@ -116,8 +116,8 @@ class LaunchConfig(_Frozen):
     the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
-    ``num_stages``: software-pipelining depth of loops; for the column kernel of the plain reductions (sum, mean,
-    prod, amax, amin over a non-contiguous dim) the number of tiles loaded per loop iteration.
+    ``num_stages``: software-pipelining depth of loops; for the plain reductions (sum, mean, prod, amax, amin) the
+    number of tiles loaded per loop iteration: column tiles (a non-contiguous dim), or whole row chunks, unrolled.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """

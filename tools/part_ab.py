@@ -1,0 +1,64 @@
+"""Whole chunks per loop iteration (``num_stages`` of a row loop's config: ``PART`` in ``reduce._rows_block``) for
+the plain reductions' long rows: the built-in config against the same with 2, 4 and 8 chunks per iteration, and
+narrower chunks with more of them, forced through a plugin, alternated twice (do_bench median, the better of the
+two), % of copy bandwidth (4263 GB/s; input read once, output written once).
+
+Usage on a CUDA machine: python tools/part_ab.py
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from sweep import Force, close, make_call
+from triton.testing import do_bench
+from tritred_core import Problem, get_registry
+from tritred_ops import heuristics as H
+from tritred_ops._common import device_info
+
+COPY_GBS = 4263.0
+BF, F32 = torch.bfloat16, torch.float32
+CASES = [  # (op, shape, dtype)
+    ("sum", (1024, 131072), BF), ("sum", (1024, 131072), F32), ("amax", (1024, 131072), BF),
+    ("mean", (512, 262144), BF), ("sum", (2048, 65536), F32), ("sum", (4096, 50000), BF),
+    ("sum", (8192, 12000), BF), ("prod", (1024, 131072), BF), ("sum", (64, 1000000), BF),
+    ("sum", (4096, 32768), BF), ("amin", (2048, 100000), F32),
+]
+
+
+def main() -> None:
+    reg = get_registry()
+    for op, shape, dtype in CASES:
+        N = shape[-1]
+        p = Problem(op=op, dtype=str(dtype)[6:], M=math.prod(shape[:-1]), N=N, K=1, stride_m=N, stride_n=1,
+                    stride_k=1)
+        base = H.tritred_launch_config(reg.get(op).spec, p, device_info(torch.device("cuda")))
+        variants = [("builtin", None)]
+        for part in (2, 4, 8):
+            variants.append((f"x{part}", base.model_copy(update={"num_stages": part})))
+        for bn, w, part in ((2048, 8, 4), (2048, 8, 8), (4096, 8, 4), (8192, 16, 2), (1024, 4, 8)):
+            variants.append((f"{bn}w{w}x{part}", base.model_copy(update={"BLOCK_N": bn, "num_warps": w,
+                                                                          "num_stages": part})))
+        res: dict[str, float] = {}
+        for _ in range(2):
+            for label, cfg in variants:
+                name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
+                try:
+                    reg.cache.clear()
+                    run, ref, nbytes = make_call(op, shape, dtype, -1)
+                    if label not in res and not close(run(), ref()):
+                        print(f"   WRONG {op} {shape} {label}", flush=True)
+                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
+                    res[label] = max(res.get(label, 0.0), pct)
+                finally:
+                    if name:
+                        reg.unregister(name)
+        best = max((v, k) for k, v in res.items())
+        tag = f"{base.strategy} N{base.BLOCK_N} w{base.num_warps} s{base.split}"
+        print(f"{op} {shape} {str(dtype)[6:]} ({tag}): best {best[1]} {best[0]:.1f} | "
+              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
