@@ -3,12 +3,13 @@ the plain reductions' long rows: the built-in config against the same with 2, 4 
 narrower chunks with more of them, forced through a plugin, alternated twice (do_bench median, the better of the
 two), % of copy bandwidth (4263 GB/s; input read once, output written once).
 
-Usage on a CUDA machine: python tools/part_ab.py
+Usage on a CUDA machine: python tools/part_ab.py [--stats]
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from sweep import Force, close, make_call
@@ -18,18 +19,23 @@ from tritred_ops import heuristics as H
 from tritred_ops._common import device_info
 
 COPY_GBS = 4263.0
-BF, F32 = torch.bfloat16, torch.float32
+BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # (op, shape, dtype)
     ("sum", (1024, 131072), BF), ("sum", (1024, 131072), F32), ("amax", (1024, 131072), BF),
     ("mean", (512, 262144), BF), ("sum", (2048, 65536), F32), ("sum", (4096, 50000), BF),
     ("sum", (8192, 12000), BF), ("prod", (1024, 131072), BF), ("sum", (64, 1000000), BF),
     ("sum", (4096, 32768), BF), ("amin", (2048, 100000), F32),
 ]
+STATS = [  # --stats: var/std's Welford loops (statistics._stats_rows_block)
+    ("var", (1024, 131072), BF), ("std", (1024, 131072), BF), ("var", (4096, 50000), BF), ("var", (8192, 12000), BF),
+    ("var", (64, 1000000), BF), ("var_mean", (512, 262144), BF), ("var", (1024, 131072), F32),
+    ("std", (2048, 65536), F32), ("var", (4096, 50000), F16),
+]
 
 
 def main() -> None:
     reg = get_registry()
-    for op, shape, dtype in CASES:
+    for op, shape, dtype in STATS if "--stats" in sys.argv else CASES:
         N = shape[-1]
         p = Problem(op=op, dtype=str(dtype)[6:], M=math.prod(shape[:-1]), N=N, K=1, stride_m=N, stride_n=1,
                     stride_k=1)

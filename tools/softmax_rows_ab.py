@@ -4,10 +4,12 @@ beside the built-in choice, on the suite's long rows and shapes outside it. Each
 once, then timed twice in alternation (do_bench median, the better of the two), % of copy bandwidth (4263 GB/s;
 input read once, output written once).
 
-Usage on a CUDA machine: python tools/softmax_rows_ab.py
+Usage on a CUDA machine: python tools/softmax_rows_ab.py [--masked]
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from sweep import Force, close, make_call
@@ -27,12 +29,17 @@ CASES = [  # (op, shape, dtype)
     ("logsumexp", (1024, 131072), BF), ("softmax", (4096, 32768), F16), ("softmax", (1024, 131072), F32),
     ("softmax", (4096, 40000), F32), ("softmax", (16384, 20000), F32),
 ]
+MASKED = [  # --masked: rows whose power-of-two single-pass tile is partly masked
+    ("softmax", (16384, 12000), BF), ("softmax", (16384, 10240), BF), ("softmax", (8192, 14336), BF),
+    ("log_softmax", (16384, 12000), BF), ("softmax", (16384, 20000), F32), ("softmax", (8192, 24576), F32),
+    ("softmax", (16384, 12000), F32), ("softmax", (4096, 28000), F32), ("log_softmax", (8192, 24576), F32),
+]
 LOOPS = [(4096, 4), (4096, 8), (8192, 16), (16384, 32)]
 
 
 def main() -> None:
     reg = get_registry()
-    for op, shape, dtype in CASES:
+    for op, shape, dtype in MASKED if "--masked" in sys.argv else CASES:
         N = shape[-1]
         variants: list[tuple[str, LaunchConfig | None]] = [("builtin", None)]
         if N <= 32768:

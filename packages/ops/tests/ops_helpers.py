@@ -65,4 +65,5 @@ def config_id(c: dict | None) -> str:
     if c is None:
         return "heuristic"
     persist = f"-persist{c['num_programs']}" if c.get("num_programs") else ""
-    return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}{persist}"
+    stages = f"-stages{c['num_stages']}" if c.get("num_stages", 1) > 1 else ""
+    return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}{persist}{stages}"
