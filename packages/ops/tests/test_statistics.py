@@ -17,10 +17,6 @@ CONFIGS = [
     dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16, num_programs=3),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=40),
-    # num_stages of a row loop: whole chunks per iteration, unrolled (99 = 4 + 2 chunks of 16 + 3; split: slices
-    # of 40, 40, 19 = 2 x (2 x 8) + 8, ..., 2 x 8 + 3)
-    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16, num_stages=4),
-    dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=3, num_stages=2),
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),
     dict(strategy="multi_pass", BLOCK_N=8, BLOCK_K=4),
     dict(strategy="split", BLOCK_N=8, BLOCK_K=4, split=3),

@@ -62,14 +62,13 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False, PARTIAL: tl.constexpr = False,
-                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1):
+                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. PARTIAL (not with SPLIT): each row's
     (mean, M2) is stored at its row index for the combine kernel instead of finished (two reduced axes). DIV: N
     and the row stride are multiples of DIV. UNROLL (loop, no split): rows of exactly UNROLL full chunks, the
-    loop unrolled (``_common.unrolled_chunks``). PART (other loops): PART whole chunks per iteration, unrolled
-    (``num_stages`` of a row loop's config), then the rest one by one."""
+    loop unrolled (``_common.unrolled_chunks``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -77,20 +76,11 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                               divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
-                              EVICT_LOOP, EVEN, PARTIAL, UNROLL, PART)
+                              EVICT_LOOP, EVEN, PARTIAL, UNROLL)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
                           n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL, PART)
-
-
-@triton.jit
-def _welford_chunk(x_row, n_lo, i, row_ok, s_xn, mean_l, m2_l, ACC: tl.constexpr, BLOCK_N: tl.constexpr,
-                   EVICT_LOOP: tl.constexpr):
-    """Welford step ``i`` (0-based) of a row loop: the whole chunk at ``n_lo + i * BLOCK_N`` into the lanes."""
-    cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
-    x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-    return welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL)
 
 
 @triton.jit
@@ -98,8 +88,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       divisor, divisor_lo,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr,
-                      PART: tl.constexpr = 1):
+                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -131,13 +120,10 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
         else:
             n_full = (n_hi - n_lo) // BLOCK_N
-            n_part = n_full // PART * PART
-            for g in range(0, n_part, PART):  # PART chunks per iteration, unrolled: their loads issued together
-                for u in tl.static_range(PART):
-                    mean_l, m2_l = _welford_chunk(x_row, n_lo, g + u, row_ok, s_xn, mean_l, m2_l, ACC, BLOCK_N,
-                                                  EVICT_LOOP)
-            for i in range(n_part, n_full):
-                mean_l, m2_l = _welford_chunk(x_row, n_lo, i, row_ok, s_xn, mean_l, m2_l, ACC, BLOCK_N, EVICT_LOOP)
+            for i in range(0, n_full):
+                cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
+                x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
@@ -269,8 +255,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 else 0,
-            PART=1 if single else cfg.num_stages, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 else 0, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
@@ -327,7 +312,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
         EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
-        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), PART=1 if single else cfg.num_stages, **consts)
+        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), **consts)
     block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
         _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
