@@ -3,7 +3,7 @@ the plain reductions' long rows: the built-in config against the same with 2, 4 
 narrower chunks with more of them, forced through a plugin, alternated twice (do_bench median, the better of the
 two), % of copy bandwidth (4263 GB/s; input read once, output written once).
 
-Usage on a CUDA machine: python tools/part_ab.py [--stats]
+Usage on a CUDA machine: python tools/part_ab.py [--stats | --arg]
 """
 
 from __future__ import annotations
@@ -35,9 +35,16 @@ STATS = [  # --stats: var/std's Welford loops, with the same PART (measured on a
 ]
 
 
+ARG = [  # --arg: max/min with indices (reduce._arg_rows_kernel's loop)
+    ("max", (1024, 131072), BF), ("min", (8192, 32000), BF), ("max", (64, 1000000), BF), ("max", (4096, 50000), F16),
+    ("max", (1024, 131072), F32), ("min", (2048, 100000), F32),
+]
+
+
 def main() -> None:
     reg = get_registry()
-    for op, shape, dtype in STATS if "--stats" in sys.argv else CASES:
+    cases = STATS if "--stats" in sys.argv else ARG if "--arg" in sys.argv else CASES
+    for op, shape, dtype in cases:
         N = shape[-1]
         p = Problem(op=op, dtype=str(dtype)[6:], M=math.prod(shape[:-1]), N=N, K=1, stride_m=N, stride_n=1,
                     stride_k=1)

@@ -12,6 +12,10 @@ CONFIGS = [
     dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=64),
     dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=8),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=4),
+    # num_stages of a row loop: whole chunks per iteration, unrolled (45 = 2 x (2 x 8) + 8 + 5; split: slices of
+    # 16, 16, 13 = 3 x 4 + 4, ..., 3 x 4 + 1)
+    dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=8, num_stages=2),
+    dict(strategy="split", BLOCK_M=1, BLOCK_N=4, split=3, num_stages=3),
     dict(strategy="single_pass", BLOCK_N=64, BLOCK_K=4),
     dict(strategy="multi_pass", BLOCK_N=4, BLOCK_K=8),
     dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=6),

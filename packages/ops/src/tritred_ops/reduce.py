@@ -203,10 +203,10 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
                      SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1):
+                     EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1, PART: tl.constexpr = 1):
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
-    stride are multiples of DIV."""
+    stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest."""
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -248,7 +248,15 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         acc_c = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
         lanes = tl.arange(0, BLOCK_N)
-        for c in range(0, tl.cdiv(n_hi - n_lo, BLOCK_N)):
+        c_part = 0  # chunks taken PART per iteration (whole ones)
+        if PART > 1:
+            c_part = (n_hi - n_lo) // (PART * BLOCK_N) * PART
+            for g in range(0, c_part, PART):
+                for u in tl.static_range(PART):  # loads issued together, no column mask
+                    cols = n_lo + (g + u) * BLOCK_N + lanes
+                    v = load_loop(x_ptr + row_off[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP)
+                    acc_v, acc_c = arg_step(acc_v, acc_c, v.to(ACC), tl.cast(g + u, tl.int32), IS_MAX)
+        for c in range(c_part, tl.cdiv(n_hi - n_lo, BLOCK_N)):
             cols = n_lo + c * BLOCK_N + lanes
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
             v = tl.where(mask, load_loop(x_ptr + row_off[:, None] + cols[None, :] * s_xn, mask,
@@ -613,7 +621,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and loop_evicts(src),
-            DIV=C.row_hint(view, 0), **consts)
+            DIV=C.row_hint(view, 0), PART=1 if cfg.strategy == "single_pass" else cfg.num_stages, **consts)
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
