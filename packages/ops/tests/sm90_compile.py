@@ -71,6 +71,7 @@ def calls():
     yield "prod staged dims", lambda: tr.prod(r(4, 6, 9), 1)
     yield "mean two dims", lambda: tr.mean(r(4, 8, 6, 6), (0, 2, 3))
     yield "max rows", lambda: tr.max(r(64, 1000, dtype=bf), -1)
+    yield "min rows loop two chunks per iteration", lambda: tr.min(torch.empty(1024, 20000, dtype=bf), -1)
     yield "min columns", lambda: tr.min(r(512, 256), 0)
     yield "var rows unrolled", lambda: tr.var(r(16, 12288, dtype=bf), -1)
     yield "var_mean rows single", lambda: tr.var_mean(r(64, 1000), -1)

@@ -17,8 +17,8 @@ Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes 
 layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
 rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM, and softmax column blocks narrowed
 until they fill the device. The fourteenth session's: softmax loops in the narrowest programs whose rows in
-flight fit the L2 (:func:`_softmax_loop`), and the plain reductions' 2-byte row loops take two whole chunks per
-iteration. The thirteenth session's two came from reading torch.compile's kernels
+flight fit the L2 (:func:`_softmax_loop`), and the row loops of max/min and of the plain reductions' 2-byte rows
+take two whole chunks per iteration. The thirteenth session's two came from reading torch.compile's kernels
 (tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
 sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit column launches take 8-row tiles.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
@@ -390,12 +390,16 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     if problem.inner:
         cfg = _rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
                            vector_warps, half_rows)
-        if vector_warps and caps.gpu and cfg.strategy != "single_pass" and _itemsize(problem) == 2:
-            # The plain reductions' 2-byte row loops: two whole chunks per iteration, unrolled (``num_stages``:
-            # ``reduce._rows_block``'s PART), so that two chunks' loads are in flight (H200, tools/part_ab.py:
-            # sum 1024x131072 bf16 85 -> 88 %, amax 85 -> 87, prod 85 -> 88, mean 512x262144 (split) 82 -> 84,
-            # sum 4096x50000 88 -> 93, 64x1000000 (split) 58 -> 62; 8192x12000 79 -> 79). float32 lost with two
-            # (1024x131072 97 -> 91 %) and was level with four: unchanged.
+        if caps.gpu and cfg.strategy != "single_pass" and (
+                name in ("max", "min") or (vector_warps and _itemsize(problem) == 2)):
+            # Row loops of two whole chunks per iteration, unrolled (``num_stages``: PART of ``reduce._rows_block``
+            # and ``reduce._arg_rows_kernel``), so that two chunks' loads are in flight (H200, tools/part_ab.py).
+            # The plain reductions' 2-byte rows: sum 1024x131072 bf16 85 -> 88 %, amax 85 -> 87, prod 85 -> 88,
+            # mean 512x262144 (split) 82 -> 84, sum 4096x50000 88 -> 93, 64x1000000 (split) 58 -> 62; float32
+            # lost (1024x131072 97 -> 91 %): unchanged. max/min with indices, every dtype: max 1024x131072 bf16
+            # 70 -> 79, min 8192x32000 bf16 61 -> 72, max 4096x50000 fp16 65 -> 75, min 2048x100000 fp32 92 -> 97,
+            # max 1024x131072 fp32 91 -> 93, max 64x1000000 bf16 (split) 56 -> 56. (var/std's Welford loops lost
+            # with two: 79 -> 74 %, not offered.)
             cfg = cfg.model_copy(update={"num_stages": 2})
         return cfg
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
