@@ -11,13 +11,11 @@ from __future__ import annotations
 import math
 
 import torch
-from sweep import Force, close, make_call
-from triton.testing import do_bench
+from sweep import alternate
 from tritred_core import LaunchConfig, Problem, get_registry
 from tritred_ops import heuristics as H
 from tritred_ops._common import device_info
 
-COPY_GBS = 4263.0
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # (op, shape, dtype, dim); the first three were tuned on
     ("sum", (256, 262144), BF, 0), ("sum", (256, 262144), F32, 0), ("mean", (1000, 50000), F32, 0),
@@ -42,24 +40,11 @@ def main() -> None:
     for op, shape, dtype, dim in CASES:
         old, p = old_config(op, shape, dtype, dim)
         new = H.tritred_launch_config(reg.get(op).spec, p, device_info(torch.device("cuda")))
-        res: dict[str, float] = {}
         variants = [("new", None), ("old", old)]
         if new.strategy == "split":  # would the short tiles, unsplit, beat the split too?
             variants.append(("short", LaunchConfig(strategy="multi_pass", BLOCK_N=8, BLOCK_K=64, num_warps=4,
                                                    num_stages=2)))
-        for _ in range(2):
-            for label, cfg in variants:
-                name = None if cfg is None else reg.register(Force(op, cfg), name="old")
-                try:
-                    reg.cache.clear()
-                    run, ref, nbytes = make_call(op, shape, dtype, dim)
-                    if label not in res and not close(run(), ref()):
-                        print(f"   WRONG {label}", flush=True)
-                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
-                    res[label] = max(res.get(label, 0.0), pct)
-                finally:
-                    if name:
-                        reg.unregister(name)
+        res = alternate(op, shape, dtype, dim, variants)
         tag = lambda c: f"{c.strategy} N{c.BLOCK_N} K{c.BLOCK_K} w{c.num_warps} st{c.num_stages} s{c.split}"  # noqa: E731
         print(f"{op} dim={dim} {shape} {str(dtype)[6:]}: new {res['new']:5.1f} ({tag(new)})  old {res['old']:5.1f} "
               f"({tag(old)})" + (f"  short unsplit {res['short']:5.1f}" if "short" in res else ""), flush=True)

@@ -12,13 +12,11 @@ import math
 import sys
 
 import torch
-from sweep import Force, close, make_call
-from triton.testing import do_bench
+from sweep import alternate
 from tritred_core import Problem, get_registry
 from tritred_ops import heuristics as H
 from tritred_ops._common import device_info
 
-COPY_GBS = 4263.0
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # (op, shape, dtype)
     ("sum", (1024, 131072), BF), ("sum", (1024, 131072), F32), ("amax", (1024, 131072), BF),
@@ -55,20 +53,7 @@ def main() -> None:
         for bn, w, part in ((2048, 8, 4), (2048, 8, 8), (4096, 8, 4), (8192, 16, 2), (1024, 4, 8)):
             variants.append((f"{bn}w{w}x{part}", base.model_copy(update={"BLOCK_N": bn, "num_warps": w,
                                                                           "num_stages": part})))
-        res: dict[str, float] = {}
-        for _ in range(2):
-            for label, cfg in variants:
-                name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
-                try:
-                    reg.cache.clear()
-                    run, ref, nbytes = make_call(op, shape, dtype, -1)
-                    if label not in res and not close(run(), ref()):
-                        print(f"   WRONG {op} {shape} {label}", flush=True)
-                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
-                    res[label] = max(res.get(label, 0.0), pct)
-                finally:
-                    if name:
-                        reg.unregister(name)
+        res = alternate(op, shape, dtype, -1, variants)
         best = max((v, k) for k, v in res.items())
         tag = f"{base.strategy} N{base.BLOCK_N} w{base.num_warps} s{base.split}"
         print(f"{op} {shape} {str(dtype)[6:]} ({tag}): best {best[1]} {best[0]:.1f} | "

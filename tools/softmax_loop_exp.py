@@ -22,16 +22,9 @@ import triton.language as tl
 import tritred_ops as tr
 from triton.testing import do_bench
 from tritred_ops._kernels import max_fn
+from tritred_ops.softmax import _online_fn
 
 COPY_GBS = 4263.0
-
-
-@triton.jit
-def _pair_fn(m_a, s_a, m_b, s_b):
-    m = max_fn(m_a, m_b)
-    a = tl.where(m_a == float("-inf"), 0.0, s_a * tl.exp(m_a - m))
-    b = tl.where(m_b == float("-inf"), 0.0, s_b * tl.exp(m_b - m))
-    return m, a + b
 
 
 @triton.jit
@@ -52,7 +45,7 @@ def _sm_group(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, U: tl
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # an all -inf group adds exp(-inf) = 0
             s_g = s_g * tl.exp(m_g - m_safe) + tl.sum(tl.exp(xg - m_safe[:, None]), 1)
             m_g = m_new
-    m, s = tl.reduce((m_g, s_g), 0, _pair_fn)
+    m, s = tl.reduce((m_g, s_g), 0, _online_fn)
     inv = 1.0 / s
     STEP2: tl.constexpr = BLOCK_N * U2
     last = tl.cdiv(N, STEP2) * STEP2 - STEP2

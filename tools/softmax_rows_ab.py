@@ -12,13 +12,11 @@ from __future__ import annotations
 import sys
 
 import torch
-from sweep import Force, close, make_call
-from triton.testing import do_bench
+from sweep import alternate
 from tritred_core import LaunchConfig, Problem, get_registry
 from tritred_ops import heuristics as H
 from tritred_ops._common import device_info
 
-COPY_GBS = 4263.0
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # (op, shape, dtype)
     ("softmax", (4096, 32768), BF), ("softmax", (1024, 131072), BF), ("softmax", (2048, 65536), BF),
@@ -47,23 +45,10 @@ def main() -> None:
                                                     BLOCK_N=1 << (N - 1).bit_length(), num_warps=32)))
         variants += [(f"{bn}w{w}", LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=bn, num_warps=w))
                      for bn, w in LOOPS]
-        res: dict[str, float] = {}
         p = Problem(op=op, dtype=str(dtype)[6:], M=shape[0], N=N, K=1, stride_m=N, stride_n=1, stride_k=1)
         c = H.tritred_launch_config(reg.get(op).spec, p, device_info(torch.device("cuda")))
         chosen = f"{c.strategy} N{c.BLOCK_N} w{c.num_warps} s{c.split}"
-        for _ in range(2):
-            for label, cfg in variants:
-                name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
-                try:
-                    reg.cache.clear()
-                    run, ref, nbytes = make_call(op, shape, dtype, -1)
-                    if label not in res and not close(run(), ref()):
-                        print(f"   WRONG {op} {shape} {label}", flush=True)
-                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / COPY_GBS
-                    res[label] = max(res.get(label, 0.0), pct)
-                finally:
-                    if name:
-                        reg.unregister(name)
+        res = alternate(op, shape, dtype, -1, variants)
         best = max((v, k) for k, v in res.items())
         print(f"{op} {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "
               + "  ".join(f"{k} {v:.1f}" for k, v in res.items()) + (f" ({chosen})" if chosen else ""), flush=True)

@@ -143,6 +143,30 @@ class Force:
         return self.config if spec.name == self.op else None
 
 
+def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2) -> dict[str, float]:
+    """% of copy bandwidth (4263 GB/s) of each (label, config) variant of one call (config None: the built-in
+    heuristic), forced through a plugin, checked against torch once (WRONG printed on a mismatch), and timed
+    ``rounds`` times in alternation (do_bench median, the best round kept)."""
+    from triton.testing import do_bench
+
+    reg = get_registry()
+    res: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, cfg in variants:
+            name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
+            try:
+                reg.cache.clear()
+                run, ref, nbytes = make_call(op, shape, dtype, dim)
+                if label not in res and not close(run(), ref()):
+                    print(f"   WRONG {op} {shape} {label}", flush=True)
+                pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / 4263.0
+                res[label] = max(res.get(label, 0.0), pct)
+            finally:
+                if name:
+                    reg.unregister(name)
+    return res
+
+
 def close(a, b) -> bool:
     if isinstance(a, tuple):
         return all(close(x, y) for x, y in zip(a, b))
