@@ -466,7 +466,8 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
         summary.add_row(op, dt, f"{passed}/{len(run)}", str(len(rs) - len(run)), f"{worst:.3g}", status)
     summary.caption = ("a check passes when every element is within atol + rtol * |reference| (float64 "
                        "reference; tolerances of the output dtype's rounding): the worst absolute error of a large "
-                       "bf16 sum or product is large and still within them")
+                       "bf16 sum or product, or of bf16 values near 1000 (the offset case: one bf16 step is 4), is "
+                       "large and still within them")
     con.print(summary)
     if show_all:
         for r in results:

@@ -289,8 +289,8 @@ def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: boo
 
     2-byte rows of 32K-64K elements that are not whole 16-byte vectors (odd vocabularies: 50257), 8+ rows per SM,
     keep 4096-wide chunks on 4 warps (tools/ab_rules.py, against 16384 on 32: log_softmax 2048x50257 42 -> 57 %;
-    with the per-group loop 62 %, 65 on 8 warps). logsumexp (one sweep, no second read) takes 4096 on 8 warps for
-    its 2-byte rows (1024x131072 69 -> 73 %).
+    with the per-group loop 62 %, 65 on 8 warps), logsumexp's too. logsumexp (one sweep, no second read) takes 4096
+    on 8 warps for its other 2-byte rows past 32768 (1024x131072 69 -> 73 %).
     """
     N, size = problem.N, _itemsize(problem)
     if N <= (16384 if size == 2 and not logsumexp else single_cap):
