@@ -72,6 +72,7 @@ def calls():
     yield "mean two dims", lambda: tr.mean(r(4, 8, 6, 6), (0, 2, 3))
     yield "max rows", lambda: tr.max(r(64, 1000, dtype=bf), -1)
     yield "min rows loop two chunks per iteration", lambda: tr.min(torch.empty(1024, 20000, dtype=bf), -1)
+    yield "max rows split two chunks per iteration", lambda: tr.max(r(4, 100000), -1)
     yield "min columns", lambda: tr.min(r(512, 256), 0)
     yield "var rows unrolled", lambda: tr.var(r(16, 12288, dtype=bf), -1)
     yield "var_mean rows single", lambda: tr.var_mean(r(64, 1000), -1)
@@ -83,6 +84,7 @@ def calls():
     # the narrower loops of 2-byte rows whose rows in flight fit the L2 (uninitialized: compiled, never run)
     yield "softmax rows loop 4096 on 8 warps", lambda: tr.softmax(torch.empty(1024, 20000, dtype=bf), -1)
     yield "log_softmax rows loop 8192 on 16 warps", lambda: tr.log_softmax(torch.empty(800, 40000, dtype=bf), -1)
+    yield "logsumexp rows loop 4096 on 8 warps", lambda: tr.logsumexp(torch.empty(1024, 40000, dtype=bf), -1)
     yield "softmax split rows", lambda: tr.softmax(r(4, 131072), -1)
     yield "logsumexp columns", lambda: tr.logsumexp(r(4096, 128), 0)
     yield "layer_norm single", lambda: tr.layer_norm(r(64, 1024, dtype=bf), (1024,), r(1024, dtype=bf),
