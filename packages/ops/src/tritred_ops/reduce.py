@@ -90,6 +90,16 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 
 
 @triton.jit
+def _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr,
+                 CAST: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``acc`` combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``, all in the row (no
+    column mask; rows out of range load 0 and are never stored)."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
+    return combine(acc, x.to(PRE).to(CAST).to(ACC), OP)
+
+
+@triton.jit
 def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -112,9 +122,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for i in tl.static_range(UNROLL):
-            cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
-            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
-            acc = combine(acc, x.to(PRE).to(CAST).to(ACC), OP)  # (rows out of range are not stored)
+            acc = _whole_chunk(acc, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
         r = tile_reduce(acc, 1, OP)
     else:
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
@@ -129,9 +137,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
             for g0 in range(n_lo, n_whole, PART * BLOCK_N):
                 for u in tl.static_range(PART):
-                    cols = g0 + u * BLOCK_N + tl.arange(0, BLOCK_N)
-                    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
-                    acc = combine(acc, x.to(PRE).to(CAST).to(ACC), OP)  # (rows out of range are not stored)
+                    acc = _whole_chunk(acc, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
             n_lo = n_whole
         for n0 in range(n_lo, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N)
