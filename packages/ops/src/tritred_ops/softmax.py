@@ -2,9 +2,10 @@
 
 The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). When a row fits on chip
 (``single_pass``) it is loaded once, reduced and written from registers: one read, one write. Longer rows use the
-online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per row, rescaling
-the sum whenever the max grows, and a second sweep, from the row's end back, writes the output (the chunks the
-first sweep read last are the likeliest to still be in L2). ``split`` rows (the heuristic: float32 rows of 64K+
+online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per 16-byte vector of
+lanes (no cross-warp reduction inside the loop), rescaling a sum whenever its max grows, merges the pairs once per
+row, and a second sweep, from the row's end back, writes the output (the chunks the first sweep read last are the
+likeliest to still be in L2). ``split`` rows (the heuristic: float32 rows of 64K+
 elements) are held by several programs at once, which merge their chunks' (max, sum of exp) after a per-row
 barrier and write from registers: one read, one write (``_split_rows_kernel``).
 
