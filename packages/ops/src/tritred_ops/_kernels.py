@@ -300,8 +300,21 @@ def group_barrier(count_ptr, expected):
     the launcher makes it a cooperative launch, which the driver refuses rather than deadlock. Compiled only: the
     interpreter runs programs one after another.
     """
+    barrier_arrive(count_ptr)
+    barrier_wait(count_ptr, expected)
+
+
+@triton.jit
+def barrier_arrive(count_ptr):
+    """The first half of :func:`group_barrier`: this program's stores so far are published at ``count_ptr``."""
     tl.debug_barrier()
     tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def barrier_wait(count_ptr, expected):
+    """The second half of :func:`group_barrier`: wait until ``expected`` programs have arrived at ``count_ptr``;
+    their stores before arriving are visible after it."""
     seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     while seen < expected:
         seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
