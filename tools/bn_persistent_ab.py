@@ -3,8 +3,9 @@ a barrier one group late, normalization re-reading the group from L2) against th
 second read from HBM), forced through a plugin, alternated twice (do_bench median, the better of the two), % of
 copy bandwidth (4263 GB/s; input read once, output written once, per-channel vectors counted).
 
-A variant is (tile BLOCK_M x BLOCK_N, warps, programs per SM, group bytes): the slices per channel are chosen so
-that one group (programs x slice bytes) holds about ``group bytes`` of input.
+A variant is (tile BLOCK_M x BLOCK_N, warps, programs per SM, group bytes, lag): the slices per channel are chosen
+so that one group (programs x slice bytes) holds about ``group bytes`` of input; lag 1 (``num_stages=2``) waits
+at the previous group's barrier after the next group's statistics, lag 0 at the group's own.
 
 Usage on a CUDA machine: python tools/bn_persistent_ab.py [--quick]
 """
@@ -29,7 +30,7 @@ CASES = [  # (shape, dtype): the suite's two large shapes, then shapes outside i
 MB = 1 << 20
 
 
-def persistent(shape, dtype, bm: int, bn: int, warps: int, per_sm: int, group_bytes: int) -> LaunchConfig:
+def persistent(shape, dtype, bm: int, bn: int, warps: int, per_sm: int, group_bytes: int, lag: int = 1) -> LaunchConfig:
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
     programs = per_sm * sm
@@ -38,7 +39,7 @@ def persistent(shape, dtype, bm: int, bn: int, warps: int, per_sm: int, group_by
     blocks = max(1, min(Ch, group_bytes // channel))  # channels per group
     split = max(1, min(tiles, programs // blocks))
     return LaunchConfig(strategy="persistent", BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, split=split,
-                        num_programs=programs)
+                        num_programs=programs, num_stages=1 + lag)
 
 
 def main() -> None:
@@ -50,12 +51,12 @@ def main() -> None:
         base = H.tritred_launch_config(reg.get("batch_norm").spec, p, device_info(torch.device("cuda")))
         variants = [("builtin", None)]
         bm, bn = base.BLOCK_M, base.BLOCK_N
-        for tile, warps, per_sm, gb in (((bm, bn), 4, 8, 8 * MB), ((bm, bn), 4, 8, 16 * MB),
-                                        ((bm, bn), 4, 8, 24 * MB), ((bm, bn), 4, 4, 16 * MB),
-                                        ((bm, bn), 4, 16, 16 * MB), ((bm * 2, bn), 8, 4, 16 * MB),
-                                        ((bm, bn), 8, 4, 16 * MB)):
-            cfg = persistent(shape, dtype, *tile, warps, per_sm, gb)
-            variants.append((f"{tile[0]}x{tile[1]}w{warps}p{per_sm}g{gb // MB}s{cfg.split}", cfg))
+        for tile, warps, per_sm, gb, lag in (((bm, bn), 4, 8, 24 * MB, 1), ((bm, bn), 4, 4, 16 * MB, 1),
+                                             ((bm, bn), 4, 4, 24 * MB, 1), ((bm, bn), 4, 4, 12 * MB, 0),
+                                             ((bm, bn), 4, 4, 24 * MB, 0), ((bm, bn), 4, 8, 12 * MB, 1),
+                                             ((bm, bn), 4, 8, 16 * MB, 0), ((bm, bn), 8, 2, 16 * MB, 0)):
+            cfg = persistent(shape, dtype, *tile, warps, per_sm, gb, lag)
+            variants.append((f"{tile[0]}x{tile[1]}w{warps}p{per_sm}g{gb // MB}s{cfg.split}L{lag}", cfg))
         res = alternate("batch_norm", shape, dtype, 1, variants)
         best = max((v, k) for k, v in res.items())
         tag = f"{base.strategy} {bm}x{bn} w{base.num_warps} s{base.split}"

@@ -321,6 +321,17 @@ def barrier_wait(count_ptr, expected):
 
 
 @triton.jit
+def barrier_wait_polling(count_ptr, expected):
+    """:func:`barrier_wait` for barriers that many programs poll at once: after the first look, an acquire *load*
+    every ~100 ns instead of an atomic read-modify-write, which the L2 serializes per address (compiled only;
+    the interpreter, running programs one after another, never waits)."""
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    while seen < expected:
+        seen = tl.inline_asm_elementwise("nanosleep.u32 100;\n\tld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
+                                         [count_ptr], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def stats_shift(v):
     """A shift for the statistics of the values around ``v`` (one of them, loaded by every program of a row):
     ``v`` itself when finite, else 0. Statistics of ``x - shift`` are those of values near zero, so that the

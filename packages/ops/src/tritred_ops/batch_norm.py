@@ -42,7 +42,7 @@ from ._kernels import (
     div_exact,
     f32_split,
     barrier_arrive,
-    barrier_wait,
+    barrier_wait_polling,
     group_barrier,
     sqrt_exact,
     stats_shift,
@@ -284,7 +284,7 @@ def _persistent_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_
                        eps, eps_lo, momentum, momentum_lo, HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr,
                        HAS_B: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr,
                        GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       DIV_S: tl.constexpr = 1):
+                       LAG: tl.constexpr = 1, DIV_S: tl.constexpr = 1):
     """Training in one launch whose second read of the input comes from L2 (strategy ``persistent``).
 
     Work is cut into units: a unit is one of a channel block's SPLIT slices (``tiles_per_split`` tiles, as the
@@ -311,7 +311,7 @@ def _persistent_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_
     ks = tl.arange(0, BLOCK_K)
     first = tl.program_id(0) * units_per_program  # the program's units in a group: [first, last)
     last = tl.minimum(first + units_per_program, per_group)
-    for g in range(0, groups + 1):
+    for g in range(0, groups + LAG):
         if g < groups:
             for j in range(first, last):
                 u = g * per_group + j
@@ -322,10 +322,10 @@ def _persistent_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_
                                  t_lo, t_lo + tiles_per_split, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr,
                                  cs * SPLIT + u % SPLIT, "evict_last", ACC, GROUP, BLOCK_M, BLOCK_N, BLOCK_K)
             barrier_arrive(count_ptr + g)
-        if g > 0:
-            barrier_wait(count_ptr + g - 1, P)
+        if g >= LAG:
+            barrier_wait_polling(count_ptr + g - LAG, P)
             for j in range(first, last):
-                u = (g - 1) * per_group + (last - 1 - (j - first))  # (the last read first)
+                u = (g - LAG) * per_group + (last - 1 - (j - first))  # (the last read first)
                 if u < units:
                     cs = (u // SPLIT).to(tl.int64) * BLOCK_K + ks
                     c_ok = cs < C
@@ -706,7 +706,8 @@ def _launch_persistent(rec: Recorder, cfg: LaunchConfig, x: torch.Tensor, y: tor
                   tiles_per_split=tiles_per_split, eps=eps_hi, eps_lo=eps_lo, momentum=mom_hi, momentum_lo=mom_lo,
                   HAS_RUNNING=has_running, HAS_W=has_w, HAS_B=has_b, ACC=tl_dtype(acc), SPLIT=split,
                   BLOCK_S=C.next_pow2(split), GROUP=_stats_group(cfg, x), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-                  BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, xs, ys), num_warps=cfg.num_warps)
+                  BLOCK_K=cfg.BLOCK_K, LAG=min(cfg.num_stages, 2) - 1, DIV_S=_nchw_hint(S, xs, ys),
+                  num_warps=cfg.num_warps)
     gpu = dev.type == "cuda"
     if gpu:
         counts = torch.zeros((1,), dtype=torch.int32, device=dev)  # (only to compile and size the launch)
