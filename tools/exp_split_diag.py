@@ -21,13 +21,13 @@ from exp_rotate import copy_gbps, rotating, COPIES
 from sweep import Force, close
 from tritred_core import LaunchConfig, get_registry
 op, dt, n, w = sys.argv[1], getattr(torch, sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-real_groups = C.coop_groups
+real_groups = C._coop_groups
 info = {}
 def groups(*a, **k):
     g = real_groups(*a, **k)
     info["groups"] = g
     return g
-C.coop_groups = groups
+C._coop_groups = groups
 fn, ref = lambda x: T.softmax(x, -1), lambda x: torch.softmax(x.double(), -1).to(x.dtype)
 get_registry().register(Force(op, LaunchConfig(strategy="split", BLOCK_N=n, split=131072 // n, num_warps=w)), name="f")
 x = torch.randn(300, 100000, device="cuda", dtype=dt) * 3

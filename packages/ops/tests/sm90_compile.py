@@ -110,14 +110,6 @@ def calls():
                                                                        split=4, num_warps=4),
                                                    lambda: tr.batch_norm(r(32, 8, 7, 7), None, None, None, None,
                                                                          True, 0.1, 1e-5))
-    yield "batch_norm persistent", lambda: _forced("batch_norm", dict(strategy="persistent", BLOCK_M=32, BLOCK_N=64,
-                                                                       split=8, num_warps=4),
-                                                   lambda: tr.batch_norm(r(64, 8, 56, 56, dtype=bf), r(8), r(8) + 2,
-                                                                         r(8), r(8), True, 0.1, 1e-5))
-    yield "batch_norm persistent channels-last", lambda: _forced(
-        "batch_norm", dict(strategy="persistent", BLOCK_M=1, BLOCK_N=32, BLOCK_K=64, split=4, num_warps=8),
-        lambda: tr.batch_norm(r(16, 64, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True,
-                              0.1, 1e-5))
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),
                                                    lambda: tr.layer_norm(r(4, 16384, dtype=bf), (16384,)))

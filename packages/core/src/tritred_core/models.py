@@ -19,7 +19,7 @@ FLOAT_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64")
 
 Family = Literal["reduce", "statistics", "softmax", "normalize"]
-Strategy = Literal["single_pass", "multi_pass", "split", "split_rows", "persistent"]
+Strategy = Literal["single_pass", "multi_pass", "split", "split_rows"]
 
 
 class _Frozen(BaseModel):
@@ -113,10 +113,7 @@ class LaunchConfig(_Frozen):
     softmax and log_softmax as ``split``, layer_norm rows of ``split`` programs of at least ``BLOCK_N``
     elements, batch_norm training with a channel block's tiles held by one program each, ``split`` unused; one
     read of the input instead of two. For layer_norm and batch_norm not a built-in choice: measured slower than
-    the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it), ``persistent`` (batch_norm
-    training: one cooperative launch of resident programs; each channel block cut into ``split`` slices, the
-    programs take a slice each for its statistics, meet at a barrier per group of slices and normalize them,
-    re-reading the input from L2).
+    the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the plain reductions (sum, mean, prod, amax, amin) the
@@ -160,9 +157,8 @@ class LaunchConfig(_Frozen):
 
     @model_validator(mode="after")
     def _split_only_for_split(self) -> LaunchConfig:
-        if self.strategy not in ("split", "split_rows", "persistent") and self.split != 1:
-            raise ValueError(f"split={self.split} needs strategy='split', 'split_rows' or 'persistent' "
-                             f"(got {self.strategy!r})")
+        if self.strategy not in ("split", "split_rows") and self.split != 1:
+            raise ValueError(f"split={self.split} needs strategy='split' or 'split_rows' (got {self.strategy!r})")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self

@@ -323,7 +323,7 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
     zeroes them in its workspace).
     """
     counts = rec.zeros((rows,), torch.int32, x.device)
-    groups = coop_groups(kernel, x, (*args, counts), {**kwargs, "PHASE": 3}, split) if x.device.type == "cuda" else 0
+    groups = _coop_groups(kernel, x, (*args, counts), kwargs, split) if x.device.type == "cuda" else 0
     if num_programs:  # (the config's program count caps the persistent grid)
         groups = min(groups, max(1, num_programs // split))
     groups = min(groups, rows)
@@ -336,10 +336,10 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
         rec.launch(kernel, (rows * split,), *args, counts, **kwargs, PHASE=phase)
 
 
-def coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any], split: int) -> int:
+def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any], split: int) -> int:
     """Groups of ``split`` programs of the compiled ``kernel`` (``args``: every positional argument of the launch)
     that are resident on ``x``'s device at once."""
-    compiled = kernel.warmup(*args, grid=(1,), **kwargs, launch_cooperative_grid=True)
+    compiled = kernel.warmup(*args, grid=(1,), **kwargs, PHASE=3, launch_cooperative_grid=True)
     key = ("coop", id(compiled), x.device)
 
     def fit() -> int:

@@ -300,35 +300,11 @@ def group_barrier(count_ptr, expected):
     the launcher makes it a cooperative launch, which the driver refuses rather than deadlock. Compiled only: the
     interpreter runs programs one after another.
     """
-    barrier_arrive(count_ptr)
-    barrier_wait(count_ptr, expected)
-
-
-@triton.jit
-def barrier_arrive(count_ptr):
-    """The first half of :func:`group_barrier`: this program's stores so far are published at ``count_ptr``."""
     tl.debug_barrier()
     tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
-
-
-@triton.jit
-def barrier_wait(count_ptr, expected):
-    """The second half of :func:`group_barrier`: wait until ``expected`` programs have arrived at ``count_ptr``;
-    their stores before arriving are visible after it."""
     seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     while seen < expected:
         seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
-
-
-@triton.jit
-def barrier_wait_polling(count_ptr, expected):
-    """:func:`barrier_wait` for barriers that many programs poll at once: after the first look, an acquire *load*
-    every ~100 ns instead of an atomic read-modify-write, which the L2 serializes per address (compiled only;
-    the interpreter, running programs one after another, never waits)."""
-    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
-    while seen < expected:
-        seen = tl.inline_asm_elementwise("nanosleep.u32 100;\n\tld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
-                                         [count_ptr], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

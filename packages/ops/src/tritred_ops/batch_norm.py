@@ -41,8 +41,6 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
-    barrier_arrive,
-    barrier_wait_polling,
     group_barrier,
     sqrt_exact,
     stats_shift,
@@ -72,27 +70,8 @@ def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
-    """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles
-    (:func:`_slice_stats`). DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S
-    (:func:`_nchw_hint`)."""
-    if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
-    t_lo = tl.program_id(1) * tiles_per_split
-    lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
-    _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_lo + tiles_per_split, pmean_ptr, pm2_ptr, pcnt_ptr,
-                 psum_ptr, cs * SPLIT + tl.program_id(1), "", ACC, GROUP, BLOCK_M, BLOCK_N, BLOCK_K)
-
-
-@triton.jit
-def _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_hi, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, offs,
-                 EVICT: tl.constexpr, ACC: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Store at ``offs`` the partial (mean, M2, count, sum) of channels ``cs`` over tiles ``[t_lo, t_hi)`` (cut
-    at the last) of their [B, S] planes, tile t at (batch block t // cdiv(S, BLOCK_N), spatial block the rest).
+    """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
+    DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S (:func:`_nchw_hint`).
 
     Full tiles (every lane in range): each GROUP of neighbouring lanes (the elements one thread loads with one
     vector access) gets its two-pass mean and M2 in registers, then merges into that group's running statistics
@@ -102,11 +81,19 @@ def _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_hi, pmean_ptr, pm2_ptr
     took 113 registers: 4 programs per SM). The rare partial tiles (edges of B and S) get the two-pass
     statistics of :func:`chunk_stats`. Groups and partial tiles merge once at the end.
     """
+    if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
+        S = S // DIV_S * DIV_S
+        s_b = s_b // DIV_S * DIV_S
+        s_c = s_c // DIV_S * DIV_S
+    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
-    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_hi)
-    # A tile's lanes sit at fixed offsets from its corner (``lanes``, computed once), so a tile costs a scalar
-    # corner offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile
-    # holds BLOCK_M * BLOCK_N elements); offsets are int64.
+    t_lo = tl.program_id(1) * tiles_per_split
+    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    # A tile's lanes sit at fixed offsets from its corner: computed once, so a tile costs a scalar corner
+    # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
+    # BLOCK_M * BLOCK_N elements); offsets are int64.
+    lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     bi = t_lo // s_chunks
     si = t_lo % s_chunks
     G: tl.constexpr = BLOCK_M * BLOCK_N // GROUP  # groups per tile
@@ -123,8 +110,7 @@ def _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_hi, pmean_ptr, pm2_ptr
         s0 = si * BLOCK_N
         corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0, eviction_policy=EVICT).to(ACC),
-                            [G, GROUP, BLOCK_K])
+            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC), [G, GROUP, BLOCK_K])
             # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
             # a power of two: the same rounding as a sum divided by GROUP).
             mean_x = tl.sum(xg * (1.0 / GROUP), 1)
@@ -138,7 +124,7 @@ def _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_hi, pmean_ptr, pm2_ptr
             tot_g += mean_x * GROUP  # the plain sum (inf where an inf is)
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-            x = tl.load(lanes + corner, mask=mask, other=0, eviction_policy=EVICT).to(ACC)
+            x = tl.load(lanes + corner, mask=mask, other=0).to(ACC)
             tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
@@ -149,6 +135,7 @@ def _slice_stats(lanes, cs, c_ok, B, S, s_b, s_s, t_lo, t_hi, pmean_ptr, pm2_ptr
         si = tl.where(wrap, 0, si)
     mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
     mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
+    offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
@@ -214,6 +201,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         y_c = y_c // DIV_S * DIV_S
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
+    s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
     cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
     c_ok = cs < C
@@ -245,125 +233,33 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
             rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
         else:
-            mean, rstd = _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, cs, c_ok, first,
-                                       eps, momentum, momentum_lo, "", HAS_RUNNING, ACC, SPLIT, BLOCK_S)
+            sp = tl.arange(0, BLOCK_S)
+            pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
+            poffs = cs[:, None] * SPLIT + sp[None, :]
+            mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
+                                     tl.load(pm2_ptr + poffs, mask=pmask, other=0),
+                                     tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)
+            if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
+                if first:
+                    total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
+                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
         scale = scale * rstd
         q_end = SPLIT * tiles_per_split
         q_lo = (pid // c_blocks) * tiles_per_program
         for q in range(q_lo, tl.minimum(q_lo + tiles_per_program, q_end)):
             t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)  # mirror order
-            _apply_tile(x_lanes, y_lanes, t, c_ok, mean, scale, bias, B, S, s_b, s_s, y_b, y_s, "", "",
-                        HAS_B, ACC, BLOCK_M, BLOCK_N)
-
-
-@triton.jit
-def _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, cs, c_ok, update, eps, momentum,
-                  momentum_lo, CACHE: tl.constexpr, HAS_RUNNING: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
-                  BLOCK_S: tl.constexpr):
-    """(mean, rstd) of channels ``cs`` from their SPLIT partials, merged in a fixed order (Chan et al. 1979:
-    deterministic); where ``update``, the running statistics are updated too. CACHE: the partials' cache modifier
-    (".cg" where other programs of the same launch wrote them: read at L2, never a stale L1 line)."""
-    sp = tl.arange(0, BLOCK_S)
-    pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-    poffs = cs[:, None] * SPLIT + sp[None, :]
-    mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0, cache_modifier=CACHE),
-                             tl.load(pm2_ptr + poffs, mask=pmask, other=0, cache_modifier=CACHE),
-                             tl.load(pcnt_ptr + poffs, mask=pmask, other=0, cache_modifier=CACHE)), 1, chan_fn)
-    rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
-    if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
-        if update:
-            total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0, cache_modifier=CACHE), 1)
-            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
-    return mean, rstd
-
-
-@triton.jit
-def _persistent_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
-                       count_ptr, B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, group_blocks,
-                       units_per_program,
-                       eps, eps_lo, momentum, momentum_lo, HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr,
-                       HAS_B: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr,
-                       GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       LAG: tl.constexpr = 1, DIV_S: tl.constexpr = 1):
-    """Training in one launch whose second read of the input comes from L2 (strategy ``persistent``).
-
-    Work is cut into units: a unit is one of a channel block's SPLIT slices (``tiles_per_split`` tiles, as the
-    statistics kernel's). A group is the next ``group_blocks`` channel blocks, their units shared out
-    ``units_per_program`` to a program (P programs, all resident: a cooperative launch; one unit each on a GPU),
-    small enough that the input of two groups stays in L2. For each group every program takes the statistics of
-    its units (:func:`_slice_stats`, the input kept in L2 with evict-last) and arrives at the group's counter;
-    then it waits at the *previous* group's counter (whose channels' partials are then all written), merges the
-    partials of its units' channels (:func:`_merged_stats`) and normalizes the units, re-reading the tiles it read
-    one group earlier, from the last one back. The wait comes one group late, so a program never idles at a barrier unless another
-    is a whole group behind, and HBM sees one read and one write of the input.
-    """
-    if DIV_S > 1:  # (see the statistics kernel)
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-        y_b = y_b // DIV_S * DIV_S
-        y_c = y_c // DIV_S * DIV_S
-    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    P = tl.num_programs(0)
-    units = tl.cdiv(C, BLOCK_K) * SPLIT
-    per_group = group_blocks * SPLIT
-    groups = tl.cdiv(units, per_group)
-    ks = tl.arange(0, BLOCK_K)
-    first = tl.program_id(0) * units_per_program  # the program's units in a group: [first, last)
-    last = tl.minimum(first + units_per_program, per_group)
-    for g in range(0, groups + LAG):
-        if g < groups:
-            for j in range(first, last):
-                u = g * per_group + j
-                if u < units:
-                    cs = (u // SPLIT).to(tl.int64) * BLOCK_K + ks
-                    t_lo = (u % SPLIT) * tiles_per_split
-                    _slice_stats(_lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N), cs, cs < C, B, S, s_b, s_s,
-                                 t_lo, t_lo + tiles_per_split, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr,
-                                 cs * SPLIT + u % SPLIT, "evict_last", ACC, GROUP, BLOCK_M, BLOCK_N, BLOCK_K)
-            barrier_arrive(count_ptr + g)
-        if g >= LAG:
-            barrier_wait_polling(count_ptr + g - LAG, P)
-            for j in range(first, last):
-                u = (g - LAG) * per_group + (last - 1 - (j - first))  # (the last read first)
-                if u < units:
-                    cs = (u // SPLIT).to(tl.int64) * BLOCK_K + ks
-                    c_ok = cs < C
-                    mean, rstd = _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, cs, c_ok,
-                                               u % SPLIT == 0, eps, momentum, momentum_lo, ".cg", HAS_RUNNING, ACC,
-                                               SPLIT, BLOCK_S)
-                    scale = rstd
-                    if HAS_W:
-                        scale = scale * tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
-                    bias = tl.zeros([BLOCK_K], ACC)
-                    if HAS_B:
-                        bias = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
-                    x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
-                    y_lanes = _lanes(y_ptr, cs, y_b, y_s, y_c, BLOCK_M, BLOCK_N)
-                    t_lo = (u % SPLIT) * tiles_per_split
-                    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * tl.cdiv(S, BLOCK_N), t_lo + tiles_per_split)
-                    for i in range(0, t_hi - t_lo):  # the tiles read last first
-                        _apply_tile(x_lanes, y_lanes, t_hi - 1 - i, c_ok, mean, scale, bias, B, S, s_b, s_s, y_b,
-                                    y_s, "evict_first", "evict_first", HAS_B, ACC, BLOCK_M, BLOCK_N)
-
-
-@triton.jit
-def _apply_tile(x_lanes, y_lanes, t, c_ok, mean, scale, bias, B, S, s_b, s_s, y_b, y_s, EVICT_X: tl.constexpr,
-                EVICT_Y: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr):
-    """Normalize tile ``t`` of the channels' [B, S] planes (numbered as in :func:`_slice_stats`)."""
-    s_chunks = tl.cdiv(S, BLOCK_N)
-    b0 = (t // s_chunks) * BLOCK_M  # (past the last tile, b0 >= B: nothing in range)
-    s0 = (t % s_chunks) * BLOCK_N
-    x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
-    y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
-    if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-        x = tl.load(x_at, mask=c_ok[None, :], other=0, eviction_policy=EVICT_X).to(ACC)
-        tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :], eviction_policy=EVICT_Y)
-    else:
-        mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-        x = tl.load(x_at, mask=mask, other=0, eviction_policy=EVICT_X).to(ACC)
-        tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask, eviction_policy=EVICT_Y)
+            b0 = (t // s_chunks) * BLOCK_M  # (past the last tile, b0 >= B: nothing in range)
+            s0 = (t % s_chunks) * BLOCK_N
+            x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
+            y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
+            if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
+                x = tl.load(x_at, mask=c_ok[None, :], other=0).to(ACC)
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :])
+            else:
+                mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
+                x = tl.load(x_at, mask=mask, other=0).to(ACC)
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)
 
 
 @triton.jit
@@ -650,18 +546,13 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
         rec.save(key, y)
         return y
-    if training and cfg.strategy == "persistent" and tiles > 1 and _launch_persistent(
-            rec, cfg, x, y, (B, S, Ch), (xb, xs, xc), (yb, ys, yc), tiles, acc,
-            (rm_buf if has_running else y, rv_buf if has_running else y, w, b),
-            has_running, weight is not None, bias is not None, eps, momentum):
-        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
-        rec.save(key, y)
-        return y
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
     if training and not resident:
         split, tiles_per_split = C.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
-        group = _stats_group(cfg, x)
+        # Statistics groups: one 16-byte vector of spatial neighbours (NCHW), the elements one thread loads
+        # together; single lanes when channels are the contiguous axis (the vector runs across channels).
+        group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
         rec.launch(
             _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
@@ -686,58 +577,6 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y
-
-
-def _launch_persistent(rec: Recorder, cfg: LaunchConfig, x: torch.Tensor, y: torch.Tensor, sizes: tuple[int, int, int],
-                       xs: tuple[int, int, int], ys: tuple[int, int, int], tiles: int, acc: torch.dtype,
-                       params: tuple[torch.Tensor, ...], has_running: bool, has_w: bool, has_b: bool, eps: float,
-                       momentum: float) -> bool:
-    """Training as one persistent launch (:func:`_persistent_kernel`): each channel block cut into ``cfg.split``
-    slices of tiles, programs as many as the device holds at once (at most ``cfg.num_programs`` when positive;
-    one under the interpreter, which runs programs one after another), groups of one slice per program. False
-    (nothing launched) when not one program of the compiled kernel fits the device."""
-    B, S, Ch = sizes
-    split, tiles_per_split = C.slices(tiles, cfg.split)
-    dev = x.device
-    partials = [rec.empty((Ch, split), acc, dev) for _ in range(4)]
-    args = (x, y, *partials, *params)
-    (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
-    kwargs = dict(B=B, S=S, C=Ch, s_b=xs[0], s_s=xs[1], s_c=xs[2], y_b=ys[0], y_s=ys[1], y_c=ys[2],
-                  tiles_per_split=tiles_per_split, eps=eps_hi, eps_lo=eps_lo, momentum=mom_hi, momentum_lo=mom_lo,
-                  HAS_RUNNING=has_running, HAS_W=has_w, HAS_B=has_b, ACC=tl_dtype(acc), SPLIT=split,
-                  BLOCK_S=C.next_pow2(split), GROUP=_stats_group(cfg, x), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-                  BLOCK_K=cfg.BLOCK_K, LAG=min(cfg.num_stages, 2) - 1, DIV_S=_nchw_hint(S, xs, ys),
-                  num_warps=cfg.num_warps)
-    gpu = dev.type == "cuda"
-    if gpu:
-        counts = torch.zeros((1,), dtype=torch.int32, device=dev)  # (only to compile and size the launch)
-        programs = C.coop_groups(_persistent_kernel, x, (*args, counts),
-                                 dict(kwargs, group_blocks=2, units_per_program=1), 1)
-        if cfg.num_programs > 0:
-            programs = min(programs, cfg.num_programs)
-        if programs < 1:
-            C.log.info("batch_norm persistent: no program fits on the device; two launches")
-            return False
-    else:
-        programs = 1
-    # A group: whole channel blocks (a channel's partials all written before its barrier), one unit per program
-    # where the programs cover a channel block's slices, else several.
-    c_blocks = C.cdiv(Ch, cfg.BLOCK_K)
-    group_blocks = max(1, min(c_blocks, programs // split))
-    per_program = C.cdiv(group_blocks * split, programs)
-    programs = C.cdiv(group_blocks * split, per_program)
-    groups = C.cdiv(c_blocks, group_blocks)
-    counts = rec.zeros((groups,), torch.int32, dev)  # one barrier counter per group, zeroed by every replay
-    extra = dict(launch_cooperative_grid=True) if gpu else {}
-    rec.launch(_persistent_kernel, (programs,), *args, counts, group_blocks=group_blocks,
-               units_per_program=per_program, **kwargs, **extra)
-    return True
-
-
-def _stats_group(cfg: LaunchConfig, x: torch.Tensor) -> int:
-    """GROUP of the statistics loops: one 16-byte vector of spatial neighbours (NCHW), the elements one thread
-    loads together; single lanes when channels are the contiguous axis (the vector runs across channels)."""
-    return min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
 
 
 _MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)

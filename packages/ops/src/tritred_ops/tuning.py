@@ -91,7 +91,7 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
 
     def add(**changes: Any) -> None:
         fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
-        if fields["strategy"] not in ("split", "split_rows", "persistent"):
+        if fields["strategy"] not in ("split", "split_rows"):
             fields["split"] = 1
         try:
             cfg = LaunchConfig(**fields)
