@@ -5,16 +5,21 @@ counts, forced through a plugin, alternated twice (do_bench median, the better o
 
 A variant is BLOCK_M x BLOCK_N, warps and statistics programs per SM (``split`` = programs / channels).
 
-Usage on a CUDA machine: python tools/bn_tiles_ab.py
+``--rule``: the built-in config (the rule adopted from the first run: up to 128 spatial x 16 images on 2 warps)
+against the config before it (up to 64 spatial x 32 images on 4 warps), in training and eval, on the suite's
+shapes and the offsuite's.
+
+Usage on a CUDA machine: python tools/bn_tiles_ab.py [--rule]
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
-from sweep import alternate
-from tritred_core import LaunchConfig
+from sweep import Force, alternate
+from tritred_core import LaunchConfig, get_registry
 
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # (shape, dtype): the suite's two large shapes, then shapes outside it
@@ -28,7 +33,69 @@ VARIANTS = [  # (BLOCK_M, BLOCK_N, warps, statistics programs per SM)
 ]
 
 
+RULE_CASES = [  # (shape, dtype, training)
+    ((64, 256, 56, 56), BF, True), ((64, 256, 56, 56), F32, True), ((256, 64, 56, 56), BF, True),
+    ((256, 64, 56, 56), F32, True), ((16, 64, 16, 32, 32), BF, True), ((16, 64, 16, 32, 32), F32, True),
+    ((128, 512, 14, 14), BF, True), ((32, 96, 55, 55), BF, True), ((64, 128, 28, 28), F32, True),
+    ((64, 256, 28, 28), F16, True), ((8, 32, 64, 64, 64), BF, True), ((32, 2048, 7, 7), BF, True),
+    ((64, 256, 56, 56), BF, False), ((64, 256, 56, 56), F32, False), ((128, 512, 14, 14), BF, False),
+    ((32, 96, 55, 55), BF, False),
+]
+
+
+def old_config(B: int, Ch: int, S: int) -> LaunchConfig:
+    """The NCHW config before the two-warp rule (heuristics._batch_norm_config as it was)."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    p2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731
+    bn = min(p2(S), 64)
+    bm = max(1, min(p2(B), 2048 // bn))
+    bn = max(1, min(p2(S), 2048 // bm))
+    tiles = math.ceil(B / bm) * math.ceil(S / bn)
+    return LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn, num_warps=4,
+                        split=max(1, min(tiles, 8 * sm // Ch)))
+
+
+def rule() -> None:
+    import tritred_ops as T
+    from triton.testing import do_bench
+    from tritred_ops._common import device_info
+
+    reg = get_registry()
+    for shape, dtype, training in RULE_CASES:
+        B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(shape, device="cuda", dtype=dtype, generator=g) * 2 + 0.5
+        w, b = torch.randn(Ch, device="cuda"), torch.randn(Ch, device="cuda")
+        w, b = w.to(dtype), b.to(dtype)
+        rm, rv = torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda")
+        nbytes = 2 * x.numel() * x.element_size() + (4 if training else 2) * Ch * 4 + 2 * Ch * x.element_size()
+        ref = torch.nn.functional.batch_norm(x.double(), rm.double().clone(), rv.double().clone(), w.double(),
+                                             b.double(), training, 0.1, 1e-5)
+        res: dict[str, float] = {}
+        for _ in range(2):
+            for label, cfg in (("new", None), ("old", old_config(B, Ch, S) if B * S > 4096 else None)):
+                name = None if cfg is None else reg.register(Force("batch_norm", cfg), name="ab")
+                try:
+                    reg.cache.clear()
+                    def run(x=x, rm=rm, rv=rv, w=w, b=b, training=training):  # noqa: ANN001, ANN202
+                        return T.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
+                    if label not in res and not torch.allclose(run().double(), ref, rtol=2e-2, atol=2e-2):
+                        print(f"   WRONG {shape} {label}", flush=True)
+                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / 4263.0
+                    res[label] = max(res.get(label, 0.0), pct)
+                finally:
+                    if name:
+                        reg.unregister(name)
+        cfg = reg.launch_config(reg.get("batch_norm").spec, sys.modules["tritred_ops.batch_norm"].problem(x),
+                                device_info(x.device))
+        print(f"batch_norm {'train' if training else 'eval'} {shape} {str(dtype)[6:]}: new {res['new']:.1f} "
+              f"({cfg.BLOCK_M}x{cfg.BLOCK_N} w{cfg.num_warps} s{cfg.split})  old {res['old']:.1f}", flush=True)
+
+
 def main() -> None:
+    if "--rule" in sys.argv:
+        rule()
+        return
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     for shape, dtype in CASES:
         B, Ch, S = shape[0], shape[1], math.prod(shape[2:])

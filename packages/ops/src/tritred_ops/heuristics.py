@@ -182,14 +182,17 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
         block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
         warps = 8
     else:
-        # NCHW: 2048-element tiles of up to 64 spatial x 32 images (H200 sweep: 31% -> 38% on 64x256x56x56 bf16
-        # against one 4096-wide spatial row); one image widens the spatial side instead.
+        # NCHW: 2048-element tiles of up to 128 spatial x 16 images (H200 sweep: 31% -> 38% on 64x256x56x56 bf16
+        # against one 4096-wide spatial row); one image widens the spatial side instead. Two warps: 32 elements
+        # (two to four 16-byte loads) per thread keep more loads in flight than four warps' 16 (H200,
+        # tools/bn_tiles_ab.py, training against 32x64 tiles on 4 warps: 64x256x56x56 fp32 56 -> 60 %,
+        # 32x128x112x112 fp16 50 -> 54, 64x96x55x55 bf16 19 -> 24, 16x64x224x224 fp32 56 -> 60).
         tile = caps.tile // 2
         block_k = 1
-        block_n = min(next_pow2(N), 64 if caps.gpu else 16)
+        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
         block_m = max(1, min(next_pow2(problem.M), tile // block_n))
         block_n = max(1, min(next_pow2(N), tile // block_m))
-        warps = 4
+        warps = 2 if caps.gpu else 4
     whole = next_pow2(problem.M) * next_pow2(N)
     if whole * block_k <= 2 * caps.tile:
         # A channel block fits one tile: statistics and normalization in one launch from registers (one read,
