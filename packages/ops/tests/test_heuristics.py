@@ -153,6 +153,19 @@ def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
                       stride_k=3136)
     cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
     assert cfg.BLOCK_M * cfg.BLOCK_N == 2048 and 256 * cfg.split <= 8 * FAKE_H200.sm_count
+    # NCHW tiles of 16 images x 128 spatial on 2 warps: 32 elements per thread (H200, tools/bn_tiles_ab.py:
+    # 64x256x56x56 fp32 56 -> 59 % against 32 x 64 on 4 warps)
+    assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == (16, 128, 2)
+
+
+@pytest.mark.parametrize(("shape", "tile"), [((8, 32, 262144), (8, 256)), ((256, 64, 49 * 64), (16, 128)),
+                                             ((64, 96, 3025), (16, 128)), ((2, 8, 100000), (2, 1024))])
+def test_batch_norm_nchw_tiles_hold_2048_elements_on_two_warps(shape, tile):
+    """Up to 128 spatial positions wide; fewer images than the tile's rows widen the spatial side instead."""
+    B, C, S = shape
+    problem = Problem(op="batch_norm", dtype="float32", M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
+    cfg = get_registry().launch_config(get_registry().get("batch_norm").spec, problem, FAKE_H200)
+    assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps, cfg.strategy) == (*tile, 2, "split")
 
 
 def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
