@@ -18,7 +18,7 @@ import math
 import sys
 
 import torch
-from sweep import Force, alternate
+from sweep import alternate
 from tritred_core import LaunchConfig, get_registry
 
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
@@ -57,7 +57,6 @@ def old_config(B: int, Ch: int, S: int) -> LaunchConfig:
 
 def rule() -> None:
     import tritred_ops as T
-    from triton.testing import do_bench
     from tritred_ops._common import device_info
 
     reg = get_registry()
@@ -65,27 +64,16 @@ def rule() -> None:
         B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
         g = torch.Generator(device="cuda").manual_seed(0)
         x = torch.randn(shape, device="cuda", dtype=dtype, generator=g) * 2 + 0.5
-        w, b = torch.randn(Ch, device="cuda"), torch.randn(Ch, device="cuda")
-        w, b = w.to(dtype), b.to(dtype)
+        w, b = torch.randn(Ch, device="cuda").to(dtype), torch.randn(Ch, device="cuda").to(dtype)
         rm, rv = torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda")
         nbytes = 2 * x.numel() * x.element_size() + (4 if training else 2) * Ch * 4 + 2 * Ch * x.element_size()
         ref = torch.nn.functional.batch_norm(x.double(), rm.double().clone(), rv.double().clone(), w.double(),
                                              b.double(), training, 0.1, 1e-5)
-        res: dict[str, float] = {}
-        for _ in range(2):
-            for label, cfg in (("new", None), ("old", old_config(B, Ch, S) if B * S > 4096 else None)):
-                name = None if cfg is None else reg.register(Force("batch_norm", cfg), name="ab")
-                try:
-                    reg.cache.clear()
-                    def run(x=x, rm=rm, rv=rv, w=w, b=b, training=training):  # noqa: ANN001, ANN202
-                        return T.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
-                    if label not in res and not torch.allclose(run().double(), ref, rtol=2e-2, atol=2e-2):
-                        print(f"   WRONG {shape} {label}", flush=True)
-                    pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / 4263.0
-                    res[label] = max(res.get(label, 0.0), pct)
-                finally:
-                    if name:
-                        reg.unregister(name)
+
+        def call(x=x, rm=rm, rv=rv, w=w, b=b, training=training, ref=ref, nbytes=nbytes):  # noqa: ANN001, ANN202
+            return (lambda: T.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)), (lambda: ref), nbytes
+        old = old_config(B, Ch, S) if B * S > 4096 else None
+        res = alternate("batch_norm", shape, dtype, 1, [("new", None), ("old", old)], call=call)
         cfg = reg.launch_config(reg.get("batch_norm").spec, sys.modules["tritred_ops.batch_norm"].problem(x),
                                 device_info(x.device))
         print(f"batch_norm {'train' if training else 'eval'} {shape} {str(dtype)[6:]}: new {res['new']:.1f} "

@@ -143,10 +143,11 @@ class Force:
         return self.config if spec.name == self.op else None
 
 
-def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2) -> dict[str, float]:
+def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2, call=None) -> dict[str, float]:
     """% of copy bandwidth (4263 GB/s) of each (label, config) variant of one call (config None: the built-in
     heuristic), forced through a plugin, checked against torch once (WRONG printed on a mismatch), and timed
-    ``rounds`` times in alternation (do_bench median, the best round kept)."""
+    ``rounds`` times in alternation (do_bench median, the best round kept). ``call``: a function giving (run, ref,
+    bytes) for calls ``make_call`` does not build (default: ``make_call(op, shape, dtype, dim)``)."""
     from triton.testing import do_bench
 
     reg = get_registry()
@@ -156,7 +157,7 @@ def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2) -> dic
             name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
             try:
                 reg.cache.clear()
-                run, ref, nbytes = make_call(op, shape, dtype, dim)
+                run, ref, nbytes = call() if call is not None else make_call(op, shape, dtype, dim)
                 if label not in res and not close(run(), ref()):
                     print(f"   WRONG {op} {shape} {label}", flush=True)
                 pct = 100 * nbytes / (do_bench(run, return_mode="median") * 1e-3) / 1e9 / 4263.0
