@@ -67,8 +67,28 @@ def test_assert_valid_launch_configs_catches_a_bad_heuristic(registry: Registry,
 
     registry.register(OffByOne(), name="off_by_one")
     spec = toys.make_reduction("toy_norm").spec
-    with pytest.raises(Exception, match="off_by_one"):
+    with pytest.raises(ValueError, match="off_by_one"):  # (the registry's own check names the plugin)
         assert_valid_launch_configs(registry, spec, FAKE_H200)
+
+
+def test_assert_valid_launch_configs_checks_each_answer_itself(toys: Any) -> None:
+    """The helper's own checks, behind a registry that validates nothing: a config that does not fit its problem,
+    then one whose deciding plugin is not recorded."""
+    class Unchecked:
+        def __init__(self, config: LaunchConfig) -> None:
+            self.config = config
+
+        def launch_config(self, spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> LaunchConfig:
+            return self.config
+
+    spec = toys.make_reduction("toy_norm").spec
+    problems = [Problem(op="toy_norm", dtype="float32", M=2, N=1000, K=1)]
+    too_short = LaunchConfig(strategy="single_pass", BLOCK_N=512, decided_by="stub")
+    with pytest.raises(ValueError, match="single_pass needs BLOCK_N >= N"):
+        assert_valid_launch_configs(Unchecked(too_short), spec, FAKE_H200, iter(problems))  # type: ignore[arg-type]
+    anonymous = LaunchConfig(strategy="single_pass", BLOCK_N=1024)
+    with pytest.raises(AssertionError, match="decided_by not recorded"):
+        assert_valid_launch_configs(Unchecked(anonymous), spec, FAKE_H200, iter(problems))  # type: ignore[arg-type]
 
 
 def test_assert_valid_launch_configs_needs_an_answer(registry: Registry, toys: Any) -> None:

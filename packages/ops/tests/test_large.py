@@ -49,19 +49,36 @@ def test_rows_past_2_31(big):
 
 
 def test_columns_past_2_31(big):
-    ref = torch.zeros(1024, dtype=torch.float64, device="cuda")
-    for chunk in big.split(2**18):
-        ref += chunk.double().sum(0)
-    assert_close(tr.sum(big, 0), ref, what="sum dim=0")  # one bf16 rounding of the fp64 sum
-    values, indices = tr.max(big, 0)
-    first = (big == values[None, :]).int().argmax(0)  # first occurrence of each column's maximum
-    assert torch.equal(indices, first)
+    """Values planted in the last two rows (past offset 2^31) decide every column's sum and maximum: a kernel that
+    misses them is off by far more than the bf16 rounding of the sum (a random row changes a column sum of ~1500
+    by ~1, under half an ulp)."""
+    rows = big.shape[0]
+    top = 32768.0  # above every value (normal draws), and 20+ standard deviations of a column's random sum
+    saved = big[-2:].clone()
+    try:
+        big[-2] = top
+        big[-1, ::2] = top  # even columns: tied again one row later, the first occurrence wins
+        ref = torch.zeros(1024, dtype=torch.float64, device=big.device)
+        for chunk in big.split(2**18):
+            ref += chunk.double().sum(0)
+        assert (ref > top / 2).all()  # (the planted values dominate the reference)
+        assert_close(tr.sum(big, 0), ref, what="sum dim=0")  # one bf16 rounding of the fp64 sum
+        values, indices = tr.max(big, 0)
+        assert torch.equal(values.float(), torch.full((1024,), top, device=big.device).to(big.dtype).float())
+        assert torch.equal(indices, torch.full((1024,), rows - 2, device=big.device))
+    finally:
+        big[-2:] = saved
 
 
 def test_flat_reductions_and_index_past_2_31(big):
     flat = big.view(-1)
-    ref = sum(chunk.double().sum() for chunk in flat.split(2**28))
-    assert_close(tr.sum(flat), ref.reshape(()), what="sum")
+    saved_tail = flat[2**31:].clone()
+    try:
+        flat[2**31:] = 64.0  # the 3072 elements past 2^31 hold 196608 of the sum: missing them shows
+        ref = sum(chunk.double().sum() for chunk in flat.split(2**28))
+        assert_close(tr.sum(flat), ref.reshape(()), what="sum")
+    finally:
+        flat[2**31:] = saved_tail
     top = flat.float().abs().max().item() * 2
     saved = flat[2**31 + 5].clone(), flat[2**31 + 9].clone()
     try:

@@ -25,8 +25,8 @@ def test_record_problem_and_bytes_on_meta(name):
     shape = (4, 6, 10) if name != "batch_norm" else (4, 6, 5, 5)
     args, kwargs = rec.make_inputs(shape, torch.float32, device="meta", dim=-1 if name != "batch_norm" else None)
     problem = rec.problem(*args, **kwargs)
-    assert problem.op == name and problem.numel == 240 if name != "batch_norm" else problem.numel == 600
-    assert rec.byte_count(*args, **kwargs) >= 4 * 240
+    assert problem.op == name and problem.numel == (240 if name != "batch_norm" else 600)
+    assert rec.byte_count(*args, **kwargs) > args[0].numel() * 4  # the input read once, and an output written
 
 
 @pytest.mark.parametrize("device", [FAKE_H200, FAKE_INTERPRETER], ids=["h200", "interpreter"])

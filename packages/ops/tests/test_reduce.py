@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, randn
+from ops_helpers import LAYOUTS, assert_close, randn, seed
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -122,7 +122,7 @@ ROW_CONFIGS = [
     dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128, num_warps=2),
     dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16, num_warps=1),
     dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3),
-    dict(strategy="split", BLOCK_M=2, BLOCK_N=8, split=64),  # more slices than chunks: empty slices
+    dict(strategy="split", BLOCK_M=2, BLOCK_N=8, split=64),  # more slices asked than chunks: 13 of one chunk each
     dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=2, num_stages=2),  # persistent: 3 blocks
     # num_stages of a loop: whole chunks per iteration, unrolled, then the rest one by one (rows of 160: no shift,
     # 10 chunks, not unrolled whole; 3 x 48 + 16; split: slices of 56, 56, 48 = 3 x 16 + 8, 3 x 16 + 8, 3 x 16)
@@ -148,10 +148,24 @@ def test_row_branches(name, cfg, force, device):
     loop_part = cfg["strategy"] != "single_pass" and cfg.get("num_stages", 1) > 1
     x = _inputs(name, (5, 160 if loop_part else 100), torch.float32, device, "contiguous")
     assert_close(_call(name, x, 1), _ref(name, x, 1), n=100, scale=10, what=f"{name} {cfg}")
-    # ints take the same paths with int64 accumulation
+    # ints take the same paths with int64 accumulation; values whose answer a padded lane holding 0 (not the
+    # operation's identity) would change: all-negative rows for amax, all-positive for amin, +-1 for prod
     if name != "mean":
-        xi = randn((5, 100), torch.int32, device).clamp(-1, 1)
+        xi = _identity_probe(name, (5, 100), torch.int32, device)
         assert torch.equal(_call(name, xi, 1).cpu(), _ref(name, xi.cpu(), 1))
+
+
+def _identity_probe(name, shape, dtype, device):
+    """Integers of ``shape`` whose reduction by ``name`` a 0 in a padded lane would change."""
+    g = torch.Generator().manual_seed(seed())
+    mag = torch.randint(1, 100 if dtype != torch.int8 else 60, shape, generator=g)
+    if name == "amax":
+        x = -mag
+    elif name == "prod":
+        x = torch.where(torch.rand(shape, generator=g) < 0.5, -1, 1)
+    else:  # amin (and sum): all positive
+        x = mag
+    return x.to(dtype).to(device)
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
@@ -210,6 +224,22 @@ def test_nan_propagates(device):
         out = _call(name, x, 1).cpu()
         assert out[1].isnan() and out[2].isnan() and not out[0].isnan() and not out[3].isnan(), name
     assert tr.amax(x).isnan() and tr.max(x).isnan()
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+@pytest.mark.parametrize("name", ["amax", "amin", "prod"])
+def test_integer_masked_lanes_hold_identity(name, dtype, device):
+    """Integer rows and columns of non-power-of-two lengths whose answer a padded lane holding 0 would change
+    (uint8 amin: all positive; signed amax: all negative; prod: +-1), over the row, column and flat kernels."""
+    if dtype == torch.uint8 and name != "amin":
+        pytest.skip("uint8 has no negative values")
+    for shape, dim in (((3, 37), 1), ((37, 3), 0), ((5, 7, 9), 1), ((300,), None), ((3, 1000), 1)):
+        x = _identity_probe(name, shape, dtype, device)
+        out, ref = _call(name, x, dim), _ref(name, x.cpu(), dim)
+        assert out.dtype == ref.dtype and torch.equal(out.cpu(), ref), (name, dtype, shape, dim)
+    if name == "prod":  # bool rows mostly True: some all True (prod 1), some not
+        b = torch.rand((64, 23), generator=torch.Generator().manual_seed(seed())) > 0.03
+        assert torch.equal(tr.prod(b.to(device), 1).cpu(), torch.prod(b, 1))
 
 
 def test_masked_lanes_hold_identity(device):

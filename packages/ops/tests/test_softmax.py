@@ -227,15 +227,25 @@ def test_shifted_rows_write_every_element(cfg, dtype, force, device):
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
-def test_split_rows_of_every_layout_and_dtype(name, force, device):
+def test_split_rows_of_every_layout_and_dtype(name, force, device, monkeypatch):
     """Split rows (programs sharing a row, meeting at a barrier on a GPU, two launches under the interpreter):
-    strided and transposed inputs, rows whose last program holds one element, integer inputs with ``dtype``,
-    chunks that are all -inf (an empty partial), and rows past the first group of programs."""
+    strided, sliced, expanded and transposed inputs whose reduced axis is the rows' (each checked to take the split
+    rows), rows whose last program holds one element, integer inputs with ``dtype``, chunks that are all -inf (an
+    empty partial), and rows past the first group of programs. The same config on a reduced axis that is not
+    the fastest (dim=1; a transposed input's last dim) takes the column kernels: checked for values only."""
+    from tritred_ops import _common as C
+    launches = []
+    real = C.launch_split_rows
+    monkeypatch.setattr(C, "launch_split_rows", lambda *a, **k: launches.append(1) or real(*a, **k))
     force(name, strategy="split", BLOCK_N=32, split=3)
-    for layout in LAYOUTS:
-        x = randn((4, 6, 97), torch.float32, device, layout, scale=4)
-        for dim in (2, 1, -1):
-            assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
+    cases = [((4, 6, 97), layout, dim) for layout in LAYOUTS for dim in (2, 1, -1)]
+    cases.append(((97, 6, 4), "transposed", 0))  # a transposed input reduced along its unit-stride axis
+    for shape, layout, dim in cases:
+        x = randn(shape, torch.float32, device, layout, scale=4)
+        launches.clear()
+        assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
+        rows = (dim in (2, -1) and layout != "transposed") or shape == (97, 6, 4)
+        assert bool(launches) == rows, f"{name} {layout} dim={dim}: split rows launched {len(launches)}"
     x = randn((3, 65), torch.float32, device, scale=4)
     x[1, :64] = -INF  # two all -inf chunks, then one element
     assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what="-inf chunks")

@@ -30,10 +30,12 @@ def _ref(name, x, *args, **kwargs):
 
 
 def _cmp(out, ref, n, what, scale=1.0):
+    """``scale`` widens the variance's tolerance (its error grows with the data's offset); a var_mean/std_mean mean
+    is held to the roundings of its own size."""
     if isinstance(ref, tuple):
         assert isinstance(out, tuple) and len(out) == 2
         assert_close(out[0], ref[0], n=n, scale=scale * max(ref[0].abs().max().item(), 1.0), what=what)
-        assert_close(out[1], ref[1], n=n, scale=scale * max(ref[1].abs().max().item(), 1.0), what=what)
+        assert_close(out[1], ref[1], n=n, scale=max(ref[1].abs().max().item(), 1.0), what=f"{what} (mean)")
     else:
         assert_close(out, ref, n=n, scale=scale * max(ref.abs().max().item(), 1.0), what=what)
 
@@ -45,8 +47,12 @@ def test_branches_large_mean(name, cfg, force, device):
         force(name, **cfg)
     # mean far from 0 and non-power-of-two length: E[x^2]-E[x]^2 would lose every digit
     x = randn((5, 99), torch.float32, device, offset=1e4)
-    _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 99, f"{name} rows", scale=1e4 / 100)
-    _cmp(getattr(tr, name)(x.t().contiguous(), 0), _ref(name, x.t(), 0), 99, f"{name} cols", scale=1e4 / 100)
+    for what, out, ref in (("rows", getattr(tr, name)(x, 1), _ref(name, x, 1)),
+                           ("cols", getattr(tr, name)(x.t().contiguous(), 0), _ref(name, x.t(), 0))):
+        _cmp(out, ref, 99, f"{name} {what}", scale=1e4 / 100)
+        if name.endswith("_mean"):  # a few float32 roundings of 1e4 (measured: at most 2e-7), not 1e-3 of the spread
+            err = ((out[1].double().cpu() - ref[1]).abs() / ref[1].abs()).max().item()
+            assert err <= 1e-6, f"{name} {what}: mean relative error {err:.1e}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
@@ -100,6 +106,7 @@ def test_nan_and_inf(device):
     ref = _ref("var", x, 1)
     out = tr.var(x, 1).cpu()
     assert torch.equal(out.isnan(), ref.isnan())
+    assert_close(out[2:], ref[2:], n=40, scale=4.0, what="the finite row beside NaN and inf rows")
 
 
 def test_integer_input_raises(device):

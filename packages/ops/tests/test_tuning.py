@@ -81,7 +81,12 @@ def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):
     decided = reg.launch_config(rec.spec, problem, info)
     assert decided.tuned and decided.decided_by == "tritred_ops"
     assert decided.model_dump(exclude={"decided_by", "tuned"}) == best.model_dump(exclude={"decided_by", "tuned"})
-    # same bucket, other exact shape: the tuned entry applies (when it fits)
+    # same bucket, other exact shape: the tuned entry applies (when it fits), and computes it
+    other = Problem(op="softmax", dtype="float32", M=5, N=290, K=1, stride_m=290, stride_n=1)
+    assert tuning.shape_bucket(other) == tuning.shape_bucket(problem)
+    used = reg.launch_config(rec.spec, other, info)
+    assert used.tuned and used.model_dump(exclude={"decided_by", "tuned"}) == best.model_dump(
+        exclude={"decided_by", "tuned"})
     x = torch.randn(5, 290, device=device)
     torch.testing.assert_close(tr.softmax(x, -1), torch.softmax(x, -1))
 
