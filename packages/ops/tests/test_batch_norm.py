@@ -95,16 +95,37 @@ def test_forced_configs(cfg, force, device):
     _run(randn((3, 5, 7, 3), torch.float32, device), False)
 
 
+@pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_statistics_far_from_zero_over_many_full_tiles(dtype, force, device):
-    """Values at 1000 +- 1 over 32 full tiles per channel: the per-group two-pass statistics and their Chan
-    merges must keep the small variance (E[x^2] - E[x]^2 would lose it in float32: errors ~0.1 in y). An fp32
-    mean of 1000 carries ~0.5 ulp(1000) = 3e-5 per update (Welford's and torch's alike), a bound of ~1000 times
-    the fp32 rounding in y; bf16 outputs round far coarser than that."""
-    force("batch_norm", strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=1)
-    y_scale = 8000.0 if dtype == torch.float32 else 8.0
-    _run(randn((8, 3, 64), dtype, device, offset=1000.0), True, y_scale=y_scale)
-    _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False, y_scale=y_scale)
+def test_statistics_far_from_zero_over_many_full_tiles(dtype, split, force, device):
+    """Values at 1000 +- 1 over 32 full tiles per channel: the statistics are of x less the channel's first
+    element, so the group means and their Chan merges keep the small variance and the mean to about one float32
+    rounding of 1000 (3e-5: y within 32 roundings); without the shift the group means of raw values rounded
+    every update (y off by ~1000 roundings; an adversarial run: 8x torch's float32 error at mean 1e4, spread
+    0.1). bf16 outputs round far coarser than that."""
+    force("batch_norm", strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=split)
+    _run(randn((8, 3, 64), dtype, device, offset=1000.0), True, y_scale=32.0 if dtype == torch.float32 else 8.0)
+    _run(randn((8, 3, 64), dtype, device, offset=-1000.0), True, affine=False, y_scale=32.0)
+
+
+@pytest.mark.parametrize("cfg", [dict(BLOCK_M=16, BLOCK_N=128, num_warps=2, split=1),
+                                 dict(BLOCK_M=16, BLOCK_N=128, num_warps=2, split=3),
+                                 dict(BLOCK_M=2, BLOCK_N=8, BLOCK_K=4, split=2)], ids=["16x128", "16x128-split", "cl"])
+def test_channels_far_from_zero_keep_their_spread(cfg, force, device):
+    """Mean 1e4, spread 0.1 (the adversarial run's case): y within a few float32 roundings of the mean (5e-4 /
+    0.1), the running statistics too; full tiles (the H200's 16 x 128), edge tiles and channels-last blocks."""
+    force("batch_norm", strategy="split", **cfg)
+    for shape in ((32, 2, 16, 16), (20, 3, 11, 13)):
+        x = (randn(shape, torch.float64, device) * 0.1 + 1e4).float()
+        if cfg.get("BLOCK_K", 1) > 1:
+            x = x.to(memory_format=torch.channels_last)
+        rm, rv = torch.zeros(shape[1], device=device), torch.ones(shape[1], device=device)
+        rm_ref, rv_ref = rm.double().cpu(), rv.double().cpu()
+        y = tr.batch_norm(x, rm, rv, None, None, True, 1.0, 1e-5)
+        ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, None, None, True, 1.0, 1e-5)
+        assert (y.double().cpu() - ref).abs().max().item() <= 0.012, f"y {shape}"  # (raw group means: 0.017-0.048)
+        assert (rm.double().cpu() - rm_ref).abs().max().item() <= 1.2e-3, f"running_mean {shape}"
+        assert ((rv.double().cpu() - rv_ref) / rv_ref).abs().max().item() <= 1e-4, f"running_var {shape}"
 
 
 @pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1),

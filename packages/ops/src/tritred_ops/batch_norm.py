@@ -80,6 +80,11 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     element, so more programs fit an SM and more loads are in flight (a bf16 tile of per-lane Welford state
     took 113 registers: 4 programs per SM). The rare partial tiles (edges of B and S) get the two-pass
     statistics of :func:`chunk_stats`. Groups and partial tiles merge once at the end.
+
+    All of it on ``x - shift``, the channel's first element (:func:`stats_shift`): group means and deviations of
+    values near zero stay exact where a channel sits far from 0 (mean 1e4, spread 0.1: the group means of raw
+    values rounded at 1e-3, 8x torch's float32 error in y; found by an adversarial run). The partial means and
+    sums are stored shifted: the normalize launch merges them and adds the shift once.
     """
     if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
         S = S // DIV_S * DIV_S
@@ -94,6 +99,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
     # BLOCK_M * BLOCK_N elements); offsets are int64.
     lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
+    shift = stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0).to(ACC))
     bi = t_lo // s_chunks
     si = t_lo % s_chunks
     G: tl.constexpr = BLOCK_M * BLOCK_N // GROUP  # groups per tile
@@ -110,7 +116,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
         s0 = si * BLOCK_N
         corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC), [G, GROUP, BLOCK_K])
+            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC) - shift[None, :],
+                            [G, GROUP, BLOCK_K])
             # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
             # a power of two: the same rounding as a sum divided by GROUP).
             mean_x = tl.sum(xg * (1.0 / GROUP), 1)
@@ -121,10 +128,10 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             mean_g += delta * inv
             # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
             m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
-            tot_g += mean_x * GROUP  # the plain sum (inf where an inf is)
+            tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-            x = tl.load(lanes + corner, mask=mask, other=0).to(ACC)
+            x = tl.where(mask, tl.load(lanes + corner, mask=mask, other=0).to(ACC) - shift[None, :], 0.0)
             tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
@@ -236,13 +243,16 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             sp = tl.arange(0, BLOCK_S)
             pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
             poffs = cs[:, None] * SPLIT + sp[None, :]
+            # the partials are of x less the channel's first element (see the statistics kernel)
+            shift = stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0).to(ACC))
             mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pm2_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+            mean = mean + shift
             rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if first:
-                    total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
+                    total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) + shift * n
                     _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
         scale = scale * rstd
         q_end = SPLIT * tiles_per_split
