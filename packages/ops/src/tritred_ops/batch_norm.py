@@ -68,6 +68,14 @@ def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
 
 
 @triton.jit
+def _channel_shift(x_ptr, cs, c_ok, s_c, ACC: tl.constexpr):
+    """The shift of channels ``cs``' statistics: each channel's first element (batch 0, spatial 0) when finite,
+    else 0 (:func:`stats_shift`). The statistics launch stores its partials less it and the normalize launch adds
+    it back, so both take it from here."""
+    return stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0).to(ACC))
+
+
+@triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
@@ -100,7 +108,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
     # BLOCK_M * BLOCK_N elements); offsets are int64.
     lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
-    shift = stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0).to(ACC))
+    shift = _channel_shift(x_ptr, cs, c_ok, s_c, ACC)
     bi = t_lo // s_chunks
     si = t_lo % s_chunks
     G: tl.constexpr = BLOCK_M * BLOCK_N // GROUP  # groups per tile
@@ -244,8 +252,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             sp = tl.arange(0, BLOCK_S)
             pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
             poffs = cs[:, None] * SPLIT + sp[None, :]
-            # the partials are of x less the channel's first element (see the statistics kernel)
-            shift = stats_shift(tl.load(x_ptr + cs * s_c, mask=c_ok, other=0).to(ACC))
+            shift = _channel_shift(x_ptr, cs, c_ok, s_c, ACC)  # the statistics launch's: its partials are shifted
             mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pm2_ptr + poffs, mask=pmask, other=0),
                                      tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
