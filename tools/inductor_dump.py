@@ -61,6 +61,7 @@ CASES = {
     "sum0-256x262144-bf16": lambda: _red("sum", (256, 262144), BF, 0),
     "sum0-256x262144-fp32": lambda: _red("sum", (256, 262144), F32, 0),
     "sum1-64x4096x256-fp32": lambda: _red("sum", (64, 4096, 256), F32, 1),
+    "sum1-64x4096x256-bf16": lambda: _red("sum", (64, 4096, 256), BF, 1),
     "mean1-16x4096x1000-bf16": lambda: _red("mean", (16, 4096, 1000), BF, 1),
     "sum-3000x4097-fp32": lambda: _red("sum", (3000, 4097), F32, -1),
     "sum-1024x131072-bf16": lambda: _red("sum", (1024, 131072), BF, -1),
