@@ -34,6 +34,23 @@ def test_branches_dtypes(cfg, dtype, force, device):
         assert_close(out, _ref(x, (100,), *args), n=16, scale=8, what=f"{dtype} {cfg} {[a is None for a in args]}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_spread_tiny_against_the_mean(dtype, device):
+    """float32 rows whose mean is 10^6 times their spread need the corrected two-pass (``_kernels.chunk_stats``:
+    the plain one centers them off by ~0.1 of the spread); bfloat16 takes the plain one, whose worst row (all one
+    value but a neighbour) stays within bfloat16's roundings. Normalized outputs within 1e-3 (float32) and two
+    bfloat16 roundings (the interpreter's conversion truncates) of float64 torch's, relative to them or to 1."""
+    if dtype == torch.float32:
+        x = randn((64, 99), dtype, device, offset=1e4, scale=1e-2)
+    else:
+        x = torch.full((8, 99), 1000.0, dtype=dtype)
+        x[torch.arange(8), torch.arange(8) * 7] = 1004.0  # (bfloat16's neighbour of 1000)
+        x = x.to(device)
+    ref = _ref(x, (99,), None, None)
+    err = ((tr.layer_norm(x, (99,)).double().cpu() - ref).abs() / ref.abs().clamp(min=1)).max().item()
+    assert err <= (1e-3 if dtype == torch.float32 else 2 ** -7), f"{dtype}: max error {err:.1e}"
+
+
 @pytest.mark.parametrize("N", [5120, 12288])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):

@@ -55,6 +55,38 @@ def test_branches_large_mean(name, cfg, force, device):
             assert err <= 1e-6, f"{name} {what}: mean relative error {err:.1e}"
 
 
+@pytest.mark.parametrize("cfg", [None, dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128)], ids=config_id)
+def test_spread_tiny_against_the_mean_needs_the_correction(cfg, force, device):
+    """float32 rows whose mean is 10^6 times their spread: the float32 sum's rounding moves the first mean by a
+    good part of the spread, which the plain two-pass would add to the variance squared (~1e-2 relative); the
+    corrected two-pass (``_kernels.chunk_stats``) removes it: held to 1e-4 relative."""
+    if cfg is not None:
+        force("var", **cfg)
+    x = randn((64, 99), torch.float32, device, offset=1e4, scale=1e-2)
+    ref = _ref("var", x, 1)
+    err = ((tr.var(x, 1).double().cpu() - ref).abs() / ref).max().item()
+    assert err <= 1e-4, f"var: relative error {err:.1e}"
+
+
+@pytest.mark.parametrize("N", [99, 256])
+def test_bfloat16_rows_of_one_odd_element_keep_their_variance(N, device):
+    """bfloat16 single passes take the plain two-pass (``_kernels.chunk_stats``, CORRECT=False): its worst row is
+    all one value but a neighbour (the spread the smallest a mean allows); the variance stays within bfloat16's
+    roundings of float64 torch's, and so does the mean of var_mean (two: the interpreter's float32 to bfloat16
+    conversion truncates)."""
+    a = torch.tensor(1000.0, dtype=torch.bfloat16)
+    x = torch.full((8, N), a.item(), dtype=torch.bfloat16)
+    x[torch.arange(8), torch.arange(8) * 7 % N] = torch.nextafter(a, torch.tensor(2e3, dtype=torch.bfloat16))
+    x[4:] = x[4:] - 1500  # the same far below 0
+    x = x.to(device)
+    for name in ("var", "var_mean"):
+        out, ref = getattr(tr, name)(x, 1), _ref(name, x, 1)
+        out, ref = (out, ref) if name == "var_mean" else ((out,), (ref,))
+        for o, r, what in zip(out, ref, ("var", "mean")):
+            err = ((o.double().cpu() - r).abs() / r.abs()).max().item()
+            assert err <= 2 ** -7, f"{name} {what} N={N}: relative error {err:.1e}"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("correction", [0, 1, 2.5])
 def test_dtypes_and_corrections(dtype, correction, device):

@@ -107,7 +107,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         cnt = tl.full([BLOCK_M], N, ACC)
-        mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN)
+        mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)

@@ -1,0 +1,70 @@
+"""A kernel change A/B: the same cases timed with two source trees of tritred_ops, in alternating processes.
+
+A change inside a kernel (not a launch config) cannot be forced through the heuristic hook; this runs each tree in
+its own process (``--child``), alternating A, B, A, B, and keeps each case's better round (do_bench median,
+% of the copy bandwidth, 4263 GB/s; bytes as the registry counts them, checked against torch once per process).
+
+Usage on a CUDA machine: python tools/src_ab.py A_SRC B_SRC [--cases NAME]   (A_SRC, B_SRC: directories holding
+a ``tritred_ops`` package, e.g. an exported base commit's packages/ops/src and this tree's)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+BF, F16, F32 = "bfloat16", "float16", "float32"
+CASES = {  # name -> [(op, shape, dtype, dim)]
+    "stats": [
+        ("var", (262144, 256), BF, -1), ("std", (262144, 256), BF, -1), ("var_mean", (262144, 256), BF, -1),
+        ("var", (16384, 4096), BF, -1), ("std", (65536, 1024), BF, -1), ("var", (100000, 384), BF, -1),
+        ("layer_norm", (262144, 256), BF, -1), ("layer_norm", (65536, 1024), BF, -1),
+        ("layer_norm", (16384, 4096), BF, -1), ("layer_norm", (100000, 768), BF, -1),
+        ("layer_norm", (8192, 8192), BF, -1),
+        ("var", (262144, 256), F16, -1), ("layer_norm", (16384, 4096), F32, -1),  # (controls: unchanged kernels)
+    ],
+}
+
+
+def child(src: str, cases: str) -> None:
+    sys.path.insert(0, src)
+    import torch
+    import tritred_ops
+    from sweep import close, make_call
+    from triton.testing import do_bench
+
+    assert tritred_ops.__file__.startswith(src), tritred_ops.__file__
+    out = {}
+    for op, shape, dtype, dim in CASES[cases]:
+        run, ref, nbytes = make_call(op, tuple(shape), getattr(torch, dtype), dim)
+        ok = close(run(), ref())
+        ms = do_bench(run, return_mode="median")
+        out[f"{op} {'x'.join(map(str, shape))} {dtype}"] = (100 * nbytes / (ms * 1e-3) / 1e9 / 4263.0, ok)
+    print(json.dumps(out))
+
+
+def main() -> None:
+    if sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3])
+        return
+    a, b = sys.argv[1], sys.argv[2]
+    cases = sys.argv[sys.argv.index("--cases") + 1] if "--cases" in sys.argv else "stats"
+    best: dict[str, dict[str, float]] = {"A": {}, "B": {}}
+    for _ in range(2):
+        for label, src in (("A", a), ("B", b)):
+            res = subprocess.run([sys.executable, __file__, "--child", src, cases], capture_output=True, text=True)
+            if res.returncode:
+                print(res.stderr[-3000:], flush=True)
+                continue
+            for name, (pct, ok) in json.loads(res.stdout.strip().splitlines()[-1]).items():
+                if not ok:
+                    print(f"   WRONG {label} {name}", flush=True)
+                best[label][name] = max(best[label].get(name, 0.0), pct)
+    for name in best["A"]:
+        pa, pb = best["A"][name], best["B"].get(name, float("nan"))
+        print(f"{name}: A {pa:.1f}  B {pb:.1f}  ({pb - pa:+.1f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
