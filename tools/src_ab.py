@@ -24,6 +24,13 @@ CASES = {  # name -> [(op, shape, dtype, dim)]
         ("layer_norm", (8192, 8192), BF, -1),
         ("var", (262144, 256), F16, -1), ("layer_norm", (16384, 4096), F32, -1),  # (controls: unchanged kernels)
     ],
+    "cols": [  # (the column rule of heuristics._cols_config: a launch config, run from two trees all the same)
+        ("sum", (64, 4096, 256), BF, 1), ("sum", (64, 4096, 256), F32, 1), ("amin", (64, 4096, 256), F32, 1),
+        ("prod", (64, 4096, 256), BF, 1), ("mean", (16, 4096, 1000), BF, 1), ("mean", (16, 4096, 1000), F32, 1),
+        ("sum", (128, 2048, 512), BF, 1), ("sum", (128, 2048, 512), F32, 1), ("mean", (1000, 50000), F32, 0),
+        ("mean", (1000, 50000), BF, 0), ("mean", (32, 1000, 777), BF, 1), ("amax", (48, 3000, 640), F32, 1),
+        ("sum", (16384, 4096), BF, 0),  # (control: unchanged)
+    ],
 }
 
 

@@ -73,6 +73,11 @@ def _warps(elements: int, caps: _Caps, lo: int = 4) -> int:
     return max(min(lo, caps.max_warps), min(caps.max_warps, next_pow2(max(1, elements // 1024))))
 
 
+def _prev_pow2(n: int) -> int:
+    """The largest power of two <= n (1 for n < 1)."""
+    return 1 << (max(1, n).bit_length() - 1)
+
+
 def _itemsize(problem: Problem) -> int:
     """Bytes per element of ``problem.dtype`` (torch's name; a name it does not know counts as 4 bytes)."""
     return _ITEMSIZE.get(problem.dtype, 4)
@@ -155,10 +160,23 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     if N <= min(rows_fit, single_cap):
         return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
                             num_warps=min(warps, caps.max_warps))
+    programs = problem.M * cdiv(K, block_k)
+    if short_tiles and caps.gpu and block_k == 64 and caps.sm_count <= programs < target_programs \
+            and _itemsize(problem) in (2, 4):
+        # Column blocks for at least a program per SM (several outer slices: sum dim=1 of 64x4096x256): no
+        # split, as torch.compile (tools/inductor_dump.py), but tiles of one 16-byte vector per thread, two loaded
+        # per iteration, on as many warps as fill the SM: 64 warps per SM over the programs, 4 to 16 (H200,
+        # tools/cols_tiles_ab.py, against the split's 32x64 tiles on 4 warps and its merge launch: sum dim=1
+        # 64x4096x256 fp32 79 -> 83 %, amin 77 -> 82, bf16 66 -> 75 on 16 warps; 128x2048x512 bf16 53 -> 82 on
+        # 8 warps, where 16 lost 3 points and the 8x64 short tiles' 1024 elements per iteration were too few).
+        warps = max(4, min(16, _prev_pow2(64 * caps.sm_count // programs)))
+        block_n = warps * (16 // _itemsize(problem)) // 2  # (32 threads x 16 bytes over 64 columns)
+        if N >= 4 * block_n:
+            return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps,
+                                num_stages=2)
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
     loads = max(1, min(loads, cdiv(N, block_n)))
     step = block_n * loads  # rows per loop iteration
-    programs = problem.M * cdiv(K, block_k)
     if allow_split and programs < target_programs and N > 4 * step:
         split = min(target_programs // programs, cdiv(N, 4 * step))
         if split > 1:
