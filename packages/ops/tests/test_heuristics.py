@@ -183,7 +183,7 @@ def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
     assert C.row_align(x, view, one, True) == 8 and C.row_align(x, view, two, True) == 0
 
 
-@pytest.mark.parametrize("shape", [(1, 16384, 4096), (64, 4096, 256)])
+@pytest.mark.parametrize("shape", [(1, 16384, 4096), (2, 4096, 2048)])
 def test_split_column_sums_load_four_tiles_per_iteration(shape):
     # plain reductions over a non-contiguous dim, split: 32x64 tiles, 4 warps, num_stages = 4 tiles per iteration;
     # the other column kernels keep one (num_stages is Triton's pipelining depth there)
@@ -194,7 +194,7 @@ def test_split_column_sums_load_four_tiles_per_iteration(shape):
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
-@pytest.mark.parametrize("shape", [(1, 256, 262144), (1, 1000, 50000), (32, 512, 4096), (100, 4000, 1000)])
+@pytest.mark.parametrize("shape", [(1, 256, 262144), (1, 1000, 100000), (32, 512, 4096), (100, 4000, 1000)])
 def test_unsplit_column_reductions_take_short_tiles(op, shape):
     """H200 (tools/cols_ab.py): 8-row x 64-output tiles, two per iteration, where no split is needed: sum dim=0 of
     256x262144 bf16 67 -> 76 %, 128x1000000 bf16 68 -> 82, amin dim=1 of 100x4000x1000 fp16 52 -> 63."""
@@ -207,6 +207,27 @@ def test_unsplit_column_reductions_take_short_tiles(op, shape):
     # column blocks narrower than 64 outputs (K < 64) keep 32-row tiles, four per iteration
     narrow = _config(op, 8192, 4096, 2)
     assert (narrow.strategy, narrow.BLOCK_N, narrow.BLOCK_K, narrow.num_stages) == ("multi_pass", 32, 2, 4)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
+def test_column_blocks_for_a_program_per_sm_run_unsplit_on_the_warps_that_fill_it(op):
+    """Between one and eight programs per SM (132 to 1055 column blocks of 64): no split, 64 warps per SM over
+    the programs (4 to 16), two 16-byte vectors per thread per iteration (H200, tools/cols_tiles_ab.py: sum dim=1
+    of 64x4096x256 bf16 66 -> 75 %, fp32 79 -> 83; 128x2048x512 bf16 53 -> 82)."""
+    def cfg(shape, dtype="bfloat16"):
+        c = _config(op, *shape, dtype=dtype)
+        return c.strategy, c.BLOCK_N, c.BLOCK_K, c.num_warps, c.num_stages, c.split
+    assert cfg((64, 4096, 256)) == ("multi_pass", 128, 64, 16, 1, 1)  # 256 programs: 2-byte, one 128-row tile
+    assert cfg((64, 4096, 256), "float32") == ("multi_pass", 32, 64, 16, 2, 1)  # two 32-row tiles
+    assert cfg((128, 2048, 512)) == ("multi_pass", 32, 64, 8, 2, 1)  # 1024 programs: 8 warps
+    assert cfg((128, 2048, 512), "float32") == ("multi_pass", 16, 64, 8, 2, 1)
+    assert cfg((16, 4096, 1000))[:4] == ("multi_pass", 128, 64, 16)  # a partial last column block counts
+    assert cfg((2, 4096, 2048))[0] == "split"  # 64 programs: split, as before
+    assert cfg((32, 512, 4096))[1:4] == (8, 64, 4)  # 2048 programs: the short tiles, as before
+    assert cfg((64, 200, 256))[1:4] == (8, 64, 4)  # too few rows for two iterations: as before
+    assert cfg((64, 4096, 256), "float64")[0] == "split"  # 8-byte (and 1-byte) elements: not measured
+    for other in ("var", "max", "softmax"):  # their column kernels keep their tiles
+        assert _config(other, 64, 4096, 256).num_warps < 16
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])

@@ -21,6 +21,8 @@ flight fit the L2 (:func:`_softmax_loop`), and the row loops of max/min and of t
 take two whole chunks per iteration. The thirteenth session's two came from reading torch.compile's kernels
 (tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
 sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit column launches take 8-row tiles.
+The sixteenth session's: column blocks for one to eight programs per SM run unsplit, on the warps that fill the SM,
+as torch.compile's (tools/cols_tiles_ab.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
@@ -164,16 +166,22 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     if short_tiles and caps.gpu and block_k == 64 and caps.sm_count <= programs < target_programs \
             and _itemsize(problem) in (2, 4):
         # Column blocks for at least a program per SM (several outer slices: sum dim=1 of 64x4096x256): no
-        # split, as torch.compile (tools/inductor_dump.py), but tiles of one 16-byte vector per thread, two loaded
-        # per iteration, on as many warps as fill the SM: 64 warps per SM over the programs, 4 to 16 (H200,
-        # tools/cols_tiles_ab.py, against the split's 32x64 tiles on 4 warps and its merge launch: sum dim=1
-        # 64x4096x256 fp32 79 -> 83 %, amin 77 -> 82, bf16 66 -> 75 on 16 warps; 128x2048x512 bf16 53 -> 82 on
-        # 8 warps, where 16 lost 3 points and the 8x64 short tiles' 1024 elements per iteration were too few).
-        warps = max(4, min(16, _prev_pow2(64 * caps.sm_count // programs)))
-        block_n = warps * (16 // _itemsize(problem)) // 2  # (32 threads x 16 bytes over 64 columns)
-        if N >= 4 * block_n:
-            return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps,
-                                num_stages=2)
+        # split (no merge launch), as torch.compile (tools/inductor_dump.py), on as many warps as fill the SM (64
+        # warps per SM over the programs, 4 to 16), two 16-byte vectors per thread per iteration: as two tiles
+        # loaded one after the other, or, 2-byte tiles on 16 warps, one tile of 128 rows. H200, against the split
+        # (32x64 tiles on 4 warps and a merge launch): tools/cols_tiles_ab.py, sum dim=1 64x4096x256 bf16 66 -> 75 %
+        # (two 64-row tiles: 69), fp32 79 -> 83, 128x2048x512 bf16 53 -> 82 on 8 warps (16: 79; these took the
+        # 8x64 short tiles, 1024 elements per iteration); tools/src_ab.py, off the suite: mean dim=1 16x4096x1000
+        # fp32 67 -> 77, 32x1000x777 bf16 29 -> 38, amax dim=1 48x3000x640 fp32 77 -> 86, mean dim=0 1000x50000
+        # fp32/bf16 80/68 -> 80/66 (782 programs: 8 warps).
+        fill_warps = max(4, min(16, _prev_pow2(64 * caps.sm_count // programs)))
+        tile_rows = fill_warps * (16 // _itemsize(problem)) // 2  # one vector a thread: 32 threads x 16 B / 64
+        tiles = 2
+        if fill_warps == 16 and _itemsize(problem) == 2:
+            tile_rows, tiles = 2 * tile_rows, 1
+        if N >= 2 * tile_rows * tiles:
+            return LaunchConfig(strategy="multi_pass", BLOCK_N=tile_rows, BLOCK_K=block_k, num_warps=fill_warps,
+                                num_stages=tiles)
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
     loads = max(1, min(loads, cdiv(N, block_n)))
     step = block_n * loads  # rows per loop iteration
