@@ -8,10 +8,12 @@ forced through a plugin, alternated twice (``sweep.alternate``: do_bench median,
 
 A variant is rows x columns (BLOCK_N x BLOCK_K), warps, tiles loaded per iteration (num_stages) and split.
 
-Usage on a CUDA machine: python tools/cols_tiles_ab.py
+Usage on a CUDA machine: python tools/cols_tiles_ab.py [--around]
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from sweep import alternate
@@ -31,8 +33,17 @@ CASES = [  # (op, shape, dtype, dim, variants)
 ]
 
 
+AROUND = [  # (second run: around the rule's configs, tools/src_ab.py --cases cols)
+    ("sum", (64, 4096, 256), BF, 1, [(128, 64, 16, 1, 1), (256, 64, 16, 1, 1), (128, 64, 16, 2, 1),
+                                     (64, 64, 16, 1, 1), (64, 64, 16, 4, 1), (128, 64, 32, 1, 1)]),
+    ("mean", (1000, 50000), BF, 0, [(32, 64, 8, 2, 1), (8, 64, 4, 2, 1), (64, 64, 16, 1, 1), (32, 64, 4, 2, 1),
+                                    (16, 64, 4, 2, 1), (64, 64, 8, 1, 1)]),
+    ("mean", (1000, 50000), F32, 0, [(16, 64, 8, 2, 1), (8, 64, 4, 2, 1), (32, 64, 16, 2, 1), (16, 64, 4, 2, 1)]),
+]
+
+
 def main() -> None:
-    for op, shape, dtype, dim, grid in CASES:
+    for op, shape, dtype, dim, grid in AROUND if "--around" in sys.argv else CASES:
         variants: list = [("builtin", None)]
         for bn, bk, w, loads, split in grid:
             strategy = "split" if split > 1 else "multi_pass"
