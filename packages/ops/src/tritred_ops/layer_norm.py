@@ -1,6 +1,7 @@
 """layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
 
-``single_pass``: the row stays in registers; mean, then the sum of squared deviations (two-pass, exact), then
+``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass;
+the plain one for bfloat16 rows, see ``_kernels.chunk_stats``), then
 ``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
 square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics
 merged once (Chan et al. 1979),
