@@ -9,8 +9,7 @@ Usage on a CUDA machine: python tools/rows_bytes_ab.py
 from __future__ import annotations
 
 import torch
-from sweep import alternate
-from tritred_core import LaunchConfig
+from rows_warps_ab import row_tiles
 
 BF, F16 = torch.bfloat16, torch.float16
 CASES = [  # (op, shape, dtype, variants as (BLOCK_M, num_warps)): the suite's shapes, then others
@@ -25,15 +24,7 @@ CASES = [  # (op, shape, dtype, variants as (BLOCK_M, num_warps)): the suite's s
 
 def main() -> None:
     for op, shape, dtype, grid in CASES:
-        block_n = 1 << (shape[-1] - 1).bit_length()
-        variants: list = [("builtin", None)]
-        for m, w in grid:
-            variants.append((f"M{m}w{w}", LaunchConfig(strategy="single_pass", BLOCK_M=m, BLOCK_N=block_n,
-                                                       num_warps=w)))
-        res = alternate(op, shape, dtype, -1, variants)
-        best = max((v, k) for k, v in res.items())
-        print(f"{op} {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "
-              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        row_tiles(op, shape, dtype, grid)
 
 
 if __name__ == "__main__":

@@ -32,17 +32,22 @@ CASES = [  # (op, shape, dtype): the suite's 262144x256 bf16 rows first, then sh
 VARIANTS = [(8, 2), (16, 2), (16, 4), (16, 8), (32, 8)]  # (BLOCK_M, num_warps)
 
 
+def row_tiles(op: str, shape: tuple[int, ...], dtype: torch.dtype, grid: list[tuple[int, int]]) -> None:
+    """Print the built-in config against whole-row single-pass tiles of (BLOCK_M, num_warps) in ``grid``."""
+    block_n = 1 << (shape[-1] - 1).bit_length()
+    variants: list = [("builtin", None)]
+    for m, w in grid:
+        variants.append((f"M{m}w{w}", LaunchConfig(strategy="single_pass", BLOCK_M=m, BLOCK_N=block_n,
+                                                   num_warps=w)))
+    res = alternate(op, shape, dtype, -1, variants)
+    best = max((v, k) for k, v in res.items())
+    print(f"{op} {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "
+          + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def main() -> None:
     for op, shape, dtype in CASES:
-        block_n = 1 << (shape[-1] - 1).bit_length()
-        variants: list = [("builtin", None)]
-        for m, w in VARIANTS:
-            variants.append((f"M{m}w{w}", LaunchConfig(strategy="single_pass", BLOCK_M=m, BLOCK_N=block_n,
-                                                       num_warps=w)))
-        res = alternate(op, shape, dtype, -1, variants)
-        best = max((v, k) for k, v in res.items())
-        print(f"{op} {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "
-              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        row_tiles(op, shape, dtype, VARIANTS)
 
 
 if __name__ == "__main__":
