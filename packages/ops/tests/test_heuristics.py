@@ -212,7 +212,7 @@ def test_unsplit_column_reductions_take_short_tiles(op, shape):
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
 def test_column_blocks_for_a_program_per_sm_run_unsplit_on_the_warps_that_fill_it(op):
     """Between one and eight programs per SM (132 to 1055 column blocks of 64): no split, 64 warps per SM over
-    the programs (4 to 16), two 16-byte vectors per thread per iteration (H200, tools/cols_tiles_ab.py: sum dim=1
+    the programs (8 or 16), two 16-byte vectors per thread per iteration (H200, tools/cols_tiles_ab.py: sum dim=1
     of 64x4096x256 bf16 66 -> 75 %, fp32 79 -> 83; 128x2048x512 bf16 53 -> 82)."""
     def cfg(shape, dtype="bfloat16"):
         c = _config(op, *shape, dtype=dtype)

@@ -51,6 +51,22 @@ def test_spread_tiny_against_the_mean(dtype, device):
     assert err <= (1e-3 if dtype == torch.float32 else 2 ** -7), f"{dtype}: max error {err:.1e}"
 
 
+@pytest.mark.parametrize("N", [5243, 26214])
+def test_bfloat16_outputs_near_the_mean_keep_their_digits(N, force, device):
+    """Rows of all one bfloat16 value but a neighbour, in single passes as wide as a GPU takes (32768): the
+    outputs near the mean are ~1/sqrt(N), and a mean off by its float32 rounding (2^-24 of it) moved them by up
+    to 40 bfloat16 ulps (found by an adversarial review of the plain two-pass); the per-row correction of
+    ``_kernels.chunk_stats`` keeps every output within two roundings of float64 torch's, relative to itself."""
+    force("layer_norm", strategy="single_pass", BLOCK_M=1, BLOCK_N=32768)
+    x = torch.full((2, N), 1000.0, dtype=torch.bfloat16)
+    x[0, 7] = 1004.0  # (bfloat16's neighbour of 1000)
+    x[1, N - 3] = 996.0
+    ref = _ref(x, (N,), None, None)
+    out = tr.layer_norm(x.to(device), (N,)).double().cpu()
+    err = ((out - ref).abs() / ref.abs()).max().item()
+    assert err <= 2 ** -7, f"N={N}: relative error {err:.1e}"
+
+
 @pytest.mark.parametrize("N", [5120, 12288])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):

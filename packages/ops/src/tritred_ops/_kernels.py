@@ -413,17 +413,19 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     EVEN: every lane is valid (a whole row per tile; lanes of rows past the end are never stored), so no select per
     element. A program whose tile fills its SM cannot hide its arithmetic between its load and its store.
 
-    CORRECT=False (bfloat16 tiles): the plain two-pass, correction 0. A mean off by e shifts every deviation by
-    e and adds n * e^2 to M2. bfloat16 bounds it: elements within 2^-8 of each other are neighbours, so a row whose
-    spread s is small against its mean holds few distinct values, their float32 sum is exact (n <= 2^16) and e is
-    the division's one rounding, e <= 2^-24 |mean| <= 2^-16 sqrt(n) s: at most 2e-3 s for 16384-wide rows (half a
-    bfloat16 ulp of a normalized value, in the worst row: one element a neighbour of all the others), M2 within
-    4e-6. One add per element and one reduction less: the single passes of bfloat16 rows are instruction-bound
-    (var of 262144x256: ~5 instructions per element against sum's ~2). float16 (2^-11: 8x the bound) and wider
-    types keep the correction.
+    CORRECT=False (bfloat16 tiles): the plain two-pass, its mean corrected per row instead of by a second sum over
+    the tile. bfloat16 makes that exact: a row whose spread is small against its mean holds few distinct values
+    (elements within 2^-8 of each other are neighbours), so their float32 sum is exact (n <= 2^16, as the tiles
+    are), and the mean's one rounding is the residual ``total - n * mean``, computed exactly in float64 (24-bit
+    mean times a 17-bit count) and divided by n: the correction the deviations' sum would give, for two float64
+    operations per row instead of an add per element and a third reduction. Rows whose sum is inexact span
+    binades, so their spread is large against the mean and the rounding is negligible. The single passes of
+    bfloat16 rows are instruction-bound (var of 262144x256: ~8 instructions per element against sum's ~2).
+    float16 (its sums are exact for fewer elements) and wider types keep the deviations' sum.
     """
     n_safe = n
-    mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
+    total = tl.sum(x, axis)
+    mean = div_exact(total, n_safe, x.dtype)
     if EVEN:
         if axis == 0:
             d = x - mean[None, :]
@@ -438,6 +440,9 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
         corr = div_exact(c, n_safe, x.dtype)
         m2 = ss - c * corr
     else:
-        m2 = tl.sum(d * d, axis)
-        corr = tl.zeros_like(mean)  # (a constant: the callers' "- corr" folds away)
+        ss = tl.sum(d * d, axis)
+        f64 = tl.float64
+        c = (tl.cast(total, f64) - tl.cast(mean, f64) * tl.cast(n_safe, f64)).to(x.dtype)  # the exact residual
+        corr = div_exact(c, n_safe, x.dtype)
+        m2 = ss - c * corr
     return mean, corr, m2

@@ -167,14 +167,14 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
             and _itemsize(problem) in (2, 4):
         # Column blocks for at least a program per SM (several outer slices: sum dim=1 of 64x4096x256): no
         # split (no merge launch), as torch.compile (tools/inductor_dump.py), on as many warps as fill the SM (64
-        # warps per SM over the programs, 4 to 16), two 16-byte vectors per thread per iteration: as two tiles
+        # warps per SM over the programs: 8 or 16), two 16-byte vectors per thread per iteration: as two tiles
         # loaded one after the other, or, 2-byte tiles on 16 warps, one tile of 128 rows. H200, against the split
         # (32x64 tiles on 4 warps and a merge launch): tools/cols_tiles_ab.py, sum dim=1 64x4096x256 bf16 66 -> 75 %
         # (two 64-row tiles: 69), fp32 79 -> 83, 128x2048x512 bf16 53 -> 82 on 8 warps (16: 79; these took the
         # 8x64 short tiles, 1024 elements per iteration); tools/src_ab.py, off the suite: mean dim=1 16x4096x1000
         # fp32 67 -> 77, 32x1000x777 bf16 29 -> 38, amax dim=1 48x3000x640 fp32 77 -> 86, mean dim=0 1000x50000
         # fp32/bf16 80/68 -> 80/66 (782 programs: 8 warps).
-        fill_warps = max(4, min(16, _prev_pow2(64 * caps.sm_count // programs)))
+        fill_warps = min(16, _prev_pow2(64 * caps.sm_count // programs))  # (>= 8: programs < 8 per SM)
         tile_rows = fill_warps * (16 // _itemsize(problem)) // 2  # one vector a thread: 32 threads x 16 B / 64
         tiles = 2
         if fill_warps == 16 and _itemsize(problem) == 2:
