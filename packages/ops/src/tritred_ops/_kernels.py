@@ -413,19 +413,18 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     EVEN: every lane is valid (a whole row per tile; lanes of rows past the end are never stored), so no select per
     element. A program whose tile fills its SM cannot hide its arithmetic between its load and its store.
 
-    CORRECT=False (bfloat16 tiles): the plain two-pass, its mean corrected per row instead of by a second sum over
-    the tile. bfloat16 makes that exact: a row whose spread is small against its mean holds few distinct values
-    (elements within 2^-8 of each other are neighbours), so their float32 sum is exact (n <= 2^16, as the tiles
-    are), and the mean's one rounding is the residual ``total - n * mean``, computed exactly in float64 (24-bit
-    mean times a 17-bit count) and divided by n: the correction the deviations' sum would give, for two float64
-    operations per row instead of an add per element and a third reduction. Rows whose sum is inexact span
-    binades, so their spread is large against the mean and the rounding is negligible. The single passes of
-    bfloat16 rows are instruction-bound (var of 262144x256: ~8 instructions per element against sum's ~2).
-    float16 (its sums are exact for fewer elements) and wider types keep the deviations' sum.
+    CORRECT=False (var/std of bfloat16 tiles): the plain two-pass, correction 0. A mean off by e adds n * e^2 to
+    M2: relative error (e / spread)^2. bfloat16 bounds it: a row whose spread is small against its mean holds few
+    distinct values (elements within 2^-8 of each other are neighbours), their float32 sum is exact (n <= 2^16)
+    and e is the division's one rounding, e <= 2^-24 |mean| <= 2^-16 sqrt(n) spread: M2 within 4e-6 for
+    16384-wide rows. One add per element and one reduction less: the single passes of bfloat16 rows are
+    instruction-bound (var of 262144x256: ~8 instructions per element against sum's ~2). Not for layer_norm: e
+    moves every output by e / spread, up to 40 bfloat16 ulps of the outputs near the mean (found by an adversarial
+    review); nor float16 (sums exact for fewer elements) and wider types. (Correcting the mean per row instead, by
+    the exact float64 residual total - n * mean, cost 5-6 points: measured on the H200, dropped.)
     """
     n_safe = n
-    total = tl.sum(x, axis)
-    mean = div_exact(total, n_safe, x.dtype)
+    mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
     if EVEN:
         if axis == 0:
             d = x - mean[None, :]
@@ -440,9 +439,6 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
         corr = div_exact(c, n_safe, x.dtype)
         m2 = ss - c * corr
     else:
-        ss = tl.sum(d * d, axis)
-        f64 = tl.float64
-        c = (tl.cast(total, f64) - tl.cast(mean, f64) * tl.cast(n_safe, f64)).to(x.dtype)  # the exact residual
-        corr = div_exact(c, n_safe, x.dtype)
-        m2 = ss - c * corr
+        m2 = tl.sum(d * d, axis)
+        corr = tl.zeros_like(mean)  # (a constant: the callers' "+ corr" folds away)
     return mean, corr, m2

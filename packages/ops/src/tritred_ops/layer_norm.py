@@ -1,7 +1,7 @@
 """layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
 
-``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass;
-the plain one for bfloat16 rows, see ``_kernels.chunk_stats``), then
+``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass,
+exact), then
 ``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
 square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics
 merged once (Chan et al. 1979),
@@ -123,8 +123,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
             if HAS_B:
                 b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
-        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN,
-                                      CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
+        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
