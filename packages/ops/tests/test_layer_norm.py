@@ -37,9 +37,9 @@ def test_branches_dtypes(cfg, dtype, force, device):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_spread_tiny_against_the_mean(dtype, device):
     """float32 rows whose mean is 10^6 times their spread need the corrected two-pass (``_kernels.chunk_stats``:
-    the plain one centers them off by ~0.1 of the spread); bfloat16 takes the plain one, whose worst row (all one
-    value but a neighbour) stays within bfloat16's roundings. Normalized outputs within 1e-3 (float32) and two
-    bfloat16 roundings (the interpreter's conversion truncates) of float64 torch's, relative to them or to 1."""
+    the plain one centers them off by ~0.1 of the spread); bfloat16's worst row (all one value but a neighbour)
+    too. Normalized outputs within 1e-3 (float32) and two bfloat16 roundings (the interpreter's conversion
+    truncates) of float64 torch's, relative to them or to 1."""
     if dtype == torch.float32:
         x = randn((64, 99), dtype, device, offset=1e4, scale=1e-2)
     else:
@@ -55,8 +55,9 @@ def test_spread_tiny_against_the_mean(dtype, device):
 def test_bfloat16_outputs_near_the_mean_keep_their_digits(N, force, device):
     """Rows of all one bfloat16 value but a neighbour, in single passes as wide as a GPU takes (32768): the
     outputs near the mean are ~1/sqrt(N), and a mean off by its float32 rounding (2^-24 of it) moved them by up
-    to 40 bfloat16 ulps (found by an adversarial review of the plain two-pass); the per-row correction of
-    ``_kernels.chunk_stats`` keeps every output within two roundings of float64 torch's, relative to itself."""
+    to 40 bfloat16 ulps (found by an adversarial review of the plain two-pass, which layer_norm therefore does not
+    take); the corrected two-pass of ``_kernels.chunk_stats`` keeps every output within two roundings of float64
+    torch's, relative to itself."""
     force("layer_norm", strategy="single_pass", BLOCK_M=1, BLOCK_N=32768)
     x = torch.full((2, N), 1000.0, dtype=torch.bfloat16)
     x[0, 7] = 1004.0  # (bfloat16's neighbour of 1000)
