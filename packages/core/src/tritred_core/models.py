@@ -19,7 +19,7 @@ FLOAT_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64")
 
 Family = Literal["reduce", "statistics", "softmax", "normalize"]
-Strategy = Literal["single_pass", "multi_pass", "split", "split_rows"]
+Strategy = Literal["single_pass", "multi_pass", "split", "split_rows", "persistent"]
 
 
 class _Frozen(BaseModel):

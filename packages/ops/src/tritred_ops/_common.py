@@ -339,7 +339,13 @@ def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: 
 def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any], split: int) -> int:
     """Groups of ``split`` programs of the compiled ``kernel`` (``args``: every positional argument of the launch)
     that are resident on ``x``'s device at once."""
-    compiled = kernel.warmup(*args, grid=(1,), **kwargs, PHASE=3, launch_cooperative_grid=True)
+    return resident_programs(kernel, x, args, {**kwargs, "PHASE": 3}) // split
+
+
+def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
+    """Programs of the compiled ``kernel`` (``args``, ``kwargs``: every argument of the launch) that are resident
+    on ``x``'s device at once: the largest grid of a cooperative launch."""
+    compiled = kernel.warmup(*args, grid=(1,), **kwargs, launch_cooperative_grid=True)
     key = ("coop", id(compiled), x.device)
 
     def fit() -> int:
@@ -355,7 +361,7 @@ def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict
         per_sm = min(int(getattr(props, "max_threads_per_multi_processor", 2048)) // threads,
                      int(getattr(props, "regs_per_multiprocessor", 65536)) // (-(-regs // 8) * 8 * threads),
                      smem // shared, 32)
-        return max(0, per_sm) * props.multi_processor_count // split
+        return max(0, per_sm) * props.multi_processor_count
     return _cached(key, fit)  # type: ignore[no-any-return]
 
 
