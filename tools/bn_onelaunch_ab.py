@@ -16,10 +16,9 @@ import math
 import sys
 
 import torch
+import tritred_ops._common as C
 from sweep import alternate
 from tritred_core import LaunchConfig
-
-import tritred_ops._common as C
 
 BF, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 CASES = [  # the suite's large training shapes, its 7x7 one, then shapes outside it
