@@ -5,7 +5,7 @@ median, the better of the two), checked against torch (WRONG on a mismatch), % o
 input read once, output written once).
 
 A variant is BLOCK_M x BLOCK_N, warps, a cap on programs per SM (0: every program the device holds at once) and
-the lag in rounds (num_stages). The grid each variant launched is printed beside it (gN).
+the tiles per item (num_stages: one release and one acquire per item). The resident grids are printed.
 
 Usage on a CUDA machine: python tools/bn_onelaunch_ab.py [--quick]
 """
@@ -26,11 +26,11 @@ CASES = [  # the suite's large training shapes, its 7x7 one, then shapes outside
     ((32, 2048, 7, 7), BF), ((128, 512, 14, 14), BF), ((32, 96, 55, 55), BF), ((16, 64, 16, 32, 32), BF),
     ((64, 256, 28, 28), F16), ((16, 64, 224, 224), F32),
 ]
-VARIANTS = [  # (tile elements, BLOCK_N at most, warps, programs per SM cap, lag rounds)
-    (2048, 128, 2, 0, 1), (2048, 128, 4, 0, 1), (4096, 128, 4, 0, 1), (4096, 256, 8, 0, 1), (8192, 256, 8, 0, 1),
-    (4096, 128, 4, 0, 2), (4096, 128, 4, 4, 1), (8192, 128, 8, 0, 1),
+VARIANTS = [  # (tile elements, BLOCK_N at most, warps, programs per SM cap, tiles per item)
+    (2048, 128, 2, 0, 1), (2048, 128, 2, 0, 4), (2048, 128, 2, 0, 8), (2048, 128, 2, 0, 16), (4096, 128, 4, 0, 4),
+    (4096, 128, 4, 0, 8), (8192, 128, 8, 0, 4), (2048, 128, 2, 8, 8),
 ]
-QUICK = [(2048, 128, 2, 0, 1), (4096, 128, 4, 0, 1), (8192, 256, 8, 0, 1)]
+QUICK = [(2048, 128, 2, 0, 4), (2048, 128, 2, 0, 8), (4096, 128, 4, 0, 8)]
 
 
 def main() -> None:
@@ -47,12 +47,12 @@ def main() -> None:
     for shape, dtype in CASES:
         B, S = shape[0], math.prod(shape[2:])
         variants: list[tuple[str, LaunchConfig | None]] = [("builtin", None)]
-        for elems, bn_max, w, per_sm, lag in (QUICK if "--quick" in sys.argv else VARIANTS):
+        for elems, bn_max, w, per_sm, unit in (QUICK if "--quick" in sys.argv else VARIANTS):
             bn = min(bn_max, p2(S))
             bm = max(1, min(p2(B), elems // bn))
-            variants.append((f"{bm}x{bn}w{w}p{per_sm}L{lag}",
+            variants.append((f"{bm}x{bn}w{w}p{per_sm}u{unit}",
                              LaunchConfig(strategy="persistent", BLOCK_M=bm, BLOCK_N=bn, num_warps=w,
-                                          num_programs=per_sm * sm, num_stages=lag)))
+                                          num_programs=per_sm * sm, num_stages=unit)))
         grids.clear()
         res = alternate("batch_norm", shape, dtype, 1, variants)
         best = max((v, k) for k, v in res.items())

@@ -33,6 +33,7 @@ def _ptxas() -> str:
 
 
 PTXAS = _ptxas()
+ALIGNED_EXTRA: list[str] = []  # more arguments a launch specializes as multiples of 16 (set by a caller)
 ROWS = dict(K=1, s_xk=1, s_yk=1, s_xn=1, s_yn=1, BLOCK_M=1, SINGLE=False, PERSIST=0, LOOP_STAGES=1, ALIGN=0,
             ALIGN_Y=False)  # unit-stride rows, one row per program, as a launch on contiguous rows specializes
 
@@ -41,7 +42,7 @@ def compile_report(fn, runtime: dict[str, str], const: dict, num_warps: int, max
     # constexpr parameters with defaults that the caller leaves out take them (ASTSource wants every parameter)
     const = {**{q.name: q.default for q in fn.params if q.is_constexpr and q.has_default}, **const}
     sig = {**runtime, **{k: "constexpr" for k in const}}
-    aligned = ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "N", "s_xm", "s_ym")
+    aligned = ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "N", "s_xm", "s_ym", *ALIGNED_EXTRA)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in runtime if n in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
                     attrs=attrs)

@@ -400,25 +400,27 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
 
 @triton.jit
 def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, B, S, C,
-                       s_b, s_s, s_c, y_b, y_s, y_c, tiles, lag, eps, eps_lo, momentum, momentum_lo,
+                       s_b, s_s, s_c, y_b, y_s, y_c, tiles, chunks, lag, eps, eps_lo, momentum, momentum_lo,
                        HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                       TILES_P2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       PARTS_P2: tl.constexpr, UNIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        DIV_S: tl.constexpr = 1):
     """Training in one launch whose second read of the input hits L2 (strategy ``persistent``, NCHW).
 
-    The work is a list of items, ``tiles`` [BLOCK_M batch, BLOCK_N spatial] tiles per channel, channel after
-    channel. A persistent grid of G co-resident programs walks it round-robin: in its iteration at item ``t``, a
-    program takes the statistics of item ``t`` and normalizes item ``t - lag``, both tiles loaded up front (two
-    tiles of loads in flight). Statistics: the tile's corrected two-pass (mean, M2, count, sum) of ``x - shift``
-    (the channel's first element, :func:`stats_shift`) stored as a partial, then one arrival on the channel's
-    counter; the program that arrives last merges the channel's partials in a fixed order (Chan et al. 1979:
-    deterministic), stores (mean, rstd, shift), updates the running statistics and arrives once more.
-    Normalization waits for that second arrival. ``lag`` >= G + tiles - 1 puts every statistics item of the
-    channel in an earlier iteration of its program than the wait: the wait is usually already met, no program
-    waits on one that waits on it (given co-residency: a cooperative launch), and between the two reads of a tile
-    pass ~lag tiles, a few MB: the second read hits L2. HBM traffic: one read and one write, as eval.
+    The work is a list of items, ``chunks`` per channel, channel after channel; an item is UNIT consecutive
+    [BLOCK_M batch, BLOCK_N spatial] tiles of the channel's ``tiles``. A persistent grid of G co-resident programs
+    walks the list round-robin: in its iteration at item ``t``, a program takes the statistics of item ``t`` and
+    then normalizes item ``t - lag``. Statistics: each tile's corrected two-pass (mean, M2, count, sum) of ``x -
+    shift`` (the channel's first element, :func:`stats_shift`), merged over the item (Chan et al. 1979) and
+    stored as a partial, then one arrival on the channel's counter; the program that arrives last merges the
+    channel's partials in slot order (deterministic), stores (mean, rstd, shift), updates the running statistics
+    and arrives once more. Normalization waits for that second arrival. ``lag`` >= G + chunks - 1 puts every
+    statistics item of the channel in an earlier iteration of its program than the wait: the wait is usually
+    already met, no program waits on one that waits on it (given co-residency: a cooperative launch), and between
+    the two reads of a tile pass ~lag items, a few MB: the second read hits L2. HBM traffic: one read and one
+    write, as eval. Each item costs a release (its arrival, which drains the program's earlier stores) and an
+    acquire: UNIT tiles per item spread them.
 
-    Under the interpreter (programs run one after another) the grid is one program and ``lag = tiles``.
+    Under the interpreter (programs run one after another) the grid is one program and ``lag = chunks``.
     """
     if DIV_S > 1:  # (see the statistics kernel)
         S = S // DIV_S * DIV_S
@@ -427,78 +429,85 @@ def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_p
         y_b = y_b // DIV_S * DIV_S
         y_c = y_c // DIV_S * DIV_S
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    total = C * tiles
+    total = C * chunks
     s_chunks = tl.cdiv(S, BLOCK_N)
     i = tl.arange(0, BLOCK_M * BLOCK_N)
     ib = i // BLOCK_N
     i_s = i % BLOCK_N
     x_off = ib * s_b + i_s * s_s
     y_off = ib * y_b + i_s * y_s
-    parts = tl.arange(0, TILES_P2)
+    parts = tl.arange(0, PARTS_P2)
     for t in tl.range(tl.program_id(0), total + lag, tl.num_programs(0)):
-        # --- the two tiles' loads, issued together: statistics item t (HBM), normalize item t - lag (L2)
-        s_ok = t < total
-        ts = tl.minimum(t, total - 1)
-        c = ts // tiles
-        j = ts % tiles
-        b0 = tl.where(s_ok, (j // s_chunks) * BLOCK_M, B)  # (past the last item: b0 = B, no lane in range)
-        s0 = (j % s_chunks) * BLOCK_N
-        mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
-        xs = tl.load(x_ptr + (c.to(tl.int64) * s_c + b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off,
-                     mask=mask, other=0)
-        tn = t - lag
-        n_ok = tn >= 0
-        tn = tl.maximum(tn, 0)
-        cn = tn // tiles
-        jn = tn % tiles
-        bn0 = tl.where(n_ok, (jn // s_chunks) * BLOCK_M, B)  # (before the first item: no lane in range)
-        sn0 = (jn % s_chunks) * BLOCK_N
-        mask_n = ((bn0 + ib) < B) & ((sn0 + i_s) < S)
-        xn = tl.load(x_ptr + (cn.to(tl.int64) * s_c + bn0.to(tl.int64) * s_b + sn0.to(tl.int64) * s_s) + x_off,
-                     mask=mask_n, other=0)
-        if s_ok:
-            shift = stats_shift(tl.load(x_ptr + c.to(tl.int64) * s_c)).to(ACC)
-            v = tl.where(mask, xs.to(ACC) - shift, 0.0)
-            n = (tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)).to(ACC)
-            mean, m2, tot = tile_stats(v, mask, n, BLOCK_M * BLOCK_N)
-            at = part_ptr + c.to(tl.int64) * (4 * TILES_P2) + j
+        if t < total:  # statistics of item t
+            c = t // chunks
+            x_c = x_ptr + c.to(tl.int64) * s_c
+            shift = stats_shift(tl.load(x_c)).to(ACC)
+            mean = tl.zeros([], ACC)
+            m2 = tl.zeros([], ACC)
+            cnt = tl.zeros([], ACC)
+            tot = tl.zeros([], ACC)
+            for u in range(UNIT):
+                jt = (t % chunks) * UNIT + u
+                b0 = tl.where(jt < tiles, (jt // s_chunks) * BLOCK_M, B)  # (past the channel's last tile: none)
+                s0 = (jt % s_chunks) * BLOCK_N
+                mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
+                v = tl.load(x_c + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off, mask=mask, other=0)
+                v = tl.where(mask, v.to(ACC) - shift, 0.0)
+                n = (tl.maximum(tl.minimum(B - b0, BLOCK_M), 0) * tl.minimum(S - s0, BLOCK_N)).to(ACC)
+                mean_t, m2_t, tot_t = tile_stats(v, mask, tl.maximum(n, 1.0), BLOCK_M * BLOCK_N)
+                mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t, m2_t, n)  # (an empty tile: n = 0, exact)
+                tot += tot_t
+            at = part_ptr + c.to(tl.int64) * (4 * PARTS_P2) + t % chunks
             tl.store(at, mean)
-            tl.store(at + TILES_P2, m2)
-            tl.store(at + 2 * TILES_P2, n)
-            tl.store(at + 3 * TILES_P2, tot)
+            tl.store(at + PARTS_P2, m2)
+            tl.store(at + 2 * PARTS_P2, cnt)
+            tl.store(at + 3 * PARTS_P2, tot)
             tl.debug_barrier()  # every thread's stores before the one release below (group_barrier's pattern)
-            if tl.atomic_add(count_ptr + c, 1, sem="acq_rel", scope="gpu") == tiles - 1:
-                # the channel's last arrival: merge its partials in slot order, at L2 (.cg: no stale L1 line)
-                base = part_ptr + c.to(tl.int64) * (4 * TILES_P2) + parts
-                ok = parts < tiles
+            if tl.atomic_add(count_ptr + c, 1, sem="release", scope="gpu") == chunks - 1:
+                # the channel's last arrival: see the others' partials (acquire), merge them in slot order, at L2
+                tl.atomic_add(count_ptr + c, 0, sem="acquire", scope="gpu")
+                base = part_ptr + c.to(tl.int64) * (4 * PARTS_P2) + parts
+                ok = parts < chunks
                 mean, m2, cnt = tl.reduce((tl.load(base, mask=ok, other=0, cache_modifier=".cg"),
-                                           tl.load(base + TILES_P2, mask=ok, other=0, cache_modifier=".cg"),
-                                           tl.load(base + 2 * TILES_P2, mask=ok, other=0, cache_modifier=".cg")),
+                                           tl.load(base + PARTS_P2, mask=ok, other=0, cache_modifier=".cg"),
+                                           tl.load(base + 2 * PARTS_P2, mask=ok, other=0, cache_modifier=".cg")),
                                           0, chan_fn)
                 rstd = div_exact(1.0, sqrt_exact(div_exact(m2, cnt, ACC) + eps, ACC), ACC)  # biased, as torch
                 tl.store(stat_ptr + c * 4, mean)
                 tl.store(stat_ptr + c * 4 + 1, rstd)
                 tl.store(stat_ptr + c * 4 + 2, shift)
                 if HAS_RUNNING:
-                    total_c = tl.sum(tl.load(base + 3 * TILES_P2, mask=ok, other=0, cache_modifier=".cg"), 0)
+                    total_c = tl.sum(tl.load(base + 3 * PARTS_P2, mask=ok, other=0, cache_modifier=".cg"), 0)
                     _update_running(rm_ptr, rv_ptr, c, c < C, shift + mean, m2, cnt, total_c + cnt * shift,
                                     momentum, momentum_lo, ACC)
                 tl.debug_barrier()
                 tl.atomic_add(count_ptr + c, 1, sem="release", scope="gpu")
-        if n_ok:
+        if t >= lag:  # normalization of item t - lag, once its channel's statistics are stored
+            tn = t - lag
+            cn = tn // chunks
             seen = tl.atomic_add(count_ptr + cn, 0, sem="acquire", scope="gpu")
-            while seen <= tiles:
+            while seen <= chunks:
                 seen = tl.atomic_add(count_ptr + cn, 0, sem="acquire", scope="gpu")
             mean = tl.load(stat_ptr + cn * 4, cache_modifier=".cg")
             scale = tl.load(stat_ptr + cn * 4 + 1, cache_modifier=".cg")
             shift = tl.load(stat_ptr + cn * 4 + 2, cache_modifier=".cg")
             if HAS_W:
                 scale = scale * tl.load(w_ptr + cn).to(ACC)
-            y = (xn.to(ACC) - shift - mean) * scale
-            if HAS_B:  # (no + 0 without bias: -0.0 stays)
-                y = y + tl.load(b_ptr + cn).to(ACC)
-            tl.store(y_ptr + (cn.to(tl.int64) * y_c + bn0.to(tl.int64) * y_b + sn0.to(tl.int64) * y_s) + y_off,
-                     y, mask=mask_n)
+            bias = tl.zeros([], ACC)
+            if HAS_B:
+                bias = tl.load(b_ptr + cn).to(ACC)
+            x_c = x_ptr + cn.to(tl.int64) * s_c
+            y_c_ptr = y_ptr + cn.to(tl.int64) * y_c
+            for u in range(UNIT):
+                jt = (tn % chunks) * UNIT + u
+                b0 = tl.where(jt < tiles, (jt // s_chunks) * BLOCK_M, B)
+                s0 = (jt % s_chunks) * BLOCK_N
+                mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
+                v = tl.load(x_c + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off, mask=mask, other=0)
+                y = (v.to(ACC) - shift - mean) * scale
+                if HAS_B:  # (no + 0 without bias: -0.0 stays)
+                    y = y + bias
+                tl.store(y_c_ptr + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s) + y_off, y, mask=mask)
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
@@ -670,24 +679,25 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if training and cfg.strategy == "persistent" and cfg.BLOCK_K == 1:  # one launch, the second read from L2
         bm, bn = _split_tiles(cfg, B, S)
         tiles = C.cdiv(B, bm) * C.cdiv(S, bn)
-        parts = C.next_pow2(tiles)
+        unit = min(cfg.num_stages, tiles)  # tiles per item
+        chunks = C.cdiv(tiles, unit)
+        parts = C.next_pow2(chunks)
         args = (x, y, rec.empty((Ch * 4 * parts,), acc, dev), rec.empty((Ch * 4,), acc, dev),
                 rec.zeros((Ch,), torch.int32, dev), rm_buf if has_running else y, rv_buf if has_running else y, w, b,
-                B, S, Ch, xb, xs, xc, yb, ys, yc, tiles)
+                B, S, Ch, xb, xs, xc, yb, ys, yc, tiles, chunks)
         (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
         kwargs = dict(eps=eps_hi, eps_lo=eps_lo, momentum=mom_hi, momentum_lo=mom_lo, HAS_RUNNING=has_running,
-                      HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), TILES_P2=parts,
-                      BLOCK_M=bm, BLOCK_N=bn, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)),
+                      HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), PARTS_P2=parts,
+                      UNIT=unit, BLOCK_M=bm, BLOCK_N=bn, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)),
                       num_warps=cfg.num_warps)
         if dev.type == "cuda":  # a cooperative grid of every program the device holds at once (or the config's)
             grid = C.resident_programs(_persistent_kernel, x, (*args, 0), kwargs)
             if cfg.num_programs:
                 grid = min(grid, cfg.num_programs)
-            grid = max(1, min(grid, Ch * tiles))
-            rec.launch(_persistent_kernel, (grid,), *args, cfg.num_stages * grid + tiles - 1, **kwargs,
-                       launch_cooperative_grid=True)
+            grid = max(1, min(grid, Ch * chunks))
+            rec.launch(_persistent_kernel, (grid,), *args, grid + chunks - 1, **kwargs, launch_cooperative_grid=True)
         else:  # the interpreter runs programs one after another: one program, the smallest lag
-            rec.launch(_persistent_kernel, (1,), *args, tiles, **kwargs)
+            rec.launch(_persistent_kernel, (1,), *args, chunks, **kwargs)
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
         rec.save(key, y)
         return y
