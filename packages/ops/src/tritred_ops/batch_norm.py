@@ -398,7 +398,7 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             tl.store(y_tile + r * BLOCK_K * y_c + y_off, y, mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["lag"])  # (the grid is sized from the kernel compiled before the lag is known)
 def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, B, S, C,
                        s_b, s_s, s_c, y_b, y_s, y_c, tiles, chunks, lag, eps, eps_lo, momentum, momentum_lo,
                        HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
