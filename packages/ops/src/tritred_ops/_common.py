@@ -8,6 +8,7 @@ be expressed as one strided axis (``layout="gathered"``, logged).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import operator
@@ -361,8 +362,28 @@ def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs:
         per_sm = min(int(getattr(props, "max_threads_per_multi_processor", 2048)) // threads,
                      int(getattr(props, "regs_per_multiprocessor", 65536)) // (-(-regs // 8) * 8 * threads),
                      smem // shared, 32)
+        driver = _driver_occupancy(compiled, threads, shared - 1024)
+        if driver is not None and driver != per_sm:
+            log.debug("resident programs per SM: %d by the driver, %d estimated (%d registers)", driver, per_sm, regs)
+            per_sm = driver
         return max(0, per_sm) * props.multi_processor_count
     return _cached(key, fit)  # type: ignore[no-any-return]
+
+
+def _driver_occupancy(compiled: Any, threads: int, shared: int) -> int | None:
+    """Programs per SM of a compiled kernel by the CUDA driver's occupancy calculator (the count a cooperative
+    launch is checked against), or None where it cannot be asked (no libcuda, no function handle)."""
+    handle = getattr(compiled, "function", None)
+    if not handle:
+        return None
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    n = ctypes.c_int(0)
+    rc = lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), ctypes.c_void_p(handle),
+                                                          ctypes.c_int(threads), ctypes.c_size_t(shared))
+    return n.value if rc == 0 else None
 
 
 def row_hint(view: View, align: int) -> int:
