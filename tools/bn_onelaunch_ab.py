@@ -12,6 +12,7 @@ Usage on a CUDA machine: python tools/bn_onelaunch_ab.py [--quick]
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 
@@ -34,6 +35,8 @@ QUICK = [(2048, 128, 2, 0, 4), (2048, 128, 2, 0, 8), (4096, 128, 4, 0, 8)]
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format='   %(message)s')
+    logging.getLogger('tritred').setLevel(logging.DEBUG)  # (the occupancy: driver against estimate)
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     grids: list[int] = []
     real = C.resident_programs
