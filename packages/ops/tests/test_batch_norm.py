@@ -88,10 +88,10 @@ def test_strided_input(device):
                                  dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
                                  dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1),
                                  # persistent (one launch, the normalization lagging the statistics): 6 tiles per
-                                 # channel with edges in B and S; one tile per channel; items of 4 tiles (the last one short)
+                                 # channel, edges in B and S; one tile per channel; items of 4 tiles (the last short)
                                  dict(strategy="persistent", BLOCK_M=2, BLOCK_N=8),
                                  dict(strategy="persistent", BLOCK_M=4, BLOCK_N=32),
-                                 dict(strategy="persistent", BLOCK_M=1, BLOCK_N=4, num_programs=3, num_stages=4)],
+                                 dict(strategy="persistent", BLOCK_M=1, BLOCK_N=4, num_programs=3, num_stages=4, split=8)],
                          ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)

@@ -157,8 +157,9 @@ class LaunchConfig(_Frozen):
 
     @model_validator(mode="after")
     def _split_only_for_split(self) -> LaunchConfig:
-        if self.strategy not in ("split", "split_rows") and self.split != 1:
-            raise ValueError(f"split={self.split} needs strategy='split' or 'split_rows' (got {self.strategy!r})")
+        if self.strategy not in ("split", "split_rows", "persistent") and self.split != 1:
+            raise ValueError(f"split={self.split} needs strategy 'split', 'split_rows' or 'persistent' "
+                             f"(got {self.strategy!r})")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self

@@ -398,6 +398,17 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
             tl.store(y_tile + r * BLOCK_K * y_c + y_off, y, mask=mask)
 
 
+@triton.jit
+def _item_tile(x_c, jt, end, B, S, s_b, s_s, x_off, ib, i_s, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Tile ``jt`` of a channel (at ``x_c``) as (values, mask, b0, s0); none of its lanes in range when ``jt >=
+    end`` (b0 = B)."""
+    s_chunks = tl.cdiv(S, BLOCK_N)
+    b0 = tl.where(jt < end, (jt // s_chunks) * BLOCK_M, B)
+    s0 = (jt % s_chunks) * BLOCK_N
+    mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
+    return tl.load(x_c + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off, mask=mask, other=0), mask, b0, s0
+
+
 @triton.jit(do_not_specialize=["lag"])  # (the grid is sized from the kernel compiled before the lag is known)
 def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, B, S, C,
                        s_b, s_s, s_c, y_b, y_s, y_c, tiles, chunks, lag, eps, eps_lo, momentum, momentum_lo,
@@ -430,7 +441,6 @@ def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_p
         y_c = y_c // DIV_S * DIV_S
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     total = C * chunks
-    s_chunks = tl.cdiv(S, BLOCK_N)
     i = tl.arange(0, BLOCK_M * BLOCK_N)
     ib = i // BLOCK_N
     i_s = i % BLOCK_N
@@ -446,17 +456,19 @@ def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_p
             m2 = tl.zeros([], ACC)
             cnt = tl.zeros([], ACC)
             tot = tl.zeros([], ACC)
+            j0 = (t % chunks) * UNIT
+            end = tl.minimum(tiles, j0 + UNIT)
+            # each tile's loads are issued before the previous tile's reductions (two tiles in flight)
+            v, mask, b0, s0 = _item_tile(x_c, j0, end, B, S, s_b, s_s, x_off, ib, i_s, BLOCK_M, BLOCK_N)
             for u in range(UNIT):
-                jt = (t % chunks) * UNIT + u
-                b0 = tl.where(jt < tiles, (jt // s_chunks) * BLOCK_M, B)  # (past the channel's last tile: none)
-                s0 = (jt % s_chunks) * BLOCK_N
-                mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
-                v = tl.load(x_c + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off, mask=mask, other=0)
+                v_next, mask_next, b0_next, s0_next = _item_tile(x_c, j0 + u + 1, end, B, S, s_b, s_s, x_off, ib,
+                                                                 i_s, BLOCK_M, BLOCK_N)
                 v = tl.where(mask, v.to(ACC) - shift, 0.0)
                 n = (tl.maximum(tl.minimum(B - b0, BLOCK_M), 0) * tl.minimum(S - s0, BLOCK_N)).to(ACC)
                 mean_t, m2_t, tot_t = tile_stats(v, mask, tl.maximum(n, 1.0), BLOCK_M * BLOCK_N)
                 mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t, m2_t, n)  # (an empty tile: n = 0, exact)
                 tot += tot_t
+                v, mask, b0, s0 = v_next, mask_next, b0_next, s0_next
             at = part_ptr + c.to(tl.int64) * (4 * PARTS_P2) + t % chunks
             tl.store(at, mean)
             tl.store(at + PARTS_P2, m2)
@@ -498,16 +510,17 @@ def _persistent_kernel(x_ptr, y_ptr, part_ptr, stat_ptr, count_ptr, rm_ptr, rv_p
                 bias = tl.load(b_ptr + cn).to(ACC)
             x_c = x_ptr + cn.to(tl.int64) * s_c
             y_c_ptr = y_ptr + cn.to(tl.int64) * y_c
+            j0 = (tn % chunks) * UNIT
+            end = tl.minimum(tiles, j0 + UNIT)
+            v, mask, b0, s0 = _item_tile(x_c, j0, end, B, S, s_b, s_s, x_off, ib, i_s, BLOCK_M, BLOCK_N)
             for u in range(UNIT):
-                jt = (tn % chunks) * UNIT + u
-                b0 = tl.where(jt < tiles, (jt // s_chunks) * BLOCK_M, B)
-                s0 = (jt % s_chunks) * BLOCK_N
-                mask = ((b0 + ib) < B) & ((s0 + i_s) < S)
-                v = tl.load(x_c + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s) + x_off, mask=mask, other=0)
+                v_next, mask_next, b0_next, s0_next = _item_tile(x_c, j0 + u + 1, end, B, S, s_b, s_s, x_off, ib,
+                                                                 i_s, BLOCK_M, BLOCK_N)
                 y = (v.to(ACC) - shift - mean) * scale
                 if HAS_B:  # (no + 0 without bias: -0.0 stays)
                     y = y + bias
                 tl.store(y_c_ptr + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s) + y_off, y, mask=mask)
+                v, mask, b0, s0 = v_next, mask_next, b0_next, s0_next
 
 
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
@@ -695,9 +708,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             if cfg.num_programs:
                 grid = min(grid, cfg.num_programs)
             grid = max(1, min(grid, Ch * chunks))
-            rec.launch(_persistent_kernel, (grid,), *args, grid + chunks - 1, **kwargs, launch_cooperative_grid=True)
-        else:  # the interpreter runs programs one after another: one program, the smallest lag
-            rec.launch(_persistent_kernel, (1,), *args, chunks, **kwargs)
+        else:  # the interpreter runs programs one after another: one program
+            grid = 1
+        # lag: at least chunks - 1 (a channel's statistics items, all in the same round or earlier), plus
+        # cfg.split eighths of a round (waits met before they are made, against the L2 footprint between reads)
+        lag = chunks - 1 + grid * cfg.split // 8
+        if dev.type == "cuda":
+            rec.launch(_persistent_kernel, (grid,), *args, lag, **kwargs, launch_cooperative_grid=True)
+        else:
+            rec.launch(_persistent_kernel, (1,), *args, lag, **kwargs)
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
         rec.save(key, y)
         return y
