@@ -8,7 +8,10 @@ A variant is BLOCK_M x BLOCK_N, warps, a cap on programs per SM (0: every progra
 the tiles per item (num_stages: one release and one acquire per item), the lag beyond a channel's items in
 eighths of a round (split). The resident grids are printed.
 
-Usage on a CUDA machine: python tools/bn_onelaunch_ab.py [--quick]
+The strategy was measured slower and reverted: the tool runs at commit ebc1ead (the last variant; 375ebc2 and
+e1d385d the earlier ones), data in docs/data/h200-s17-bn-persistent-ab.txt.
+
+Usage on a CUDA machine, at that commit: python tools/bn_onelaunch_ab.py [--quick]
 """
 
 from __future__ import annotations

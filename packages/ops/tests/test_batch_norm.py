@@ -86,12 +86,7 @@ def test_strided_input(device):
                                  dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2),
                                  # one tile per channel; a program count below one group per channel block
                                  dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
-                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1),
-                                 # persistent (one launch, the normalization lagging the statistics): 6 tiles per
-                                 # channel, edges in B and S; one tile per channel; items of 4 tiles (the last short)
-                                 dict(strategy="persistent", BLOCK_M=2, BLOCK_N=8),
-                                 dict(strategy="persistent", BLOCK_M=4, BLOCK_N=32),
-                                 dict(strategy="persistent", BLOCK_M=1, BLOCK_N=4, num_programs=3, num_stages=4, split=8)],
+                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1)],
                          ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)

@@ -19,7 +19,7 @@ FLOAT_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64")
 
 Family = Literal["reduce", "statistics", "softmax", "normalize"]
-Strategy = Literal["single_pass", "multi_pass", "split", "split_rows", "persistent"]
+Strategy = Literal["single_pass", "multi_pass", "split", "split_rows"]
 
 
 class _Frozen(BaseModel):
@@ -157,9 +157,8 @@ class LaunchConfig(_Frozen):
 
     @model_validator(mode="after")
     def _split_only_for_split(self) -> LaunchConfig:
-        if self.strategy not in ("split", "split_rows", "persistent") and self.split != 1:
-            raise ValueError(f"split={self.split} needs strategy 'split', 'split_rows' or 'persistent' "
-                             f"(got {self.strategy!r})")
+        if self.strategy not in ("split", "split_rows") and self.split != 1:
+            raise ValueError(f"split={self.split} needs strategy='split' or 'split_rows' (got {self.strategy!r})")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self
