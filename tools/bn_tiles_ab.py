@@ -9,7 +9,9 @@ A variant is BLOCK_M x BLOCK_N, warps and statistics programs per SM (``split`` 
 against the config before it (up to 64 spatial x 32 images on 4 warps), in training and eval, on the suite's
 shapes and the offsuite's.
 
-Usage on a CUDA machine: python tools/bn_tiles_ab.py [--rule]
+``--programs``: the built-in tiles with more statistics programs, up to one per tile (seventeenth session).
+
+Usage on a CUDA machine: python tools/bn_tiles_ab.py [--rule | --programs]
 """
 
 from __future__ import annotations
@@ -80,9 +82,44 @@ def rule() -> None:
               f"({cfg.BLOCK_M}x{cfg.BLOCK_N} w{cfg.num_warps} s{cfg.split})  old {res['old']:.1f}", flush=True)
 
 
+PROGRAM_CASES = [  # (shape, dtype): training, the suite's large shapes and shapes outside it
+    ((64, 256, 56, 56), BF), ((64, 256, 56, 56), F32), ((256, 64, 56, 56), BF), ((128, 512, 14, 14), BF),
+    ((32, 96, 55, 55), BF), ((16, 64, 224, 224), F32), ((16, 64, 16, 32, 32), BF),
+]
+PROGRAM_VARIANTS = [  # (statistics programs per SM, normalize programs per SM: 0 for one tile each)
+    (8, 0), (16, 0), (32, 0), (64, 0), (100000, 0), (32, 16), (100000, 16),
+]
+
+
+def programs() -> None:
+    """The built-in tiles (16 x 128, 2 warps) with more statistics programs (up to one per tile: more loads in
+    flight; the normalize launch merges as many partials per program), and normalize programs looping over
+    tiles (their partials merged once)."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    p2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731
+    for shape, dtype in PROGRAM_CASES:
+        B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
+        bn = min(128, p2(S))
+        bm = max(1, min(p2(B), 2048 // bn))
+        tiles = math.ceil(B / bm) * math.ceil(S / bn)
+        variants = [("builtin", None)]
+        for per_sm, apply_sm in PROGRAM_VARIANTS:
+            split = max(1, min(tiles, per_sm * sm // Ch))
+            variants.append((f"s{split}n{apply_sm}", LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn,
+                                                                  num_warps=2, split=split,
+                                                                  num_programs=apply_sm * sm)))
+        res = alternate("batch_norm", shape, dtype, 1, variants)
+        best = max((v, k) for k, v in res.items())
+        print(f"batch_norm {shape} {str(dtype)[6:]} ({bm}x{bn}, {tiles} tiles): best {best[1]} {best[0]:.1f} | "
+              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def main() -> None:
     if "--rule" in sys.argv:
         rule()
+        return
+    if "--programs" in sys.argv:
+        programs()
         return
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     for shape, dtype in CASES:

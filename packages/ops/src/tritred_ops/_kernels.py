@@ -400,7 +400,28 @@ def tile_stats(x, mask, n, LANES: tl.constexpr = 1):
 
 
 @triton.jit
-def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORRECT: tl.constexpr = True):
+def _split12(a):
+    """Veltkamp's split of float32 ``a`` into a high part of 12 significant bits and the exact rest."""
+    c = a * 4097.0  # 2^12 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+@triton.jit
+def exact_residual(total, n, mean):
+    """``total - n * mean`` in float32, exact up to its last rounding (no fused multiply-add: Dekker's product,
+    1971, the same on every Triton, whose interpreters differ on fma). ``mean`` = total / n rounded: n * mean is
+    within a few ulps of ``total``, so ``total - hi`` is exact (Sterbenz) and only the final subtraction rounds."""
+    n_hi, n_lo = _split12(n)
+    m_hi, m_lo = _split12(mean)
+    hi = n * mean
+    lo = ((n_hi * m_hi - hi) + n_hi * m_lo + n_lo * m_hi) + n_lo * m_lo  # hi + lo = n * mean exactly
+    return (total - hi) - lo
+
+
+@triton.jit
+def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORRECT: tl.constexpr = True,
+                RESIDUAL: tl.constexpr = False):
     """(mean, correction, M2) of the ``n`` valid lanes of a tile along ``axis``: the corrected two-pass algorithm.
 
     The first mean carries the rounding of a sum of large values (rows far from 0); the deviations' own sum
@@ -422,9 +443,17 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     moves every output by e / spread, up to 40 bfloat16 ulps of the outputs near the mean (found by an adversarial
     review); nor float16 (sums exact for fewer elements) and wider types. (Correcting the mean per row instead, by
     the exact float64 residual total - n * mean, cost 5-6 points: measured on the H200, dropped.)
+
+    RESIDUAL (layer_norm's single pass of bfloat16 rows up to 2^15 wide): the correction from the exact residual
+    of the mean's division, ``c = total - n * mean`` (:func:`exact_residual`, per row), instead of the sum of the
+    deviations (one add per element and one reduction less). Where it matters, the rows whose spread is small
+    against their mean, the float32 sum is exact (their values are multiples of 2^-8 of their binade: n <= 2^15
+    of them sum exactly in 24 bits), so c is the deviations' exact sum; elsewhere the sum's rounding is small
+    against the spread, as in the plain two-pass.
     """
     n_safe = n
-    mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
+    total = tl.sum(x, axis)
+    mean = div_exact(total, n_safe, x.dtype)
     if EVEN:
         if axis == 0:
             d = x - mean[None, :]
@@ -434,7 +463,11 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
         d = tl.where(mask, x - mean[None, :], 0.0)
     else:
         d = tl.where(mask, x - mean[:, None], 0.0)
-    if CORRECT:
+    if RESIDUAL:
+        c = exact_residual(total, n_safe, mean)
+        corr = div_exact(c, n_safe, x.dtype)
+        m2 = tl.sum(d * d, axis) - c * corr
+    elif CORRECT:
         c, ss = tl.reduce((d, d * d), axis, add_pair)  # one cross-warp exchange for both sums
         corr = div_exact(c, n_safe, x.dtype)
         m2 = ss - c * corr
