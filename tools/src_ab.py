@@ -30,6 +30,13 @@ CASES = {  # name -> [(op, shape, dtype, dim)]
         ("layer_norm", (8192, 8192), BF, -1), ("layer_norm", (65536, 1024), BF, -1),
         ("var", (262144, 256), F16, -1),  # (control: unchanged)
     ],
+    "resid": [  # (layer_norm's bfloat16 single pass: the exact residual of the mean against the corrected two-pass)
+        ("layer_norm", (262144, 256), BF, -1), ("layer_norm", (65536, 1024), BF, -1),
+        ("layer_norm", (100000, 768), BF, -1), ("layer_norm", (16384, 4096), BF, -1),
+        ("layer_norm", (8192, 8192), BF, -1), ("layer_norm", (200000, 300), BF, -1),
+        ("layer_norm", (65536, 768), BF, -1), ("layer_norm", (4096, 32768), BF, -1),
+        ("layer_norm", (65536, 1024), F32, -1), ("var", (262144, 256), BF, -1),  # (controls: unchanged)
+    ],
     "cols": [  # (the column rule of heuristics._cols_config: a launch config, run from two trees all the same)
         ("sum", (64, 4096, 256), BF, 1), ("sum", (64, 4096, 256), F32, 1), ("amin", (64, 4096, 256), F32, 1),
         ("prod", (64, 4096, 256), BF, 1), ("mean", (16, 4096, 1000), BF, 1), ("mean", (16, 4096, 1000), F32, 1),
