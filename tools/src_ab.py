@@ -11,6 +11,7 @@ a ``tritred_ops`` package, e.g. an exported base commit's packages/ops/src and t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -68,7 +69,7 @@ def main() -> None:
     if sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
         return
-    a, b = sys.argv[1], sys.argv[2]
+    a, b = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])  # (the child checks the path it imports)
     cases = sys.argv[sys.argv.index("--cases") + 1] if "--cases" in sys.argv else "stats"
     best: dict[str, dict[str, float]] = {"A": {}, "B": {}}
     for _ in range(2):

@@ -400,23 +400,23 @@ def tile_stats(x, mask, n, LANES: tl.constexpr = 1):
 
 
 @triton.jit
-def _split12(a):
-    """Veltkamp's split of float32 ``a`` into a high part of 12 significant bits and the exact rest."""
-    c = a * 4097.0  # 2^12 + 1
-    hi = c - (c - a)
-    return hi, a - hi
+def _top8(a):
+    """``a`` (float32) with its significand cut to its top 8 bits (sign, exponent and 7 stored bits kept)."""
+    return (a.to(tl.int32, bitcast=True) & -65536).to(tl.float32, bitcast=True)  # (-65536 = 0xFFFF0000)
 
 
 @triton.jit
 def exact_residual(total, n, mean):
-    """``total - n * mean`` in float32, exact up to its last rounding (no fused multiply-add: Dekker's product,
-    1971, the same on every Triton, whose interpreters differ on fma). ``mean`` = total / n rounded: n * mean is
-    within a few ulps of ``total``, so ``total - hi`` is exact (Sterbenz) and only the final subtraction rounds."""
-    n_hi, n_lo = _split12(n)
-    m_hi, m_lo = _split12(mean)
-    hi = n * mean
-    lo = ((n_hi * m_hi - hi) + n_hi * m_lo + n_lo * m_hi) + n_lo * m_lo  # hi + lo = n * mean exactly
-    return (total - hi) - lo
+    """``total - n * mean`` in float32, exact, for an integer ``n <= 2^15`` and ``mean`` = total / n rounded: the
+    mean cut into three parts of at most 8 significant bits (by masking its bits), each product with n exact in
+    float32, subtracted from the total largest first, each difference exact. Exact whether or not the compiler
+    fuses a product into a subtraction (its products are exact), and on every Triton interpreter (3.6's fma
+    rounds twice)."""
+    m_hi = _top8(mean)
+    m_rest = mean - m_hi  # (exact: the bits cut off)
+    m_mid = _top8(m_rest)
+    m_lo = m_rest - m_mid
+    return ((total - n * m_hi) - n * m_mid) - n * m_lo
 
 
 @triton.jit
@@ -445,7 +445,7 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     the exact float64 residual total - n * mean, cost 5-6 points: measured on the H200, dropped.)
 
     RESIDUAL (layer_norm's single pass of bfloat16 rows up to 2^15 wide): the correction from the exact residual
-    of the mean's division, ``c = total - n * mean`` (:func:`exact_residual`, per row), instead of the sum of the
+    of the mean's division, ``c = total - n * mean`` (:func:`exact_residual`, a few operations per row), instead of the sum of the
     deviations (one add per element and one reduction less). Where it matters, the rows whose spread is small
     against their mean, the float32 sum is exact (their values are multiples of 2^-8 of their binade: n <= 2^15
     of them sum exactly in 24 bits), so c is the deviations' exact sum; elsewhere the sum's rounding is small
