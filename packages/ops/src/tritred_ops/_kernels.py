@@ -446,10 +446,10 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
 
     RESIDUAL (layer_norm's single pass of bfloat16 rows up to 2^15 wide): the correction from the exact residual
     of the mean's division, ``c = total - n * mean`` (:func:`exact_residual`, a few operations per row), instead
-    of the sum of the deviations (one add per element and one reduction less). Where it matters, the rows whose spread is small
-    against their mean, the float32 sum is exact (their values are multiples of 2^-8 of their binade: n <= 2^15
-    of them sum exactly in 24 bits), so c is the deviations' exact sum; elsewhere the sum's rounding is small
-    against the spread, as in the plain two-pass.
+    of the sum of the deviations (one add per element and one reduction less). Where it matters, the rows whose
+    spread is small against their mean, the float32 sum is exact (their values are multiples of 2^-8 of their
+    binade: n <= 2^15 of them sum exactly in 24 bits), so c is the deviations' exact sum; elsewhere the sum's
+    rounding is small against the spread, as in the plain two-pass.
     """
     n_safe = n
     total = tl.sum(x, axis)
