@@ -5,11 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
 import tritred_ops as tr
 from ops_helpers import LAYOUTS, assert_close, config_id, randn
-from tritred_ops._kernels import div_exact, exact_residual
 
 CONFIGS = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
            dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
@@ -268,29 +265,3 @@ def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, devi
     with caplog.at_level("INFO", logger="tritred"):
         assert_close(tr.layer_norm(x, (5000,), w, b), _ref(x, (5000,), w, b), n=64, scale=8, what="two launches")
     assert "two launches" in caplog.text
-
-
-@triton.jit
-def _residual_kernel(t_ptr, n_ptr, r_ptr, BLOCK: tl.constexpr):
-    i = tl.arange(0, BLOCK)
-    total = tl.load(t_ptr + i)
-    n = tl.load(n_ptr + i)
-    tl.store(r_ptr + i, exact_residual(total, n, div_exact(total, n, tl.float32)))
-
-
-def test_exact_residual_of_the_mean(device):
-    """``_kernels.exact_residual`` (layer_norm's bfloat16 single pass) gives total - n * mean to float32's last
-    rounding of the float64 value, for sums of 1 to 2^15 values and means rounded from them, where the plain
-    float32 ``total - n * mean`` (the product rounded first) is off by up to half an ulp of the total."""
-    g = torch.Generator().manual_seed(torch.seed() % 2**31)
-    n = torch.randint(1, 2**15 + 1, (1024,), generator=g).float()
-    total = (torch.randn(1024, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-3, 30, (1024,),
-                                                                                       generator=g)).float()
-    r = torch.full((1024,), float("nan"))
-    t, nn_, r = total.to(device), n.to(device), r.to(device)
-    _residual_kernel[(1,)](t, nn_, r, BLOCK=1024)
-    mean = (t.double() / nn_.double()).float().double()  # the correctly rounded division, as div_exact
-    exact = (t.double() - nn_.double() * mean).float()  # exact in float64 (24 + 15 bits), then rounded once
-    assert torch.equal(r, exact), (r - exact).abs().max().item()
-    plain = (t - nn_ * mean.float())  # the product rounded to float32 first: not exact
-    assert not torch.equal(plain, exact)

@@ -400,28 +400,7 @@ def tile_stats(x, mask, n, LANES: tl.constexpr = 1):
 
 
 @triton.jit
-def _top8(a):
-    """``a`` (float32) with its significand cut to its top 8 bits (sign, exponent and 7 stored bits kept)."""
-    return (a.to(tl.int32, bitcast=True) & -65536).to(tl.float32, bitcast=True)  # (-65536 = 0xFFFF0000)
-
-
-@triton.jit
-def exact_residual(total, n, mean):
-    """``total - n * mean`` in float32, exact, for an integer ``n <= 2^15`` and ``mean`` = total / n rounded: the
-    mean cut into three parts of at most 8 significant bits (by masking its bits), each product with n exact in
-    float32, subtracted from the total largest first, each difference exact. Exact whether or not the compiler
-    fuses a product into a subtraction (its products are exact), and on every Triton interpreter (3.6's fma
-    rounds twice)."""
-    m_hi = _top8(mean)
-    m_rest = mean - m_hi  # (exact: the bits cut off)
-    m_mid = _top8(m_rest)
-    m_lo = m_rest - m_mid
-    return ((total - n * m_hi) - n * m_mid) - n * m_lo
-
-
-@triton.jit
-def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORRECT: tl.constexpr = True,
-                RESIDUAL: tl.constexpr = False):
+def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORRECT: tl.constexpr = True):
     """(mean, correction, M2) of the ``n`` valid lanes of a tile along ``axis``: the corrected two-pass algorithm.
 
     The first mean carries the rounding of a sum of large values (rows far from 0); the deviations' own sum
@@ -443,17 +422,9 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     moves every output by e / spread, up to 40 bfloat16 ulps of the outputs near the mean (found by an adversarial
     review); nor float16 (sums exact for fewer elements) and wider types. (Correcting the mean per row instead, by
     the exact float64 residual total - n * mean, cost 5-6 points: measured on the H200, dropped.)
-
-    RESIDUAL (layer_norm's single pass of bfloat16 rows up to 2^15 wide): the correction from the exact residual
-    of the mean's division, ``c = total - n * mean`` (:func:`exact_residual`, a few operations per row), instead
-    of the sum of the deviations (one add per element and one reduction less). Where it matters, the rows whose
-    spread is small against their mean, the float32 sum is exact (their values are multiples of 2^-8 of their
-    binade: n <= 2^15 of them sum exactly in 24 bits), so c is the deviations' exact sum; elsewhere the sum's
-    rounding is small against the spread, as in the plain two-pass.
     """
     n_safe = n
-    total = tl.sum(x, axis)
-    mean = div_exact(total, n_safe, x.dtype)
+    mean = div_exact(tl.sum(x, axis), n_safe, x.dtype)
     if EVEN:
         if axis == 0:
             d = x - mean[None, :]
@@ -463,11 +434,7 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
         d = tl.where(mask, x - mean[None, :], 0.0)
     else:
         d = tl.where(mask, x - mean[:, None], 0.0)
-    if RESIDUAL:
-        c = exact_residual(total, n_safe, mean)
-        corr = div_exact(c, n_safe, x.dtype)
-        m2 = tl.sum(d * d, axis) - c * corr
-    elif CORRECT:
+    if CORRECT:
         c, ss = tl.reduce((d, d * d), axis, add_pair)  # one cross-warp exchange for both sums
         corr = div_exact(c, n_safe, x.dtype)
         m2 = ss - c * corr

@@ -123,8 +123,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
             if HAS_B:
                 b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
-        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN,
-                                      RESIDUAL=(x_ptr.dtype.element_ty == tl.bfloat16) & (BLOCK_N <= 32768))
+        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
