@@ -362,8 +362,11 @@ def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs:
         per_sm = min(int(getattr(props, "max_threads_per_multi_processor", 2048)) // threads,
                      int(getattr(props, "regs_per_multiprocessor", 65536)) // (-(-regs // 8) * 8 * threads),
                      smem // shared, 32)
+        # The driver's count is the one a cooperative launch is checked against: registers are allocated per
+        # quarter of the SM, so 2-warp programs of 108 registers fit 8 per SM, not the 9 the division gives (H200:
+        # "too many blocks in cooperative launch"). Never more than the estimate: the grids measured so far.
         driver = _driver_occupancy(compiled, threads, shared - 1024)
-        if driver is not None and driver != per_sm:
+        if driver is not None and driver < per_sm:
             log.debug("resident programs per SM: %d by the driver, %d estimated (%d registers)", driver, per_sm, regs)
             per_sm = driver
         return max(0, per_sm) * props.multi_processor_count
