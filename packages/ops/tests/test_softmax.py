@@ -273,6 +273,29 @@ def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, devi
     assert "two launches" in caplog.text
 
 
+def test_resident_programs_take_the_drivers_count_where_lower(monkeypatch, force, device):
+    """A cooperative grid is sized by the registers, threads and shared memory per SM, lowered to the CUDA driver's
+    occupancy where that is smaller (registers are allocated per quarter SM: the division overestimated 2-warp
+    programs of 108 registers, and the launch was refused); without a function handle (the interpreter) the driver
+    is not asked."""
+    from types import SimpleNamespace
+
+    import tritred_ops._common as C
+    from tritred_core import get_registry
+    assert C._driver_occupancy(SimpleNamespace(function=0), 64, 0) is None
+    if device != "cuda":
+        pytest.skip("resident programs are counted for compiled kernels only")
+    monkeypatch.setattr(C, "_driver_occupancy", lambda *a: 1)  # a driver that holds one program per SM
+    get_registry().cache.clear()
+    counts: list[int] = []
+    real = C.resident_programs
+    monkeypatch.setattr(C, "resident_programs", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
+    x = randn((300, 5000), torch.float32, device, scale=4)
+    force("softmax", strategy="split", BLOCK_N=1024, split=5)
+    assert_close(tr.softmax(x, 1), _ref("softmax", x, 1), n=8, scale=4, what="one program per SM")
+    assert counts == [torch.cuda.get_device_properties(x.device).multi_processor_count]
+
+
 def test_split_rows_never_widen_a_program_past_the_largest_tile():
     """A forced split of too few programs widens them to cover the row, up to Triton's 2**20 elements per tile;
     past that it adds programs (found by the adversarial check: split=1 on a 2**20 + 1 row failed to compile)."""
