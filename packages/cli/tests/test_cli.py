@@ -188,6 +188,13 @@ def test_check_fails_on_a_broken_reduction(cli: Callable[..., Any], fake_registr
     r = cli("check", "broken_sum", "--seed", "1")
     assert r.exit_code == 1, r.output
     assert "FAIL" in r.output and "broken_sum" in r.output and "outside atol" in r.output
+    assert "rerun the failing checks with: tritred check broken_sum --seed 1" in r.output
+    worst = [float(line.split("│")[5]) for line in r.output.splitlines() if "broken_sum" in line and "│" in line]
+    assert worst and worst[0] > 1e-3, r.output  # the failing checks' error (1 % of a sum), not only the passing ones'
+    r = cli("check", "broken_sum", "--case", "random")  # a fresh base seed: printed, and it reproduces the failure
+    seed = r.output.split("--seed ")[1].split()[0]
+    again = cli("check", "broken_sum", "--case", "random", "--seed", seed)
+    assert again.exit_code == 1 and f"--seed {seed} --case random" in again.output, again.output
     r = cli("check", "--seed", "1")  # all registered ops
     assert r.exit_code == 1 and "good_sum" in r.output and "broken_sum" in r.output
 

@@ -396,7 +396,8 @@ def check_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Reductions to check (default: all).")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Dtypes (repeat or comma-separate).")]
     = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Base seed (default: a fresh one).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed: check i of each op uses seed + i "
+                                              "(default: a fresh one, printed with any failure).")] = None,
     full: Annotated[bool, typer.Option("--full/--quick", help="--full: every dtype of each spec on five shapes "
                                        "(on CUDA each dtype/layout compiles its kernels: minutes); --quick "
                                        "(default): float32 and bfloat16 on three small shapes.")] = False,
@@ -431,6 +432,8 @@ def check_cmd(
             raise UsageError(f"unknown --case {sorted(bad)}; known: {', '.join(testing.CASES)}")
     con = _console()
     results: list[Any] = []
+    if seed is None:  # drawn here, not per op, so that a failure names the --seed that reproduces it
+        seed = testing.fresh_seed()
     from rich.progress import Progress
 
     with Progress(console=con, transient=True) as bar:
@@ -446,6 +449,11 @@ def check_cmd(
             bar.advance(task)
     _print_check(results, con, show_all, device, full)
     if any(not r.ok for r in results):
+        failing = dict.fromkeys(r.op for r in results if not r.ok)
+        flags = "".join([" --full" if full else "", *(f" --dtype {d}" for d in dtypes),
+                         *(f" --case {c}" for c in cases or [])])
+        con.print(f"rerun the failing checks with: tritred check {' '.join(failing)} --seed {seed}{flags}",
+                  markup=False, soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -459,7 +467,7 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
     for (op, dt), rs in groups.items():
         run = [r for r in rs if not r.skipped]
         passed = sum(r.ok for r in run)
-        worst = max((r.max_abs_err for r in run if r.ok), default=0.0)
+        worst = max((r.max_abs_err for r in run if r.max_abs_err == r.max_abs_err), default=0.0)  # (failed too)
         status = "[green]ok[/]" if passed == len(run) else "[red]FAIL[/]"
         if not run:
             status = "[dim]skipped[/]"

@@ -548,6 +548,11 @@ def _structure(out: Any, expected: Any, device: str | torch.device) -> str:
     return ""
 
 
+def fresh_seed() -> int:
+    """A fresh base seed for :func:`check_reduction` (from the OS: independent of torch's and random's state)."""
+    return random.SystemRandom().randrange(1 << 30)
+
+
 def check_reduction(rec: Reduction, device: str | torch.device = "cpu",
                     dtypes: Iterable[torch.dtype | str] | None = None, shapes: Iterable[Any] | None = None,
                     seed: int | None = None, cases: Iterable[str] | None = None) -> list[CheckResult]:
@@ -568,7 +573,7 @@ def check_reduction(rec: Reduction, device: str | torch.device = "cpu",
     Returns:
         Results in order; ``all(r.ok for r in results)`` means the reduction conforms.
     """
-    base = random.SystemRandom().randrange(1 << 30) if seed is None else int(seed)
+    base = fresh_seed() if seed is None else int(seed)
     wanted_cases = tuple(CASES if cases is None else cases)
     unknown = set(wanted_cases) - set(CASES)
     if unknown:
