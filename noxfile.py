@@ -153,9 +153,15 @@ def gpu(session: nox.Session) -> None:
     ``--no-build-isolation`` (setuptools from the machine), so it also works offline when the test
     dependencies (pytest, hypothesis, pydantic, pluggy) are already there.
     """
-    out = session.run("python", "-c", "import torch, triton; print(torch.__version__, triton.__version__, "
-                      "int(torch.cuda.is_available()))", silent=True)
-    torch_version, triton_version, cuda = str(out).split()[-3:]
+    probe = ("import importlib.util as u, sys\n"
+             "if not (u.find_spec('torch') and u.find_spec('triton')): print('missing -', sys.executable); sys.exit()\n"
+             "import torch, triton\n"
+             "print(torch.__version__, triton.__version__, int(torch.cuda.is_available()))")
+    torch_version, triton_version, cuda = str(session.run("python", "-c", probe, silent=True)).split()[-3:]
+    if torch_version == "missing":  # (the session's Python sees the base interpreter's packages, not a venv's)
+        session.error(f"gpu: torch and triton are not importable from this session ({cuda}, made from the Python "
+                      "that runs nox, with its base interpreter's site-packages: a virtualenv's packages are not "
+                      "among them); run nox with a Python that has the CUDA torch outside a virtualenv")
     if cuda != "1":
         session.error("gpu: torch.cuda.is_available() is False in this Python; use `nox -s tests` on a CPU")
     # Pin the machine's torch/triton so that no dependency resolution replaces them with a download.
