@@ -165,17 +165,13 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
             mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+        # The mean unshifted (one rounding, as torch's): the second sweep centers x on it with one subtraction
+        # per element, as before the shift.
+        mean = shift + mean
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
-    if not SINGLE:
-        # The loop's mean, unshifted (one rounding, as torch's): the second sweep centers x on it with one
-        # subtraction per element, as before the shift.
-        mean_x = shift + mean
     if STORE_STATS:
-        if SINGLE:
-            tl.store(mean_ptr + rows, mean, mask=row_ok)
-        else:
-            tl.store(mean_ptr + rows, mean_x, mask=row_ok)
+        tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
         y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
@@ -208,7 +204,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_first").to(ACC)
-            y = (x - mean_x[:, None]) * rstd[:, None]
+            y = (x - mean[:, None]) * rstd[:, None]
             if HAS_W:
                 y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
             if HAS_B:
