@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from tritred_ops._common import programs_per_sm
 
 
 def _ptxas() -> str:
@@ -57,20 +58,9 @@ def compile_report(fn, runtime: dict[str, str], const: dict, num_warps: int, max
     regs = re.search(r"Used (\d+) registers", err)
     spill = re.search(r"(\d+) bytes spill stores", err)
     widths = collections.Counter(m.split(".")[-2] for m in re.findall(r"(?:ld|st)\.global[\w:.]*", ptx))
-    per_sm = programs_per_sm(int(regs.group(1)), num_warps) if regs else "?"
+    per_sm = programs_per_sm(int(regs.group(1)), num_warps) if regs else "?"  # (an H200's, shared memory aside)
     return (f"{regs.group(1) if regs else '?'} registers ({per_sm} programs per SM), "
             f"{spill.group(1) if spill else '?'} B spilled, global access widths {dict(widths)}")
-
-
-def programs_per_sm(regs: int, num_warps: int, shared: int = 0) -> int:
-    """Resident programs per SM of an sm_90 kernel (H100/H200) by registers, threads and the block limit.
-    Registers are allocated per warp in units of 256 and per quarter SM (16384 each, a warp in one quarter): 2-warp
-    programs of 108 registers fit 8 per SM, not the 9 that 65536 / (112 * 64) gives (the driver's count, seen on
-    the H200 in the seventeenth session)."""
-    per_warp = -(-regs * 32 // 256) * 256
-    warps = 4 * (16384 // per_warp)
-    by_smem = (228 * 1024) // (shared + 1024) if shared else 32
-    return min(warps // num_warps, 2048 // (32 * num_warps), 32, by_smem)
 
 
 def main() -> None:

@@ -355,22 +355,32 @@ def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs:
             init()
         regs = int(getattr(compiled, "n_regs", 0) or 255)
         meta = compiled.metadata
-        threads = 32 * int(meta.num_warps)
-        shared = int(getattr(meta, "shared", 0)) + 1024  # (the driver reserves 1 KB per program)
+        warps, shared = int(meta.num_warps), int(getattr(meta, "shared", 0))
         props = torch.cuda.get_device_properties(x.device)
-        smem = int(getattr(props, "shared_memory_per_multiprocessor", 228 * 1024))
-        per_sm = min(int(getattr(props, "max_threads_per_multi_processor", 2048)) // threads,
-                     int(getattr(props, "regs_per_multiprocessor", 65536)) // (-(-regs // 8) * 8 * threads),
-                     smem // shared, 32)
-        # The driver's count is the one a cooperative launch is checked against: registers are allocated per
-        # quarter of the SM, so 2-warp programs of 108 registers fit 8 per SM, not the 9 the division gives (H200:
-        # "too many blocks in cooperative launch"). Never more than the estimate: the grids measured so far.
-        driver = _driver_occupancy(compiled, threads, shared - 1024)
+        per_sm = programs_per_sm(regs, warps, shared, int(getattr(props, "regs_per_multiprocessor", 65536)),
+                                 int(getattr(props, "shared_memory_per_multiprocessor", 228 * 1024)),
+                                 int(getattr(props, "max_threads_per_multi_processor", 2048)))
+        # The driver's count is the one a cooperative launch is checked against (H200: "too many blocks in
+        # cooperative launch" when the estimate divided the registers as one pool). Never more than the estimate:
+        # the grids measured so far.
+        driver = _driver_occupancy(compiled, 32 * warps, shared)
         if driver is not None and driver < per_sm:
             log.debug("resident programs per SM: %d by the driver, %d estimated (%d registers)", driver, per_sm, regs)
             per_sm = driver
         return max(0, per_sm) * props.multi_processor_count
     return _cached(key, fit)  # type: ignore[no-any-return]
+
+
+def programs_per_sm(regs: int, num_warps: int, shared: int = 0, regs_per_sm: int = 65536,
+                    smem_per_sm: int = 228 * 1024, threads_per_sm: int = 2048) -> int:
+    """Resident programs per SM of a kernel of ``regs`` registers per thread, ``num_warps`` warps and ``shared``
+    bytes of shared memory (defaults: an H100/H200). Registers are allocated per warp in units of 256 and per
+    quarter SM (a warp lives in one quarter): 2-warp programs of 108 registers fit 8 per SM, not the 9 that
+    65536 / (112 * 64) gives (the driver's count on the H200). The driver reserves 1 KB of shared memory per
+    program; at most 32 programs per SM."""
+    per_warp = -(-regs * 32 // 256) * 256
+    warps = 4 * (regs_per_sm // 4 // per_warp)
+    return min(warps // num_warps, threads_per_sm // (32 * num_warps), smem_per_sm // (shared + 1024), 32)
 
 
 def _driver_occupancy(compiled: Any, threads: int, shared: int) -> int | None:
