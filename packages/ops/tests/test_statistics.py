@@ -240,3 +240,23 @@ def test_two_reduced_axes_unroll_their_rows_loop(force, device, unroll_spy):
     xd = x.double().cpu()
     assert_close(var, xd.var((0, 2, 3)), n=240, scale=8, what="var")
     assert_close(mean, xd.mean((0, 2, 3)), n=240, what="mean")
+
+
+_LOOPS = [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16), dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=64),
+          dict(strategy="multi_pass", BLOCK_N=16, BLOCK_K=4), dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3)]
+
+
+@pytest.mark.parametrize("cfg", _LOOPS, ids=config_id)
+def test_loop_rows_far_from_zero_keep_their_mean(cfg, force, device):
+    """Rows at 1000 +- 1 through the Welford loops (rows, columns, split slices): the lanes' Chan merges take their
+    means less a shift near them (``_kernels.merge_lanes``), so var_mean's mean is within two roundings of ~1000
+    (1.2e-4); merged raw, each merge rounded at the ulp of 1000 and the means moved by up to ~7 of them."""
+    if cfg is not None:
+        force("var_mean", **cfg)
+    x = randn((64, 300), torch.float32, device, offset=1000.0)
+    rows = x if cfg is None or "BLOCK_K" not in cfg else x.t().contiguous()
+    dim = 1 if rows is x else 0
+    var, mean = tr.var_mean(rows, dim)
+    ref_var, ref_mean = _ref("var_mean", rows, dim)
+    assert (mean.double().cpu() - ref_mean).abs().max().item() <= 1.25e-4
+    assert ((var.double().cpu() - ref_var) / ref_var).abs().max().item() <= 1e-4

@@ -28,6 +28,8 @@ from ._kernels import (
     f32_split,
     group_barrier,
     inner_mask,
+    join_chunk,
+    merge_lanes,
     row_masks,
     shifted_out,
     single_load_evict,
@@ -144,27 +146,15 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
                             eviction_policy="evict_last").to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        # The lanes' merge and the partial chunk take their means less a shift, the largest lane mean (for
-        # n_full = 0, the lanes' zeros), as the split rows take theirs less the row's first element: a Chan merge
-        # rounds its mean at the ulp of the values it holds, and on a row far from 0 (1000 +- 1) a tree of such
-        # merges (~7 ulps of 1000 for a 300-wide row) moved every output by 4e-4, several times torch's error
-        # (found by `tritred check`'s offset case, failing 3 % of its seeds). Lane means near the shift subtract
-        # exactly. Each lane's own Welford updates stay on raw values: their roundings are independent and average
-        # out over the lanes, and a shift loaded before the loop and subtracted per element cost 4-9 registers
-        # (bf16 4096-wide chunks on 16 warps: 3 -> 2 programs per SM).
-        shift = stats_shift(tl.max(mean_l, 1))
-        mean, m2, cnt = tl.reduce((mean_l - shift[:, None], m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1,
-                                  chan_fn)
+        # the lanes' merge and the partial chunk take their means less the largest lane mean (see merge_lanes)
+        mean, m2, cnt, shift = merge_lanes(mean_l, m2_l, n_full, 1)
         t0 = n_full * BLOCK_N
         if t0 < N:
             cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_last").to(ACC)
-            x = tl.where(mask, x - shift[:, None], 0.0)  # (chunk_stats sums the masked lanes: 0)
-            n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (N - t0), shift, 1)
         # The mean unshifted (one rounding, as torch's): the second sweep centers x on it with one subtraction
         # per element, as before the shift.
         mean = shift + mean

@@ -30,8 +30,10 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
+    join_chunk,
     load_loop,
     loop_evicts,
+    merge_lanes,
     row_masks,
     sqrt_exact,
     tl_dtype,
@@ -125,15 +127,14 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                 cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_M, BLOCK_N], ACC) + n_full), 1, chan_fn)
+        mean, m2, cnt, shift = merge_lanes(mean_l, m2_l, n_full, 1)  # (means less a shift: see merge_lanes)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
             x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
-            n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (n_hi - t0), shift, 1)
+        mean = shift + mean
     if PARTIAL:  # row r = (m, k) at r: output k's partials at k, k + K, ... (the combine kernel's partial strides)
         tl.store(out_ptr + rows, m2, mask=row_ok)
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -182,15 +183,14 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
                         eviction_policy="evict_first").to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = tl.reduce((mean_l, m2_l, tl.zeros([BLOCK_N, BLOCK_K], ACC) + n_full), 0, chan_fn)
+        mean, m2, cnt, shift = merge_lanes(mean_l, m2_l, n_full, 0)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
-            n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_K], ACC) + (n_hi - t0), shift, 0)
+        mean = shift + mean
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
