@@ -4,8 +4,8 @@ A change inside a kernel (not a launch config) cannot be forced through the heur
 its own process (``--child``), alternating A, B, A, B, and keeps each case's better round (do_bench median,
 % of the copy bandwidth, 4263 GB/s; bytes as the registry counts them, checked against torch once per process).
 
-Usage on a CUDA machine: python tools/src_ab.py A_SRC B_SRC [--cases NAME]   (A_SRC, B_SRC: directories holding
-a ``tritred_ops`` package, e.g. an exported base commit's packages/ops/src and this tree's)
+Usage on a CUDA machine: python tools/src_ab.py A_SRC B_SRC [C_SRC ...] [--cases NAME]   (directories holding a
+``tritred_ops`` package, e.g. an exported base commit's packages/ops/src and this tree's; each timed against A)
 """
 
 from __future__ import annotations
@@ -77,11 +77,13 @@ def main() -> None:
     if sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
         return
-    a, b = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])  # (the child checks the path it imports)
-    cases = sys.argv[sys.argv.index("--cases") + 1] if "--cases" in sys.argv else "stats"
-    best: dict[str, dict[str, float]] = {"A": {}, "B": {}}
+    args = sys.argv[1:]
+    cases = args[args.index("--cases") + 1] if "--cases" in args else "stats"
+    srcs = [os.path.abspath(p) for p in args[:args.index("--cases")] if p] if "--cases" in args else args
+    labels = "ABCDEFGH"[:len(srcs)]  # (the child checks the path it imports)
+    best: dict[str, dict[str, float]] = {label: {} for label in labels}
     for _ in range(2):
-        for label, src in (("A", a), ("B", b)):
+        for label, src in zip(labels, srcs):
             res = subprocess.run([sys.executable, __file__, "--child", src, cases], capture_output=True, text=True)
             if res.returncode:
                 print(res.stderr[-3000:], flush=True)
@@ -90,9 +92,12 @@ def main() -> None:
                 if not ok:
                     print(f"   WRONG {label} {name}", flush=True)
                 best[label][name] = max(best[label].get(name, 0.0), pct)
+    print("  ".join(f"{label}: {src}" for label, src in zip(labels, srcs)))
     for name in best["A"]:
-        pa, pb = best["A"][name], best["B"].get(name, float("nan"))
-        print(f"{name}: A {pa:.1f}  B {pb:.1f}  ({pb - pa:+.1f})", flush=True)
+        pa = best["A"][name]
+        got = {label: best[label].get(name, float("nan")) for label in labels[1:]}
+        others = "  ".join(f"{label} {p:.1f} ({p - pa:+.1f})" for label, p in got.items())
+        print(f"{name}: A {pa:.1f}  {others}", flush=True)
 
 
 if __name__ == "__main__":

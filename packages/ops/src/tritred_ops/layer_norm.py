@@ -146,8 +146,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
                             eviction_policy="evict_last").to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        # the lanes' merge and the partial chunk take their means less the largest lane mean (see merge_lanes)
-        mean, m2, cnt, shift = merge_lanes(mean_l, m2_l, n_full, 1)
+        shift = stats_shift(tl.load(x_row, mask=row_ok, other=0).to(ACC))  # (for the lanes' merge: merge_lanes)
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, shift, 1)
         t0 = n_full * BLOCK_N
         if t0 < N:
             cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
