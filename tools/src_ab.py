@@ -46,6 +46,13 @@ CASES = {  # name -> [(op, shape, dtype, dim)]
         ("var", (16384, 4096), BF, 0), ("var", (1000, 50000), F32, 0),
         ("var", (262144, 256), BF, -1),  # (control: the single pass, unchanged)
     ],
+    "lnloop": [  # (layer_norm's loop: where its merge's shift is loaded)
+        ("layer_norm", (1024, 131072), BF, -1), ("layer_norm", (1024, 131072), F32, -1),
+        ("layer_norm", (4096, 32768), BF, -1), ("layer_norm", (4096, 32768), F32, -1),
+        ("layer_norm", (2048, 65536), BF, -1), ("layer_norm", (16384, 5120), BF, -1),
+        ("layer_norm", (2048, 16384), F32, -1), ("layer_norm", (8192, 12288), BF, -1),
+        ("layer_norm", (16384, 4096), BF, -1),  # (control: the single pass)
+    ],
     "cols": [  # (the column rule of heuristics._cols_config: a launch config, run from two trees all the same)
         ("sum", (64, 4096, 256), BF, 1), ("sum", (64, 4096, 256), F32, 1), ("amin", (64, 4096, 256), F32, 1),
         ("prod", (64, 4096, 256), BF, 1), ("mean", (16, 4096, 1000), BF, 1), ("mean", (16, 4096, 1000), F32, 1),

@@ -380,16 +380,15 @@ def merge_lanes(mean_l, m2_l, n_full, shift, AXIS: tl.constexpr):
     """Merge a row loop's Welford lanes along AXIS (Chan et al. 1979), their means less ``shift``.
 
     Returns (mean - shift, M2, count): join a partial last chunk with :func:`join_chunk`, add the shift back once
-    at the end. ``shift``: the first element of the row (or slice) under :func:`stats_shift`, loaded after the
-    loop (held through it, it cost layer_norm's bfloat16 4096-wide chunks on 16 warps 9 registers: 3 -> 2 programs
-    per SM), as the split rows' shift. A Chan merge rounds its mean at the ulp of the values it holds, and on rows
-    far from 0 (1000 +- 1) a tree of merges of raw lane means lost ~7 ulps of 1000 (layer_norm: 4e-4 on every
-    output, several times torch's error; found by ``tritred check``'s offset case). Lane means near the shift
-    subtract exactly. Each lane's own Welford updates stay on raw values: their roundings are independent and
-    average out over the lanes, and a shift subtracted per element inside the loop cost 4-9 registers
-    (layer_norm's bfloat16 4096-wide chunks on 16 warps: 3 -> 2 programs per SM). The largest lane mean as the
-    shift (no load, one more cross-lane reduction per row) cost 1-3 points on long rows (H200, tools/src_ab.py
-    --cases loops).
+    at the end. ``shift``: the first element of the row (slice, column) under :func:`stats_shift`, as the split
+    rows' shift, loaded where it costs nothing (each caller says where). A Chan merge rounds its mean at the ulp
+    of the values it holds, and on rows far from 0 (1000 +- 1) a tree of merges of raw lane means lost ~7 ulps of
+    1000 (layer_norm: 4e-4 on every output, several times torch's error; found by ``tritred check``'s offset
+    case). Lane means near the shift subtract exactly. Each lane's own Welford updates stay on raw values: their
+    roundings are independent and average out over the lanes, and a shift subtracted per element inside the loop
+    cost 4-9 registers (layer_norm's bfloat16 4096-wide chunks on 16 warps: 3 -> 2 programs per SM). The largest
+    lane mean as the shift (no load, one more cross-lane reduction per row) cost 1-6 points on long rows (H200,
+    ``tools/src_ab.py --cases loops``, docs/data/h200-s18-loops-ab.txt).
     """
     return tl.reduce((mean_l - tl.expand_dims(shift, AXIS), m2_l, tl.zeros_like(mean_l) + n_full), AXIS, chan_fn)
 
