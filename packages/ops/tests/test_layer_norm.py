@@ -287,4 +287,4 @@ def test_loop_rows_far_from_zero(cfg, N, force, device):
     x64 = x.double().cpu()
     assert (mean.double().cpu() - x64.mean(1)).abs().max().item() <= 6.2e-5  # (one rounding of ~1000)
     r64 = 1 / (x64.var(1, unbiased=False) + 1e-5).sqrt()
-    assert ((rstd.double().cpu() - r64) / r64).abs().max().item() <= 5e-5  # (lanes' Welford on raw values: ~1e-5)
+    assert ((rstd.double().cpu() - r64) / r64).abs().max().item() <= 1e-6  # (lanes' Welford on raw values: ~1e-5)

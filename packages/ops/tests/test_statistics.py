@@ -247,16 +247,20 @@ _LOOPS = [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16), dict(strateg
 
 
 @pytest.mark.parametrize("cfg", _LOOPS, ids=config_id)
-def test_loop_rows_far_from_zero_keep_their_mean(cfg, force, device):
-    """Rows at 1000 +- 1 through the Welford loops (rows, columns, split slices): the lanes' Chan merges take their
-    means less a shift near them (``_kernels.merge_lanes``), so var_mean's mean is within two roundings of ~1000
-    (1.2e-4); merged raw, each merge rounded at the ulp of 1000 and the means moved by up to ~7 of them."""
+@pytest.mark.parametrize("offset", [1000.0, 1e4])
+def test_loop_rows_far_from_zero(cfg, offset, force, device):
+    """Rows at ``offset`` +- 1 through the Welford loops (rows, columns, split slices): the lanes run on x less the
+    row's first element (``_kernels.merge_lanes``), so var_mean's mean is within two roundings of the offset and,
+    but for split rows (whose slices' partial means merge raw), the variance within 1e-5 relative (measured: ~3e-7).
+    On raw values each Welford update and merge rounded at the ulp of the offset: the means moved by up to ~7 of
+    them and the variance by 3e-5 (1000) to 4e-4 (1e4) relative."""
     if cfg is not None:
         force("var_mean", **cfg)
-    x = randn((64, 300), torch.float32, device, offset=1000.0)
+    x = randn((64, 300), torch.float32, device, offset=offset)
     rows = x if cfg is None or "BLOCK_K" not in cfg else x.t().contiguous()
     dim = 1 if rows is x else 0
     var, mean = tr.var_mean(rows, dim)
     ref_var, ref_mean = _ref("var_mean", rows, dim)
-    assert (mean.double().cpu() - ref_mean).abs().max().item() <= 1.25e-4
-    assert ((var.double().cpu() - ref_var) / ref_var).abs().max().item() <= 1e-4
+    assert (mean.double().cpu() - ref_mean).abs().max().item() <= 2 * offset * 2.0**-23  # (two ulps of the offset)
+    err = ((var.double().cpu() - ref_var) / ref_var).abs().max().item()
+    assert err <= (1e-5 if cfg is None or cfg["strategy"] != "split" else 1e-3), f"variance: relative error {err:.1e}"

@@ -376,27 +376,26 @@ def welford_step(mean, m2, x, inv):
 
 
 @triton.jit
-def merge_lanes(mean_l, m2_l, n_full, shift, AXIS: tl.constexpr):
-    """Merge a row loop's Welford lanes along AXIS (Chan et al. 1979), their means less ``shift``.
+def merge_lanes(mean_l, m2_l, n_full, AXIS: tl.constexpr):
+    """Merge a row loop's Welford lanes along AXIS (Chan et al. 1979): returns (mean, M2, count) of the lanes.
 
-    Returns (mean - shift, M2, count): join a partial last chunk with :func:`join_chunk`, add the shift back once
-    at the end. ``shift``: the first element of the row (slice, column) under :func:`stats_shift`, as the split
-    rows' shift, loaded where it costs nothing (each caller says where). A Chan merge rounds its mean at the ulp
-    of the values it holds, and on rows far from 0 (1000 +- 1) a tree of merges of raw lane means lost ~7 ulps of
-    1000 (layer_norm: 4e-4 on every output, several times torch's error; found by ``tritred check``'s offset
-    case). Lane means near the shift subtract exactly. Each lane's own Welford updates stay on raw values: their
-    roundings are independent and average out over the lanes, and a shift subtracted per element inside the loop
-    cost 4-9 registers (layer_norm's bfloat16 4096-wide chunks on 16 warps: 3 -> 2 programs per SM). The largest
-    lane mean as the shift (no load, one more cross-lane reduction per row) cost 1-6 points on long rows (H200,
-    ``tools/src_ab.py --cases loops``, docs/data/h200-s18-loops-ab.txt).
+    The loops run their lanes on ``x - shift``, the first element of the row (slice, column) under
+    :func:`stats_shift`, as the split rows do; a partial last chunk joins with :func:`join_chunk`, and the shift
+    is added back once at the end. On raw values each Welford update and each merge rounds its mean at the ulp
+    of the values: rows far from 0 lost their variance (var through the loop, rows at 1e5 +- 1: 4e-3 relative
+    error, 1e4: 3e-4, against 2e-7 shifted; layer_norm at 1000 +- 1: 4e-4 on every output, found by ``tritred
+    check``'s offset case). The subtraction costs 0-5 registers: the shift of a one-row tile is a scalar load
+    (a uniform register) issued before the loop (offline ptxas: no loop config changes its programs per SM).
+    A row whose first element is far from the rest (an outlier first) loses what a raw loop loses at that
+    element's magnitude instead of its lane means' (var_mean's mean of [1e10, randn x 299]: 2.6e-6 relative).
     """
-    return tl.reduce((mean_l - tl.expand_dims(shift, AXIS), m2_l, tl.zeros_like(mean_l) + n_full), AXIS, chan_fn)
+    return tl.reduce((mean_l, m2_l, tl.zeros_like(mean_l) + n_full), AXIS, chan_fn)
 
 
 @triton.jit
 def join_chunk(mean, m2, cnt, x, mask, n_t, shift, AXIS: tl.constexpr):
-    """Join a partial chunk ``x`` of ``n_t`` valid lanes along AXIS to the statistics of :func:`merge_lanes`
-    (taken less ``shift``); masked lanes may hold anything."""
+    """Join a partial chunk ``x`` (raw values; masked lanes may hold anything) of ``n_t`` valid lanes along AXIS
+    to the statistics of :func:`merge_lanes`, taken less ``shift``."""
     x = tl.where(mask, x - tl.expand_dims(shift, AXIS), 0.0)  # (chunk_stats sums the masked lanes: 0)
     mean_t, corr_t, m2_t = chunk_stats(x, mask, AXIS, n_t)
     return chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)

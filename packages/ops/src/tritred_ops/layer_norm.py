@@ -130,10 +130,10 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
         # not read again (evict-first); as the softmax loop (H200: +3-4 points on 131072-wide rows).
-        # The shift of the lanes' merge (see merge_lanes): the row's first element, issued before the loop so that
-        # its latency hides under it; for one row a scalar load (a uniform register, no mask: blk < R), as a
-        # [BLOCK_M] load held through the loop cost 9 registers (bf16 4096-wide chunks on 16 warps: 3 -> 2
-        # programs per SM) and one after the loop 4 points (H200, 4096x32768 bf16: its latency per row exposed).
+        # The lanes run on x - shift, the row's first element (see merge_lanes): for one row a scalar load (a
+        # uniform register, no mask: blk < R), as a [BLOCK_M] load held through the loop cost 9 registers (bf16
+        # 4096-wide chunks on 16 warps: 3 -> 2 programs per SM); issued after the loop its latency per row cost 4
+        # points (H200, 4096x32768 bf16).
         if BLOCK_M == 1:
             r0 = tl.cast(blk, tl.int64)
             shift = tl.zeros([BLOCK_M], ACC) + stats_shift(tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk)).to(ACC))
@@ -147,15 +147,15 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
                             eviction_policy="evict_last").to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], 1.0 / (i + 1))  # (a constant)
         else:
             n_full = N // BLOCK_N
             for i in range(0, n_full):
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
                             eviction_policy="evict_last").to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, shift, 1)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
         t0 = n_full * BLOCK_N
         if t0 < N:
             cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)

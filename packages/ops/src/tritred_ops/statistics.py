@@ -114,6 +114,13 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
+        # lanes on x - shift, the first element of the row's slice (see merge_lanes; a one-row tile's a scalar load)
+        if BLOCK_M == 1:
+            r0 = tl.cast(blk, tl.int64)
+            first = tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk + n_lo * s_xn))
+            shift = tl.zeros([BLOCK_M], ACC) + stats_shift(first.to(ACC))
+        else:
+            shift = stats_shift(tl.load(x_row + n_lo * s_xn, mask=row_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         if UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
@@ -121,17 +128,14 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             for i in tl.static_range(UNROLL):
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)  # (the type of the tail's columns)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], 1.0 / (i + 1))  # (a constant)
         else:
             n_full = (n_hi - n_lo) // BLOCK_N
             for i in range(0, n_full):
                 cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        # the shift of the lanes' merge (see merge_lanes), the first element of the row's slice, loaded after the
-        # loop: within 1 point of no shift on the H200 (docs/data/h200-s18-loops-ab.txt)
-        shift = stats_shift(tl.load(x_row + n_lo * s_xn, mask=row_ok, other=0).to(ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, shift, 1)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
@@ -179,8 +183,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)
     else:  # as the rows kernel: Welford over full chunks, then the partial last chunk
-        # (the shift of the lanes' merge, see merge_lanes: loaded before the loop, a register per column; after
-        # it, H200: var dim=0 of 16384x4096 bf16 65 -> 47 %)
+        # lanes on x - shift, the first element of each column's slice (see merge_lanes), loaded before the loop
+        # (after it, H200: var dim=0 of 16384x4096 bf16 65 -> 47 %)
         shift = stats_shift(tl.load(x_col + n_lo * s_xn, mask=k_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
@@ -189,8 +193,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             ns = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
                         eviction_policy="evict_first").to(ACC)
-            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, shift, 0)
+            mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[None, :], div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 0)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             ns = t0 + tl.arange(0, BLOCK_N)
