@@ -249,11 +249,11 @@ _LOOPS = [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=16), dict(strateg
 @pytest.mark.parametrize("cfg", _LOOPS, ids=config_id)
 @pytest.mark.parametrize("offset", [1000.0, 1e4])
 def test_loop_rows_far_from_zero(cfg, offset, force, device):
-    """Rows at ``offset`` +- 1 through the Welford loops (rows, columns, split slices): the lanes run on x less the
-    row's first element (``_kernels.merge_lanes``), so var_mean's mean is within two roundings of the offset and,
-    but for split rows (whose slices' partial means merge raw), the variance within 1e-5 relative (measured: ~3e-7).
-    On raw values each Welford update and merge rounded at the ulp of the offset: the means moved by up to ~7 of
-    them and the variance by 3e-5 (1000) to 4e-4 (1e4) relative."""
+    """Rows at ``offset`` +- 1 through the Welford loops (rows, columns, split slices): the lanes' Chan merge takes
+    their means less the row's first element (``_kernels.merge_lanes``), so var_mean's mean is within two roundings
+    of the offset; merged raw, the means moved by up to ~7 of them. The variance keeps the lanes' raw Welford
+    error (measured: 1e-5 to 4e-5 relative at 1000, 3e-4 at 1e4; the lanes shifted, 3e-7, cost 2-8 points on the
+    H200): held to 1e-7 x offset."""
     if cfg is not None:
         force("var_mean", **cfg)
     x = randn((64, 300), torch.float32, device, offset=offset)
@@ -263,4 +263,4 @@ def test_loop_rows_far_from_zero(cfg, offset, force, device):
     ref_var, ref_mean = _ref("var_mean", rows, dim)
     assert (mean.double().cpu() - ref_mean).abs().max().item() <= 2 * offset * 2.0**-23  # (two ulps of the offset)
     err = ((var.double().cpu() - ref_var) / ref_var).abs().max().item()
-    assert err <= (1e-5 if cfg is None or cfg["strategy"] != "split" else 1e-3), f"variance: relative error {err:.1e}"
+    assert err <= 1e-7 * offset, f"variance: relative error {err:.1e}"

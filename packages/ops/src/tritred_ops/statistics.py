@@ -114,13 +114,6 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
-        # lanes on x - shift, the first element of the row's slice (see merge_lanes; a one-row tile's a scalar load)
-        if BLOCK_M == 1:
-            r0 = tl.cast(blk, tl.int64)
-            first = tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk + n_lo * s_xn))
-            shift = tl.zeros([BLOCK_M], ACC) + stats_shift(first.to(ACC))
-        else:
-            shift = stats_shift(tl.load(x_row + n_lo * s_xn, mask=row_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         if UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
@@ -128,14 +121,20 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             for i in tl.static_range(UNROLL):
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)  # (the type of the tail's columns)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], 1.0 / (i + 1))  # (a constant)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x, 1.0 / (i + 1))  # (constant: rounded at compile time)
         else:
             n_full = (n_hi - n_lo) // BLOCK_N
             for i in range(0, n_full):
                 cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        # The lanes' merge takes their means less the first element of the row's slice, loaded after the loop
+        # (within 1 point of no shift on the H200), not the lanes' values as layer_norm's (see merge_lanes): that
+        # subtraction cost var_mean 1024x131072 fp32 94.6 -> 86.2 %, std 4096x32768 bf16 73.4 -> 69.0, columns
+        # 65.1 -> 62.7 (docs/data/h200-s18-loops-ab.txt). So the variance of a long row far from 0 keeps the raw
+        # Welford error (~ulp(offset) / spread: 3e-4 relative at 1e4 +- 1); its mean is within two roundings.
+        shift = stats_shift(tl.load(x_row + n_lo * s_xn, mask=row_ok, other=0).to(ACC))
+        mean, m2, cnt = merge_lanes(mean_l - shift[:, None], m2_l, n_full, 1)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
@@ -183,8 +182,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)
     else:  # as the rows kernel: Welford over full chunks, then the partial last chunk
-        # lanes on x - shift, the first element of each column's slice (see merge_lanes), loaded before the loop
-        # (after it, H200: var dim=0 of 16384x4096 bf16 65 -> 47 %)
+        # the lanes' merge less each column's first element (as the rows'), loaded before the loop (after it,
+        # H200: var dim=0 of 16384x4096 bf16 65 -> 47 %)
         shift = stats_shift(tl.load(x_col + n_lo * s_xn, mask=k_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
@@ -193,8 +192,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             ns = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
                         eviction_policy="evict_first").to(ACC)
-            mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[None, :], div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 0)
+            mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
+        mean, m2, cnt = merge_lanes(mean_l - shift[None, :], m2_l, n_full, 0)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             ns = t0 + tl.arange(0, BLOCK_N)
