@@ -44,10 +44,10 @@ def test_list_shows_every_builtin_and_its_plugin(cli: Callable[..., Any]) -> Non
 def test_plugins(cli: Callable[..., Any]) -> None:
     r = cli("plugins")
     assert r.exit_code == 0, r.output
-    assert "tritred_ops" in r.output and "tritred-core" in r.output
+    assert "tritred_ops" in r.output and "tritred_core" in r.output
     infos = {p["name"]: p for p in json.loads(cli("plugins", "--json").output)}
     assert set(infos["tritred_ops"]["hooks"]) == {"tritred_launch_config", "tritred_register_reductions"}
-    assert infos["tritred_ops"]["error"] is None and infos["tritred-core"]["version"]
+    assert infos["tritred_ops"]["error"] is None and infos["tritred_core"]["version"]
 
 
 def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:

@@ -32,7 +32,7 @@ from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER
 def test_fresh_registry_has_only_core(registry: Registry) -> None:
     assert registry.reductions() == {}
     infos = registry.plugins()
-    assert [i.name for i in infos] == ["tritred-core"]
+    assert [i.name for i in infos] == ["tritred_core"]
     assert infos[0].hooks == ("tritred_launch_config",)  # the validating wrapper
     assert infos[0].error is None
 
@@ -342,7 +342,7 @@ def test_disable_autoload_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITRED_DISABLE_PLUGIN_AUTOLOAD", "1")
     reg = Registry()
     assert reg.reductions() == {}
-    assert [i.name for i in reg.plugins()] == ["tritred-core"]
+    assert [i.name for i in reg.plugins()] == ["tritred_core"]
 
 
 @pytest.mark.parametrize("value", ["", "0"])

@@ -20,7 +20,7 @@ def test_core_never_imports_torch_or_triton() -> None:
 
         reg = Registry(autoload=False)
         assert reg.reductions() == {}
-        assert [p.name for p in reg.plugins()] == ["tritred-core"]
+        assert [p.name for p in reg.plugins()] == ["tritred_core"]
         assert len(list(problem_grid("sum"))) > 0
         leaked = sorted(m for m in ("torch", "triton", "numpy") if m in sys.modules)
         assert not leaked, f"tritred_core imported {leaked}"

@@ -30,11 +30,16 @@ def _cell(r: CaseResult, provider: str, percent: bool) -> str:
     return f"{m.ms:.3g}ms" if m.ms is not None else "?"
 
 
+def _ratio(s: float) -> str:
+    """A speedup as 1.23x; below 0.1x with 2 significant digits (the interpreter's 0.0012x, not 0.00x)."""
+    return f"{s:.2f}x" if s >= 0.1 else f"{s:.2g}x"
+
+
 def _speedup_cell(s: float | None) -> str:
     if s is None:
         return "[dim]-[/]"
     color = "green" if s >= 1.0 else "red"
-    return f"[{color}]{s:.2f}x[/]"
+    return f"[{color}]{_ratio(s)}[/]"
 
 
 def print_report(report: BenchReport, console: Any = None, show_failures: bool = True) -> None:
@@ -66,11 +71,12 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     for p in peers:
         g = geomean(r.speedup(p) for r in report.results)
         if g is not None:
-            console.print(f"tritred vs {p}: geometric-mean speedup {g:.2f}x"
+            console.print(f"tritred vs {p}: geometric-mean speedup {_ratio(g)}"
                           + (" (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""))
     g = geomean(r.speedup_vs_best(peers) for r in report.results)
     if g is not None:
-        console.print(f"tritred vs best peer: geometric-mean speedup {g:.2f}x")
+        console.print(f"tritred vs best peer: geometric-mean speedup {_ratio(g)}"
+                      + (" (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""))
     if show_failures:
         for r in report.results:
             for m in r.measurements.values():

@@ -128,14 +128,14 @@ class Registry:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.pm.register(_CoreValidation(), name="tritred-core")
+        self.pm.register(_CoreValidation(), name="tritred_core")  # (module names, as the entry points)
         if os.environ.get(TRACE_ENV, "") not in ("", "0"):
             self.pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
             self.pm.enable_tracing()
         self._autoload = autoload
         self._loaded = False
         self._lock = threading.RLock()
-        self._versions: dict[str, str | None] = {"tritred-core": _dist_version("tritred-core")}
+        self._versions: dict[str, str | None] = {"tritred_core": _dist_version("tritred-core")}
         self._errors: dict[str, str] = {}
         self._reductions: dict[str, Reduction] | None = None
         self._duplicates: list[str] = []
