@@ -381,15 +381,12 @@ def merge_lanes(mean_l, m2_l, n_full, AXIS: tl.constexpr):
 
     layer_norm's loop runs its lanes on ``x - shift``, the first element of the row under :func:`stats_shift`,
     as the split rows do; a partial last chunk joins with :func:`join_chunk`, and the shift is added back once at
-    the end. On raw values each Welford update and each merge rounds its mean at the ulp of the values: rows far
-    from 0 lost their variance (var through the loop, rows at 1e5 +- 1: 4e-3 relative error, 1e4: 3e-4, against
-    2e-7 shifted; layer_norm at 1000 +- 1: 4e-4 on every output, found by ``tritred check``'s offset case). The
-    subtraction costs 0-5 registers: a one-row tile's shift is a scalar load (a uniform register) issued before
-    the loop (offline ptxas: no loop config changes its programs per SM). var/std's loops pay 2-8 points for it
-    on the H200, so they shift only the lane means they merge (``statistics._stats_rows_block``): their means are
-    exact, their variance keeps the raw error. A row whose first element is far from the rest (an outlier first)
-    loses what a raw loop loses at that element's magnitude instead of its lane means' (var_mean's mean of
-    [1e10, randn x 299]: 2.6e-6 relative).
+    the end. On raw values each Welford update and each merge rounds its mean at the ulp of the values: a row at
+    1000 +- 1 moved layer_norm's outputs by 4e-4 (``tritred check``'s offset case). The subtraction costs 0-5
+    registers: a one-row tile's shift is a scalar load (a uniform register) issued before the loop (offline
+    ptxas: no loop config changes its programs per SM; H200: within 1.3 points). A first element far from the
+    row's mean costs the stored mean a few ulps of that element (small against the row's spread: the outputs
+    keep torch's error). var/std's loops merge raw lanes (``statistics._stats_rows_block`` says why).
     """
     return tl.reduce((mean_l, m2_l, tl.zeros_like(mean_l) + n_full), AXIS, chan_fn)
 

@@ -30,13 +30,11 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
-    join_chunk,
     load_loop,
     loop_evicts,
     merge_lanes,
     row_masks,
     sqrt_exact,
-    stats_shift,
     tl_dtype,
     welford_step,
 )
@@ -128,20 +126,19 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                 cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        # The lanes' merge takes their means less the first element of the row's slice, loaded after the loop
-        # (within 1 point of no shift on the H200), not the lanes' values as layer_norm's (see merge_lanes): that
-        # subtraction cost var_mean 1024x131072 fp32 94.6 -> 86.2 %, std 4096x32768 bf16 73.4 -> 69.0, columns
-        # 65.1 -> 62.7 (docs/data/h200-s18-loops-ab.txt). So the variance of a long row far from 0 keeps the raw
-        # Welford error (~ulp(offset) / spread: 3e-4 relative at 1e4 +- 1); its mean is within two roundings.
-        shift = stats_shift(tl.load(x_row + n_lo * s_xn, mask=row_ok, other=0).to(ACC))
-        mean, m2, cnt = merge_lanes(mean_l - shift[:, None], m2_l, n_full, 1)
+        # Raw lane means merged, unlike layer_norm's loop (lanes on x less the row's first element): shifting every
+        # element cost 2-8 points on the H200, and the first element as the shift of the merge only costs rows whose
+        # first element is far from their mean (1e4 among randn: the mean off by ulp(1e4)); raw, a row at 1000 +- 1
+        # keeps its mean within ~7 roundings and its variance within ~ulp(offset) / spread (docs/semantics.md).
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
             x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
-            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (n_hi - t0), shift, 1)
-        mean = shift + mean
+            n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
     if PARTIAL:  # row r = (m, k) at r: output k's partials at k, k + K, ... (the combine kernel's partial strides)
         tl.store(out_ptr + rows, m2, mask=row_ok)
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -182,9 +179,6 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
         mean = tl.where(corr == corr, mean + corr, mean)
     else:  # as the rows kernel: Welford over full chunks, then the partial last chunk
-        # the lanes' merge less each column's first element (as the rows'), loaded before the loop (after it,
-        # H200: var dim=0 of 16384x4096 bf16 65 -> 47 %)
-        shift = stats_shift(tl.load(x_col + n_lo * s_xn, mask=k_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         n_full = (n_hi - n_lo) // BLOCK_N
@@ -193,14 +187,15 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
                         eviction_policy="evict_first").to(ACC)
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l - shift[None, :], m2_l, n_full, 0)
+        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 0)  # (raw, as the rows')
         t0 = n_lo + n_full * BLOCK_N
         if t0 < n_hi:
             ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
-            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_K], ACC) + (n_hi - t0), shift, 0)
-        mean = shift + mean
+            n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
+            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
