@@ -85,8 +85,11 @@ def main() -> None:
         child(sys.argv[2], sys.argv[3])
         return
     args = sys.argv[1:]
-    cases = args[args.index("--cases") + 1] if "--cases" in args else "stats"
-    srcs = [os.path.abspath(p) for p in args[:args.index("--cases")] if p] if "--cases" in args else args
+    cases = "stats"
+    if "--cases" in args:
+        cases = args[args.index("--cases") + 1]
+        del args[args.index("--cases"):args.index("--cases") + 2]
+    srcs = [os.path.abspath(p) for p in args]
     labels = "ABCDEFGH"[:len(srcs)]  # (the child checks the path it imports)
     best: dict[str, dict[str, float]] = {label: {} for label in labels}
     for _ in range(2):

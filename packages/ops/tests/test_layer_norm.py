@@ -274,10 +274,10 @@ _LOOP = dict(strategy="multi_pass", BLOCK_M=1)
                                     (dict(_LOOP, BLOCK_N=32, num_programs=2), 300)], ids=str)
 def test_loop_rows_far_from_zero(cfg, N, force, device):
     """Rows at 1000 +- 1 through the loop (the CPU's built-in loop for 300; 256 = four 64-wide chunks: the unrolled
-    first sweep; a persistent grid): the lanes' Chan merges take their means less a shift near them, so the
-    outputs are within torch's error (here at most ~6e-5, the mean's one rounding at 1000 being 3e-5); on raw
-    means each merge rounded at the ulp of 1000 and outputs moved by 1.9e-4 to 4.3e-4 in 64 rows (in
-    ``tritred check``'s offset case up to 1.3e-3: 3 % of its seeds failed)."""
+    first sweep; a persistent grid): the lanes run on x less the row's first element, so the outputs are within
+    torch's error (here at most ~6e-5, the mean's one rounding at 1000 being 3e-5); on raw values each update and
+    merge rounded at the ulp of 1000 and outputs moved by 1.9e-4 to 4.3e-4 in 64 rows (in ``tritred check``'s
+    offset case up to 1.3e-3: 3 % of its seeds failed)."""
     if cfg is not None:
         force("layer_norm", **cfg)
     x = randn((64, N), torch.float32, device, offset=1000.0)
@@ -287,7 +287,7 @@ def test_loop_rows_far_from_zero(cfg, N, force, device):
     x64 = x.double().cpu()
     assert (mean.double().cpu() - x64.mean(1)).abs().max().item() <= 6.2e-5  # (one rounding of ~1000)
     r64 = 1 / (x64.var(1, unbiased=False) + 1e-5).sqrt()
-    assert ((rstd.double().cpu() - r64) / r64).abs().max().item() <= 1e-6  # (lanes' Welford on raw values: ~1e-5)
+    assert ((rstd.double().cpu() - r64) / r64).abs().max().item() <= 1e-6  # (raw lanes: ~1e-5)
 
 
 @pytest.mark.parametrize("cfg", [None, dict(_LOOP, BLOCK_N=64), dict(_LOOP, BLOCK_N=64, num_programs=2)], ids=str)

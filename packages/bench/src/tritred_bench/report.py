@@ -68,15 +68,14 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
         table.add_row(f"{r.case.op_label} {r.case.shape_label} {r.case.dtype}", f"{r.bytes / 1e6:.3g}",
                       *(_cell(r, p, percent) for p in report.providers), _speedup_cell(r.speedup_vs_best(peers)))
     console.print(table)
+    note = " (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""
     for p in peers:
         g = geomean(r.speedup(p) for r in report.results)
         if g is not None:
-            console.print(f"tritred vs {p}: geometric-mean speedup {_ratio(g)}"
-                          + (" (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""))
+            console.print(f"tritred vs {p}: geometric-mean speedup {_ratio(g)}{note}")
     g = geomean(r.speedup_vs_best(peers) for r in report.results)
     if g is not None:
-        console.print(f"tritred vs best peer: geometric-mean speedup {_ratio(g)}"
-                      + (" (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""))
+        console.print(f"tritred vs best peer: geometric-mean speedup {_ratio(g)}{note}")
     if show_failures:
         for r in report.results:
             for m in r.measurements.values():

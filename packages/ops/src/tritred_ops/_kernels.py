@@ -377,25 +377,15 @@ def welford_step(mean, m2, x, inv):
 
 @triton.jit
 def merge_lanes(mean_l, m2_l, n_full, AXIS: tl.constexpr):
-    """Merge a row loop's Welford lanes along AXIS (Chan et al. 1979): returns (mean, M2, count) of the lanes.
-
-    layer_norm's loop runs its lanes on ``x - shift``, the first element of the row under :func:`stats_shift`,
-    as the split rows do; a partial last chunk joins with :func:`join_chunk`, and the shift is added back once at
-    the end. On raw values each Welford update and each merge rounds its mean at the ulp of the values: a row at
-    1000 +- 1 moved layer_norm's outputs by 4e-4 (``tritred check``'s offset case). The subtraction costs 0-5
-    registers: a one-row tile's shift is a scalar load (a uniform register) issued before the loop (offline
-    ptxas: no loop config changes its programs per SM; H200: within 1.3 points). A first element far from the
-    row's mean costs the stored mean a few ulps of that element (small against the row's spread: the outputs
-    keep torch's error). var/std's loops merge raw lanes (``statistics._stats_rows_block`` says why).
-    """
+    """Merge a row loop's Welford lanes along AXIS, each of ``n_full`` values, with Chan et al.'s (1979) formula:
+    (mean, M2, count) of the lanes. A partial last chunk joins with :func:`join_chunk`."""
     return tl.reduce((mean_l, m2_l, tl.zeros_like(mean_l) + n_full), AXIS, chan_fn)
 
 
 @triton.jit
-def join_chunk(mean, m2, cnt, x, mask, n_t, shift, AXIS: tl.constexpr):
-    """Join a partial chunk ``x`` (raw values; masked lanes may hold anything) of ``n_t`` valid lanes along AXIS
-    to the statistics of :func:`merge_lanes`, taken less ``shift``."""
-    x = tl.where(mask, x - tl.expand_dims(shift, AXIS), 0.0)  # (chunk_stats sums the masked lanes: 0)
+def join_chunk(mean, m2, cnt, x, mask, n_t, AXIS: tl.constexpr):
+    """Join a partial chunk ``x`` of ``n_t`` valid lanes along AXIS (masked lanes 0: :func:`chunk_stats` sums
+    them) to (mean, M2, count) statistics: its corrected two-pass statistics, merged by Chan's formula."""
     mean_t, corr_t, m2_t = chunk_stats(x, mask, AXIS, n_t)
     return chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
 

@@ -130,10 +130,14 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
         # not read again (evict-first); as the softmax loop (H200: +3-4 points on 131072-wide rows).
-        # The lanes run on x - shift, the row's first element (see merge_lanes): for one row a scalar load (a
-        # uniform register, no mask: blk < R), as a [BLOCK_M] load held through the loop cost 9 registers (bf16
-        # 4096-wide chunks on 16 warps: 3 -> 2 programs per SM); issued after the loop its latency per row cost 4
-        # points (H200, 4096x32768 bf16).
+        # The lanes run on x - shift, the row's first element (stats_shift), and the shift is added back once to
+        # the merged mean. On raw values each Welford update and each Chan merge rounds its mean at the ulp of the
+        # values: a row at 1000 +- 1 moved every output by 4e-4 (`tritred check`'s offset case). A first element
+        # far from the row's mean costs the stored mean a few ulps of that element, small against the row's
+        # spread: the outputs keep torch's error. For one row the shift is a scalar load (a uniform register, no
+        # mask: blk < R), as a [BLOCK_M] load held through the loop cost 9 registers (bf16 4096-wide chunks on 16
+        # warps: 3 -> 2 programs per SM); issued after the loop its latency per row cost 4 points (H200,
+        # 4096x32768 bf16); as it is, within 1.3 points of raw lanes (docs/data/h200-s18-loops-ab.txt).
         if BLOCK_M == 1:
             r0 = tl.cast(blk, tl.int64)
             shift = tl.zeros([BLOCK_M], ACC) + stats_shift(tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk)).to(ACC))
@@ -162,7 +166,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             mask = row_ok[:, None] & (cols < N)[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_last").to(ACC)
-            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (N - t0), shift, 1)
+            n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, tl.where(mask, x - shift[:, None], 0.0), mask, n_t, 1)
         # The mean unshifted (one rounding, as torch's): the second sweep centers x on it with one subtraction
         # per element, as before the shift.
         mean = shift + mean

@@ -30,6 +30,7 @@ from ._kernels import (
     chunk_stats,
     div_exact,
     f32_split,
+    join_chunk,
     load_loop,
     loop_evicts,
     merge_lanes,
@@ -136,9 +137,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             cols = t0 + tl.arange(0, BLOCK_N)
             mask = row_ok[:, None] & (cols < n_hi)[None, :]
             x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
-            n_t = tl.zeros([BLOCK_M], ACC) + (n_hi - t0)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, n_t)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (n_hi - t0), 1)
     if PARTIAL:  # row r = (m, k) at r: output k's partials at k, k + K, ... (the combine kernel's partial strides)
         tl.store(out_ptr + rows, m2, mask=row_ok)
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -193,9 +192,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
-            n_t = tl.zeros([BLOCK_K], ACC) + (n_hi - t0)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_t)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_K], ACC) + (n_hi - t0), 0)
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(out_ptr + offs, m2, mask=k_ok)
