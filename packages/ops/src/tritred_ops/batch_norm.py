@@ -313,7 +313,7 @@ def _pipelined_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_p
                       HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                       SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr, MIX: tl.constexpr,
-                      HINTS: tl.constexpr):
+                      HINTS: tl.constexpr, ONLY: tl.constexpr = 0):
     """One launch of the pipelined training path: the statistics of the channel group from ``stats_lo``
     (``n_stats`` programs of :func:`_stats_tiles`) beside the normalization of the group from ``apply_lo``
     (``n_apply`` programs of :func:`_apply_tiles`), whose statistics the previous launch took. Groups are
@@ -328,7 +328,19 @@ def _pipelined_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_p
     """
     pid = tl.program_id(0).to(tl.int64)
     total = n_stats + n_apply
-    if MIX:  # program pid is a statistics program when the proportional count steps at it
+    if ONLY == 1:  # (a launch of statistics programs alone, or of normalize programs alone: one body compiled)
+        is_stats = True
+        stats_pid = pid
+        apply_pid = pid
+    elif ONLY == 2:
+        is_stats = False
+        stats_pid = pid
+        apply_pid = pid
+    elif MIX == 2:  # statistics programs first (the longer ones: the short normalize programs fill in)
+        is_stats = pid < n_stats
+        stats_pid = pid
+        apply_pid = pid - n_stats
+    elif MIX:  # program pid is a statistics program when the proportional count steps at it
         before = pid * n_stats // total
         is_stats = (pid + 1) * n_stats // total > before
         stats_pid = before
@@ -679,6 +691,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
 # and normalize programs along the grid; HINTS sets their loads' L2 eviction policies.
 _PIPELINE_MIX = False
 _PIPELINE_HINTS = True
+_PIPELINE_SERIAL = False
 
 
 def _pipelined(rec: Recorder, cfg: LaunchConfig, group: int, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
@@ -699,6 +712,19 @@ def _pipelined(rec: Recorder, cfg: LaunchConfig, group: int, x: torch.Tensor, y:
     apply_per_block = C.cdiv(units, tiles_per_program)
     stats_group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
     starts = list(range(0, Ch, group))
+    common = (x, y, pm, pm2, pn, psum, rm if rm is not None else y, rv if rv is not None else y, w, b, B, S, Ch,
+              *xst, *yst, tiles_per_split, tiles_per_program, *f32_split(float(eps)), *f32_split(float(momentum)))
+    meta = dict(HAS_RUNNING=rm is not None, HAS_W=has_w, HAS_B=has_b, ACC=tl_dtype(acc), SPLIT=split,
+                BLOCK_S=C.next_pow2(split), GROUP=stats_group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, xst, yst), MIX=_PIPELINE_MIX, HINTS=_PIPELINE_HINTS,
+                num_warps=cfg.num_warps)
+    if _PIPELINE_SERIAL:  # each group's statistics launch, then its normalize launch
+        for lo in starts:
+            n = C.cdiv(min(group, Ch - lo), cfg.BLOCK_K)
+            rec.launch(_pipelined_kernel, (n * split,), *common, lo, lo, n * split, 0, group, **meta, ONLY=1)
+            rec.launch(_pipelined_kernel, (n * apply_per_block,), *common, lo, lo, 0, n * apply_per_block, group,
+                       **meta, ONLY=2)
+        return
     for k in range(len(starts) + 1):
         stats_lo = starts[k] if k < len(starts) else 0
         apply_lo = starts[k - 1] if k > 0 else 0
