@@ -86,16 +86,7 @@ def test_strided_input(device):
                                  dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2),
                                  # one tile per channel; a program count below one group per channel block
                                  dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
-                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1),
-                                 # pipelined launches (training): 5 channels in groups of 2, 2 and 1 (4 launches),
-                                 # edges in B and S; blocks of 2 channels with the group rounded up to 4 (groups 4
-                                 # and 1); normalize programs looping over tiles; a group of every channel (the
-                                 # two launches)
-                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=2, channel_group=2),
-                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2, split=3, channel_group=3),
-                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3, num_programs=10,
-                                      channel_group=1),
-                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=2, channel_group=5)],
+                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1)],
                          ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)

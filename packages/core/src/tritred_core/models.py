@@ -116,10 +116,6 @@ class LaunchConfig(_Frozen):
     the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it).
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
-    ``channel_group`` (batch_norm training, ``split``): > 0 pipelines the statistics and normalize launches over
-    groups of that many channels (a launch takes a group's statistics beside the normalization of the group before,
-    whose input is still in L2: one read from HBM instead of two), ``split`` then counting each channel's
-    statistics programs within its group; 0 (the default) runs the two launches over all channels at once.
     ``num_stages``: software-pipelining depth of loops; for the plain reductions (sum, mean, prod, amax, amin) the
     number of tiles loaded per loop iteration: column tiles (a non-contiguous dim), or whole row chunks, unrolled;
     for max/min with indices the whole row chunks per loop iteration.
@@ -135,7 +131,6 @@ class LaunchConfig(_Frozen):
     num_stages: int = 1
     num_programs: int = Field(default=0, ge=0)
     split: int = Field(default=1, ge=1)
-    channel_group: int = Field(default=0, ge=0)
     decided_by: str | None = None
     tuned: bool = False
 

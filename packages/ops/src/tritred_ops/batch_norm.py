@@ -79,19 +79,8 @@ def _channel_shift(x_ptr, cs, c_ok, s_c, ACC: tl.constexpr):
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
-    """The statistics launch: program (channel block, slice) of :func:`_stats_tiles` over all C channels."""
-    _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, 0, C, s_b, s_s, s_c, tiles_per_split,
-                 tl.program_id(0), tl.program_id(1), ACC, SPLIT, GROUP, BLOCK_M, BLOCK_N, BLOCK_K, DIV_S, "")
-
-
-@triton.jit
-def _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, c_lo, c_hi, s_b, s_s, s_c, tiles_per_split,
-                 block, part, ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr, POLICY: tl.constexpr):
-    """Partial (mean, M2, count, sum) of channel block ``block`` (BLOCK_K channels from ``c_lo``, those below
-    ``c_hi``) over slice ``part`` of its [BLOCK_M batch, BLOCK_N spatial] tiles (``tiles_per_split`` tiles).
-    DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S (:func:`_nchw_hint`). POLICY: the
-    input loads' eviction policy ("" or "evict_last": the pipelined launches normalize these tiles next, from L2).
+    """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
+    DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S (:func:`_nchw_hint`).
 
     Full tiles (every lane in range): each GROUP of neighbouring lanes (the elements one thread loads with one
     vector access) gets its two-pass mean and M2 in registers, then merges into that group's running statistics
@@ -110,10 +99,10 @@ def _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, c_lo, c_hi
         S = S // DIV_S * DIV_S
         s_b = s_b // DIV_S * DIV_S
         s_c = s_c // DIV_S * DIV_S
-    cs = c_lo + block.to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < c_hi
+    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    c_ok = cs < C
     s_chunks = tl.cdiv(S, BLOCK_N)
-    t_lo = part * tiles_per_split
+    t_lo = tl.program_id(1) * tiles_per_split
     t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
     # A tile's lanes sit at fixed offsets from its corner: computed once, so a tile costs a scalar corner
     # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
@@ -136,8 +125,8 @@ def _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, c_lo, c_hi
         s0 = si * BLOCK_N
         corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0, eviction_policy=POLICY).to(ACC)
-                            - shift[None, :], [G, GROUP, BLOCK_K])
+            xg = tl.reshape(tl.load(lanes + corner, mask=c_ok[None, :], other=0).to(ACC) - shift[None, :],
+                            [G, GROUP, BLOCK_K])
             # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
             # a power of two: the same rounding as a sum divided by GROUP).
             mean_x = tl.sum(xg * (1.0 / GROUP), 1)
@@ -151,8 +140,7 @@ def _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, c_lo, c_hi
             tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-            x = tl.where(mask, tl.load(lanes + corner, mask=mask, other=0, eviction_policy=POLICY).to(ACC)
-                         - shift[None, :], 0.0)
+            x = tl.where(mask, tl.load(lanes + corner, mask=mask, other=0).to(ACC) - shift[None, :], 0.0)
             tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
@@ -163,7 +151,7 @@ def _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, c_lo, c_hi
         si = tl.where(wrap, 0, si)
     mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
     mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
-    offs = cs * SPLIT + part
+    offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
@@ -210,23 +198,8 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
-    """The normalize launch: program ``pid`` of :func:`_apply_tiles` over all C channels."""
-    _apply_tiles(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, B, S, 0, C,
-                 s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo, momentum, momentum_lo,
-                 tl.program_id(0), FROM_RUNNING, RESIDENT, HAS_RUNNING, HAS_W, HAS_B, ACC, SPLIT, BLOCK_S, BLOCK_M,
-                 BLOCK_N, BLOCK_K, DIV_S, "")
-
-
-@triton.jit
-def _apply_tiles(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
-                 B, S, c_lo, c_hi, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo,
-                 momentum, momentum_lo, pid, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
-                 HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                 SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, DIV_S: tl.constexpr, POLICY: tl.constexpr):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
-    channel] tiles of one channel block of the channels ``[c_lo, c_hi)``, program ``pid`` of their grid.
-    DIV_S: as the statistics kernel's, for x and y. POLICY: the eviction policy of the (last) input loads.
+    channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
@@ -243,10 +216,11 @@ def _apply_tiles(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, r
         y_b = y_b // DIV_S * DIV_S
         y_c = y_c // DIV_S * DIV_S
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    c_blocks = tl.cdiv(c_hi - c_lo, BLOCK_K)
+    c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
-    cs = c_lo + (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < c_hi
+    pid = tl.program_id(0)
+    cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    c_ok = cs < C
     first = pid < c_blocks  # the channel block's first program
     x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     y_lanes = _lanes(y_ptr, cs, y_b, y_s, y_c, BLOCK_M, BLOCK_N)
@@ -298,69 +272,12 @@ def _apply_tiles(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, r
             x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
             y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
             if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-                x = tl.load(x_at, mask=c_ok[None, :], other=0, eviction_policy=POLICY).to(ACC)
+                x = tl.load(x_at, mask=c_ok[None, :], other=0).to(ACC)
                 tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :])
             else:
                 mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-                x = tl.load(x_at, mask=mask, other=0, eviction_policy=POLICY).to(ACC)
+                x = tl.load(x_at, mask=mask, other=0).to(ACC)
                 tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)
-
-
-@triton.jit(do_not_specialize=["stats_lo", "apply_lo", "n_stats", "n_apply"])
-def _pipelined_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
-                      B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo,
-                      momentum, momentum_lo, stats_lo, apply_lo, n_stats, n_apply, channel_group,
-                      HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                      SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr, MIX: tl.constexpr,
-                      HINTS: tl.constexpr, ONLY: tl.constexpr = 0):
-    """One launch of the pipelined training path: the statistics of the channel group from ``stats_lo``
-    (``n_stats`` programs of :func:`_stats_tiles`) beside the normalization of the group from ``apply_lo``
-    (``n_apply`` programs of :func:`_apply_tiles`), whose statistics the previous launch took. Groups are
-    ``channel_group`` channels (the last one may be shorter), sized so that a group's input stays in L2 from the
-    launch that reads it for its statistics to the next one, which normalizes it: the input is read from HBM
-    once, where two launches over all channels read it twice. No program waits for another (the launches'
-    order is the only synchronization), and every partial is merged in a fixed order: deterministic.
-
-    MIX: the two kinds of programs interleaved in proportion along the grid (else the normalize programs
-    first, while their group is the likeliest to be in L2). HINTS: statistics loads ``evict_last`` (normalized
-    next launch), the normalize launch's loads ``evict_first`` (their last use).
-    """
-    pid = tl.program_id(0).to(tl.int64)
-    total = n_stats + n_apply
-    if ONLY == 1:  # (a launch of statistics programs alone, or of normalize programs alone: one body compiled)
-        is_stats = True
-        stats_pid = pid
-        apply_pid = pid
-    elif ONLY == 2:
-        is_stats = False
-        stats_pid = pid
-        apply_pid = pid
-    elif MIX == 2:  # statistics programs first (the longer ones: the short normalize programs fill in)
-        is_stats = pid < n_stats
-        stats_pid = pid
-        apply_pid = pid - n_stats
-    elif MIX:  # program pid is a statistics program when the proportional count steps at it
-        before = pid * n_stats // total
-        is_stats = (pid + 1) * n_stats // total > before
-        stats_pid = before
-        apply_pid = pid - before
-    else:
-        is_stats = pid >= n_apply
-        stats_pid = pid - n_apply
-        apply_pid = pid
-    if is_stats:
-        hi = tl.minimum(stats_lo + channel_group, C)
-        c_blocks = tl.cdiv(hi - stats_lo, BLOCK_K)
-        _stats_tiles(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, stats_lo, hi, s_b, s_s, s_c,
-                     tiles_per_split, (stats_pid % c_blocks).to(tl.int32), (stats_pid // c_blocks).to(tl.int32),
-                     ACC, SPLIT, GROUP, BLOCK_M, BLOCK_N, BLOCK_K, DIV_S, "evict_last" if HINTS else "")
-    else:
-        _apply_tiles(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr, B, S,
-                     apply_lo, tl.minimum(apply_lo + channel_group, C), s_b, s_s, s_c, y_b, y_s, y_c,
-                     tiles_per_split, tiles_per_program, eps, eps_lo, momentum, momentum_lo,
-                     apply_pid.to(tl.int32), False, False, HAS_RUNNING, HAS_W, HAS_B, ACC, SPLIT, BLOCK_S, BLOCK_M,
-                     BLOCK_N, BLOCK_K, DIV_S, "evict_first" if HINTS else "")
 
 
 @triton.jit
@@ -648,13 +565,6 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         rec.save(key, y)
         return y
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
-    group = C.cdiv(cfg.channel_group, cfg.BLOCK_K) * cfg.BLOCK_K  # (whole channel blocks)
-    if training and not resident and 0 < group < Ch:
-        _pipelined(rec, cfg, group, x, y, w, b, rm_buf if has_running else None, rv_buf if has_running else None,
-                   (B, S, Ch), (xb, xs, xc), (yb, ys, yc), weight is not None, bias is not None, eps, momentum)
-        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
-        rec.save(key, y)
-        return y
     if training and not resident:
         split, tiles_per_split = C.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
@@ -685,58 +595,6 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y
-
-
-# The pipelined launches' variants (A/B on the H200, tools/bn_pipeline_ab.py): MIX interleaves the statistics
-# and normalize programs along the grid; HINTS sets their loads' L2 eviction policies.
-_PIPELINE_MIX = False
-_PIPELINE_HINTS = True
-_PIPELINE_SERIAL = False
-
-
-def _pipelined(rec: Recorder, cfg: LaunchConfig, group: int, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-               b: torch.Tensor, rm: torch.Tensor | None, rv: torch.Tensor | None, sizes: tuple[int, int, int],
-               xst: tuple[int, int, int], yst: tuple[int, int, int], has_w: bool, has_b: bool, eps: float,
-               momentum: float) -> None:
-    """Training over groups of ``group`` channels (``LaunchConfig.channel_group``): launch k takes the statistics
-    of group k and normalizes group k - 1 (:func:`_pipelined_kernel`), groups + 1 launches in all. Each
-    channel's ``cfg.split`` statistics programs and its normalize programs are those of the two-launch path."""
-    B, S, Ch = sizes
-    tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
-    split, tiles_per_split = C.slices(tiles, cfg.split)
-    acc = acc_dtype(x.dtype)
-    pm, pm2, pn, psum = (rec.empty((Ch, split), acc, x.device) for _ in range(4))
-    units = split * tiles_per_split
-    per_block = max(1, cfg.num_programs // C.cdiv(group, cfg.BLOCK_K)) if cfg.num_programs > 0 else units
-    tiles_per_program = C.cdiv(units, min(per_block, units))
-    apply_per_block = C.cdiv(units, tiles_per_program)
-    stats_group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
-    starts = list(range(0, Ch, group))
-    common = (x, y, pm, pm2, pn, psum, rm if rm is not None else y, rv if rv is not None else y, w, b, B, S, Ch,
-              *xst, *yst, tiles_per_split, tiles_per_program, *f32_split(float(eps)), *f32_split(float(momentum)))
-    meta = dict(HAS_RUNNING=rm is not None, HAS_W=has_w, HAS_B=has_b, ACC=tl_dtype(acc), SPLIT=split,
-                BLOCK_S=C.next_pow2(split), GROUP=stats_group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, xst, yst), MIX=_PIPELINE_MIX, HINTS=_PIPELINE_HINTS,
-                num_warps=cfg.num_warps)
-    if _PIPELINE_SERIAL:  # each group's statistics launch, then its normalize launch
-        for lo in starts:
-            n = C.cdiv(min(group, Ch - lo), cfg.BLOCK_K)
-            rec.launch(_pipelined_kernel, (n * split,), *common, lo, lo, n * split, 0, group, **meta, ONLY=1)
-            rec.launch(_pipelined_kernel, (n * apply_per_block,), *common, lo, lo, 0, n * apply_per_block, group,
-                       **meta, ONLY=2)
-        return
-    for k in range(len(starts) + 1):
-        stats_lo = starts[k] if k < len(starts) else 0
-        apply_lo = starts[k - 1] if k > 0 else 0
-        n_stats = C.cdiv(min(group, Ch - stats_lo), cfg.BLOCK_K) * split if k < len(starts) else 0
-        n_apply = C.cdiv(min(group, Ch - apply_lo), cfg.BLOCK_K) * apply_per_block if k > 0 else 0
-        rec.launch(_pipelined_kernel, (n_stats + n_apply,), x, y, pm, pm2, pn, psum, rm if rm is not None else y,
-                   rv if rv is not None else y, w, b, B, S, Ch, *xst, *yst, tiles_per_split, tiles_per_program,
-                   *f32_split(float(eps)), *f32_split(float(momentum)), stats_lo, apply_lo, n_stats, n_apply, group,
-                   HAS_RUNNING=rm is not None, HAS_W=has_w, HAS_B=has_b, ACC=tl_dtype(acc), SPLIT=split,
-                   BLOCK_S=C.next_pow2(split), GROUP=stats_group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-                   BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, xst, yst), MIX=_PIPELINE_MIX, HINTS=_PIPELINE_HINTS,
-                   num_warps=cfg.num_warps)
 
 
 _MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)

@@ -58,8 +58,6 @@ class _Caps:
         self.arg_tile = 2048 if gpu else 256        # elements per program of max/min with indices (value + index)
         self.programs = 4 * device.sm_count if gpu else 4  # enough programs to fill the device
         self.col_programs = 8 * device.sm_count if gpu else 8  # column kernels: more, narrower programs win
-        # batch_norm training: bytes of input per channel group of the pipelined launches (0: no groups)
-        self.bn_group_bytes = device.l2_bytes // 4 if gpu else 16384
         self.sm_count = device.sm_count if gpu else 2
         self.l2_bytes = device.l2_bytes                 # 0 where unknown
         self.max_warps = 32 if gpu else 4           # 32 for 32768-wide rows kept in registers
@@ -236,20 +234,11 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
     # ~8 statistics programs per SM: each streams its tile range with few loads in flight (H200 sweep,
     # 64x256x56x56 bf16: 2 programs per channel 33% -> 42% against 1)
     split = max(1, min(tiles, caps.col_programs // channel_blocks))
-    channel_group = 0
-    if not channels_fast and tiles > 1:
-        # Training reads the input twice (statistics, then normalize): past the L2, twice from HBM (~67 % of the
-        # copy bandwidth at best). Groups of channels of a fraction of the L2 each, pipelined (a launch takes a
-        # group's statistics beside the normalization of the group before, from L2), read it from HBM once.
-        groups = cdiv(problem.M * N * K * _itemsize(problem), max(1, caps.bn_group_bytes))
-        if groups >= 2:
-            channel_group = cdiv(K, groups)
-            split = max(1, min(tiles, caps.col_programs // channel_group))
     # num_programs stays 0: one normalize tile per program. Programs looping over several tiles (the statistics
     # merged once each) measured equal in training and 4-9 points lower in eval (H200: 64x256x56x56 bf16 eval
     # 81 -> 74 % at 16 programs per SM); they remain a config a plugin or `tritred tune` can pick.
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=min(warps, caps.max_warps), channel_group=channel_group)
+                        num_warps=min(warps, caps.max_warps))
 
 
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
