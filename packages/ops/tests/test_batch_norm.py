@@ -86,7 +86,13 @@ def test_strided_input(device):
                                  dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2),
                                  # one tile per channel; a program count below one group per channel block
                                  dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
-                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1)],
+                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1),
+                                 # statistics tiles loaded one ahead (num_stages=2): edges in B and S, ranges of
+                                 # unequal length (the last load of a range masked off), one tile per range,
+                                 # blocks of 2 channels
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=4, num_stages=2),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=4, BLOCK_K=1, split=200, num_stages=2),
+                                 dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=2, split=3, num_stages=2)],
                          ids=str)
 def test_forced_configs(cfg, force, device):
     force("batch_norm", **cfg)

@@ -158,6 +158,18 @@ def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
     assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == (16, 128, 2)
 
 
+@pytest.mark.parametrize(("dtype", "shape", "stages"), [
+    ("bfloat16", (64, 256, 3136), 2), ("float16", (32, 96, 3025), 2), ("bfloat16", (16, 64, 16384), 2),
+    ("float32", (64, 256, 3136), 1), ("bfloat16", (128, 512, 196), 1), ("bfloat16", (32, 2048, 49), 1)])
+def test_batch_norm_statistics_prefetch_two_byte_planes_of_several_tiles(dtype, shape, stages):
+    """num_stages=2 (the statistics launch loads each tile one iteration ahead) where it measured faster on the
+    H200: 2-byte elements, planes of 4+ tiles; not float32 (registers), short planes or one-tile channels."""
+    B, C, S = shape
+    problem = Problem(op="batch_norm", dtype=dtype, M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
+    cfg = get_registry().launch_config(get_registry().get("batch_norm").spec, problem, FAKE_H200)
+    assert cfg.num_stages == stages
+
+
 @pytest.mark.parametrize(("shape", "tile"), [((8, 32, 262144), (8, 256)), ((256, 64, 49 * 64), (16, 128)),
                                              ((64, 96, 3025), (16, 128)), ((2, 8, 100000), (2, 1024))])
 def test_batch_norm_nchw_tiles_hold_2048_elements_on_two_warps(shape, tile):

@@ -118,7 +118,8 @@ class LaunchConfig(_Frozen):
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the plain reductions (sum, mean, prod, amax, amin) the
     number of tiles loaded per loop iteration: column tiles (a non-contiguous dim), or whole row chunks, unrolled;
-    for max/min with indices the whole row chunks per loop iteration.
+    for max/min with indices the whole row chunks per loop iteration; for batch_norm's statistics launch, > 1
+    loads each tile one iteration ahead.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """

@@ -234,11 +234,15 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
     # ~8 statistics programs per SM: each streams its tile range with few loads in flight (H200 sweep,
     # 64x256x56x56 bf16: 2 programs per channel 33% -> 42% against 1)
     split = max(1, min(tiles, caps.col_programs // channel_blocks))
+    # 2-byte NCHW planes of several tiles: the statistics launch loads each tile one iteration ahead
+    # (num_stages=2; H200, tools/bn_launch_times.py --prefetch: 64x256x56x56 bf16 50.1 -> 51.3 %, 32x96x55x55
+    # 19.6 -> 21.0, 32x128x112x112 fp16 53.2 -> 54.7; float32 lost 4 points on 168 registers, 14x14 planes 3).
+    stages = 2 if not channels_fast and tiles > 1 and _itemsize(problem) == 2 and N >= 4 * block_n else 1
     # num_programs stays 0: one normalize tile per program. Programs looping over several tiles (the statistics
     # merged once each) measured equal in training and 4-9 points lower in eval (H200: 64x256x56x56 bf16 eval
     # 81 -> 74 % at 16 programs per SM); they remain a config a plugin or `tritred tune` can pick.
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=min(warps, caps.max_warps))
+                        num_warps=min(warps, caps.max_warps), num_stages=stages)
 
 
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
