@@ -11,7 +11,8 @@ Training runs two launches, both deterministic:
    running (mean, M2) (Chan et al. 1979; one scalar division per tile); partial tiles (edges of B and S) take
    the corrected two-pass over the tile; everything merges once at the end, all of it on x less the channel's
    first element (channels far from 0 keep their spread). NCHW tiles run along the spatial axis, channels-last
-   along C.
+   along C. With ``num_stages`` > 1 each tile's load is issued one iteration ahead (the built-in choice for
+   2-byte planes of several tiles).
 2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the first program
    of each channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
    variance, as torch), then ``y = (x - mean) * (rstd * weight) + bias``, in the input's layout, in the mirror

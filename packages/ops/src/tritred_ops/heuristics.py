@@ -22,7 +22,8 @@ take two whole chunks per iteration. The thirteenth session's two came from read
 (tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
 sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit column launches take 8-row tiles.
 The sixteenth session's: column blocks for one to eight programs per SM run unsplit, on the warps that fill the SM,
-as torch.compile's (tools/cols_tiles_ab.py).
+as torch.compile's (tools/cols_tiles_ab.py). The nineteenth session's: batch_norm's statistics launch loads each
+tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_times.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
