@@ -69,6 +69,13 @@ def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
 
 
 @triton.jit
+def _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The raw tile at (b0, s0) of a :func:`_lanes` grid, its lanes past an edge of B or S not loaded (0)."""
+    return tl.load(lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s),
+                   mask=_edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N), other=0)
+
+
+@triton.jit
 def _channel_shift(x_ptr, cs, c_ok, s_c, ACC: tl.constexpr):
     """The shift of channels ``cs``' statistics: each channel's first element (batch 0, spatial 0) when finite,
     else 0 (:func:`stats_shift`). The statistics launch stores its partials less it and the normalize launch adds
@@ -124,11 +131,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     mean_p = tl.zeros([BLOCK_K], ACC)
     m2_p = tl.zeros([BLOCK_K], ACC)
     cnt_p = tl.zeros([BLOCK_K], ACC)
-    if PREFETCH:
-        b0 = bi * BLOCK_M
-        s0 = si * BLOCK_N
-        x_next = tl.load(lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s),
-                         mask=_edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N), other=0)  # (no slice is empty)
+    if PREFETCH:  # (no slice is empty: the range's first tile exists)
+        x_next = _edge_tile(lanes, bi * BLOCK_M, si * BLOCK_N, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
     for t in range(t_lo, t_hi):
         b0 = bi * BLOCK_M
         s0 = si * BLOCK_N
@@ -141,8 +145,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             b1 = tl.where(s1 == s_chunks, bi + 1, bi) * BLOCK_M
             s1 = tl.where(s1 == s_chunks, 0, s1) * BLOCK_N
             b1 = tl.where(t + 1 < t_hi, b1, B)  # past the program's range: a tile past B, nothing loaded
-            x_next = tl.load(lanes + (b1.to(tl.int64) * s_b + s1.to(tl.int64) * s_s),
-                             mask=_edge_mask(b1, s1, B, S, c_ok, BLOCK_M, BLOCK_N), other=0)
+            x_next = _edge_tile(lanes, b1, s1, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
             if not PREFETCH:
                 x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0)
@@ -161,7 +164,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
             if not PREFETCH:
-                x_raw = tl.load(lanes + corner, mask=mask, other=0)
+                x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
             x = tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0)
             tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
