@@ -69,7 +69,7 @@ def test_output_is_contiguous_as_torch(name, device):
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
 def test_shapes_of_the_vocabulary_and_column_rules(name, device):
-    """On a GPU: 50257-wide bf16 rows loop over 4096-wide chunks (rows off 16-byte boundaries); dim=0 of a
+    """On a GPU: 50257-wide bf16 rows take the online loop (rows off 16-byte boundaries); dim=0 of a
     matrix of 8192 columns takes 16-column blocks. (Smaller under the interpreter, whose rules differ.)"""
     gpu = device == "cuda"
     x = randn((3, 50257 if gpu else 1001), torch.bfloat16, device, scale=4.0)
@@ -117,6 +117,36 @@ def test_inf_nan_rows(cfg, force, device):
         fin = ref.isfinite()
         assert torch.equal(out[~fin & ~ref.isnan()], ref[~fin & ~ref.isnan()]), (name, out, ref)
         assert torch.allclose(out[fin], ref[fin], atol=1e-6), name
+
+
+@pytest.mark.parametrize("cfg", [dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8),
+                                 dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
+                                 dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4)], ids=config_id)
+@pytest.mark.parametrize("width", [64, 67, 5])
+def test_loop_inner_chunks(width, cfg, force, device):
+    """The online loop's chunks inside every row take no element mask (``softmax._chunk_in``): head, inner and
+    tail chunks, with and without the shifted tiles of odd widths, rows past the end of the last program's block
+    (7 rows on BLOCK_M=2), inf, -inf and NaN in inner chunks, a row whose inner chunks are all -inf, and
+    poisoned outputs (every element written)."""
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        force(name, **cfg)
+    x = randn((7, width), torch.float32, device, scale=4)
+    if width > 40:
+        x[1, 20] = INF
+        x[2, 33] = float("nan")
+        x[3, 16:48] = -INF           # every inner chunk of the row -inf: its head and tail carry the row
+        x[4, :] = -INF
+        x[4, 30] = 2.0               # the row's one finite value inside an inner chunk
+        x[5, 17] = -INF
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        for _ in range(2):  # the replayed plan too, on a freed NaN buffer
+            torch.empty(8 * x.numel(), device=device).fill_(float("nan"))
+            out = getattr(tr, name)(x, 1).cpu().double()
+            ref = _ref(name, x, 1)
+            assert torch.equal(out.isnan(), ref.isnan()), (name, width)
+            fin = ref.isfinite()
+            assert torch.equal(out[~fin & ~ref.isnan()], ref[~fin & ~ref.isnan()]), (name, width)
+            assert torch.allclose(out[fin], ref[fin], atol=1e-5, rtol=1e-5), (name, width)
 
 
 def test_huge_logits(device):

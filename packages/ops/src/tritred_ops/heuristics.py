@@ -15,7 +15,8 @@ of 64K+ elements are held by several 8192-element programs meeting at a per-row 
 with long rows split N across programs (two-stage, deterministic), never past one wave of programs.
 Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes they were not tuned on):
 layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
-rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM, and softmax column blocks narrowed
+rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM (logsumexp's only since the twentieth
+session), and softmax column blocks narrowed
 until they fill the device. The fourteenth session's: softmax loops in the narrowest programs whose rows in
 flight fit the L2 (:func:`_softmax_loop`), and the row loops of max/min and of the plain reductions' 2-byte rows
 take two whole chunks per iteration. The thirteenth session's two came from reading torch.compile's kernels
@@ -321,15 +322,18 @@ def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: boo
     1024x131072 keeps 16384/32 (74 %: every narrower program lower). 16384-wide rows keep the single pass (8192x16384
     91 %, 82 for the best loop); float32 rows to 32768 too (4096x32768 99 % in the suite).
 
-    2-byte rows of 32K-64K elements that are not whole 16-byte vectors (odd vocabularies: 50257), 8+ rows per SM,
-    keep 4096-wide chunks on 4 warps (tools/ab_rules.py, against 16384 on 32: log_softmax 2048x50257 42 -> 57 %;
-    with the per-group loop 62 %, 65 on 8 warps), logsumexp's too. logsumexp (one sweep, no second read) takes 4096
-    on 8 warps for its other 2-byte rows past 32768 (1024x131072 69 -> 73 %).
+    Rows that are not whole 16-byte vectors (odd vocabularies: 50257) follow the same rule since the loop's inner
+    chunks take no element mask (twentieth session, ``softmax._chunk_in``; tools/peel_ab.py, bf16: log_softmax
+    2048x50257 62 -> 70 % on 8192-wide chunks, 16 warps, where the rule before it kept 4096 on 4 warps, 60 %;
+    4096x50257 64 -> 74, 8192x50257 67 -> 76, float16 60 -> 71). logsumexp's 2-byte rows of 32K-64K elements of
+    that kind, 8+ rows per SM, keep 4096-wide chunks on 4 warps (tools/ab_rules.py, against 16384 on 32: 30 -> 40
+    %); its other 2-byte rows past 32768 (one sweep, no second read) take 4096 on 8 warps (1024x131072 69 -> 73 %).
     """
     N, size = problem.N, _itemsize(problem)
     if N <= (16384 if size == 2 and not logsumexp else single_cap):
         return None
-    if size == 2 and (N * size) % 16 and single_cap < N < caps.split_rows and problem.outputs >= 8 * caps.sm_count:
+    if logsumexp and size == 2 and (N * size) % 16 and single_cap < N < caps.split_rows \
+            and problem.outputs >= 8 * caps.sm_count:
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
     if size == 2 and logsumexp:
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8)

@@ -5,7 +5,8 @@ The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). Wh
 online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, sum of exp) per 16-byte vector of
 lanes (no cross-warp reduction inside the loop), rescaling a sum whenever its max grows, merges the pairs once per
 row, and a second sweep, from the row's end back, writes the output (the chunks the first sweep read last are the
-likeliest to still be in L2). ``split`` rows (the heuristic: float32 rows of 64K+
+likeliest to still be in L2). Both sweeps mask only the chunks that hold a row's edges: the chunks between take
+no element mask and no select (``PEEL``). ``split`` rows (the heuristic: float32 rows of 64K+
 elements) are held by several programs at once, which merge their chunks' (max, sum of exp) after a per-row
 barrier and write from registers: one read, one write (``_split_rows_kernel``).
 
@@ -77,15 +78,63 @@ def _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE: tl.constexpr, PRE: t
 
 
 @triton.jit
+def _chunk_in(x_row, n0, lead, N, row_ok, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+              ALIGN: tl.constexpr, INNER: tl.constexpr, BLOCK_N: tl.constexpr, G: tl.constexpr, GROUP: tl.constexpr):
+    """The tile columns [n0, n0 + BLOCK_N) of the online loop's rows, as [rows, G, GROUP] in ACC, lanes outside
+    a row at -inf. INNER: every lane lies inside each row (only rows past the end are masked, per row)."""
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+    at = x_row[:, None] + cols[None, :] * s_xn
+    if INNER:
+        x = tl.load(at, mask=row_ok[:, None], other=0, eviction_policy="evict_last").to(PRE).to(CAST).to(ACC)
+    else:
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        x = tl.load(at, mask=lmask, other=0, eviction_policy="evict_last")
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
+    return tl.reshape(x, [x.shape[0], G, GROUP])
+
+
+@triton.jit
+def _online_step(m, s, x):
+    """The running (max, sum of exp) per group of lanes, after one more chunk ``x`` ([rows, G, GROUP])."""
+    m_new = max_fn(m, tl.reduce(x, 2, max_fn))
+    # A group whose max is still -inf adds exp(-inf - 0) = 0 (exp(-inf - -inf) would be NaN); +inf or NaN makes
+    # the sum NaN, as torch's softmax of such a row.
+    m_at = tl.where(m_new == float("-inf"), 0.0, m_new)
+    return m_new, s * tl.exp(m - m_at) + tl.sum(tl.exp(x - m_at[:, :, None]), 2)
+
+
+@triton.jit
+def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, MODE: tl.constexpr, PRE: tl.constexpr,
+               CAST: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
+               INNER: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's (max, sum of exp).
+    INNER: as :func:`_chunk_in` (whole 16-byte chunks of every row: no element mask)."""
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+    if INNER:
+        mask = row_ok[:, None] & (cols >= 0)[None, :]
+        lmask = mask
+    else:
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        if ALIGN_Y:
+            mask = inner_mask(cols, lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0,
+                eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
+    tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask,
+             eviction_policy="evict_first")
+
+
+@triton.jit
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
-                 EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1):
+                 EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1,
+                 PEEL: tl.constexpr = True):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
     multiples of DIV (``_common.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
-    dividing BLOCK_N: the elements of one thread's vector load)."""
+    dividing BLOCK_N: the elements of one thread's vector load). PEEL (the online loop; off only for an A/B,
+    tools/peel_ab.py): chunks inside every row take no element mask."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -94,17 +143,17 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-                EVICT: tl.constexpr, GROUP: tl.constexpr):
+                EVICT: tl.constexpr, GROUP: tl.constexpr, PEEL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -160,32 +209,39 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         s = tl.zeros([BLOCK_M, G], ACC)
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
         # not read again (evict-first). (H200, 1024x131072: bf16 63 -> 67 %, fp32 66 -> 70 %; tools/exp_h200.py)
-        for n0 in range(0, n_end, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_last")
-            x = tl.reshape(tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf")), [BLOCK_M, G, GROUP])
-            m_new = max_fn(m, tl.reduce(x, 2, max_fn))
-            # A group whose max is still -inf adds exp(-inf - 0) = 0 (exp(-inf - -inf) would be NaN); +inf or NaN
-            # makes the sum NaN, as torch's softmax of such a row.
-            m_at = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s = s * tl.exp(m - m_at) + tl.sum(tl.exp(x - m_at[:, :, None]), 2)
-            m = m_new
+        # Chunk k (columns [k * BLOCK_N, (k + 1) * BLOCK_N) of the tile) is inner for k in [head, inner): every lane
+        # is an element of each row, so it takes neither the element mask nor its select (per element, two int64
+        # compares against the row's shift and a select: odd widths, 2048x50257 bf16, lost ~15 points to them);
+        # the head (the chunk holding the shift's lanes) and the tail chunks keep them.
+        n_chunks = tl.cdiv(n_end, BLOCK_N)
+        head = 0
+        inner = 0
+        if PEEL:
+            head = tl.minimum(n_chunks, tl.cdiv(ALIGN, BLOCK_N))
+            inner = tl.maximum(head, N // BLOCK_N)
+        for k in range(0, head):
+            m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
+                                                False, BLOCK_N, G, GROUP))
+        for k in range(head, inner):
+            m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
+                                                True, BLOCK_N, G, GROUP))
+        for k in range(inner, n_chunks):
+            m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
+                                                False, BLOCK_N, G, GROUP))
         m, s = tl.reduce((m, s), 1, _online_fn)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
             # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
-            last = tl.cdiv(n_end, BLOCK_N) * BLOCK_N - BLOCK_N
-            for n0 in range(0, n_end, BLOCK_N):
-                cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
-                mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0,
-                            eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-                if ALIGN_Y:
-                    mask = inner_mask(cols, lead, N, row_ok, ALIGN)
-                tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask,
-                         eviction_policy="evict_first")
+            for i in range(0, n_chunks - inner):
+                _chunk_out(x_row, y_row, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
+            for i in range(0, inner - head):
+                _chunk_out(x_row, y_row, (inner - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+            for i in range(0, head):
+                _chunk_out(x_row, y_row, (head - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
             if ALIGN_Y:
                 _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
 
