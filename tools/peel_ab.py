@@ -29,6 +29,16 @@ CASES = {  # kernel -> (op, shape, dtype, loop configs (BLOCK_N, warps))
         ("log_softmax", (4096, 32768), BF, [(8192, 16)]),
         ("softmax", (4096, 40000), BF, [(8192, 16)]),
     ],
+    "layer_norm:_layer_norm_kernel": [  # the second sweep's whole chunks without a column mask
+        ("layer_norm", (1024, 131072), BF, []), ("layer_norm", (4096, 32768), BF, []),
+        ("layer_norm", (1024, 131072), F32, []), ("layer_norm", (16384, 5120), BF, []),
+        ("layer_norm", (8192, 12288), BF, []), ("layer_norm", (2048, 65536), BF, []),
+        ("layer_norm", (4096, 50257), BF, []),
+    ],
+    "reduce:_rows_kernel": [  # shifted rows' loops: the head chunk masked, inner chunks not, the tail masked
+        ("sum", (4096, 50257), BF, []), ("amax", (4096, 50257), BF, []), ("sum", (2048, 100001), F32, []),
+        ("mean", (8192, 32001), BF, []), ("sum", (1024, 131071), BF, []),
+    ],
     "second": [  # the rule after the peel (odd 2-byte softmax rows on the L2 rule), and 4096-wide chunks
         ("log_softmax", (2048, 50257), BF, [(4096, 4)]),
         ("log_softmax", (1024, 50257), BF, [(4096, 8)]),

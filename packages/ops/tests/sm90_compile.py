@@ -65,6 +65,7 @@ def calls():
     yield "sum rows unrolled loop", lambda: tr.sum(r(16, 16384, dtype=bf), -1)
     yield "sum rows split", lambda: tr.sum(r(4, 100000), -1)
     yield "sum rows loop two chunks per iteration", lambda: tr.sum(torch.empty(1024, 20000, dtype=bf), -1)
+    yield "sum rows loop, odd width (inner chunks unmasked)", lambda: tr.sum(torch.empty(1024, 50257, dtype=bf), -1)
     yield "mean rows split two chunks per iteration", lambda: tr.mean(r(4, 100000, dtype=bf), -1)
     yield "sum columns short tiles", lambda: tr.sum(r(256, 2048, dtype=bf), 0)
     yield "amax columns split", lambda: tr.amax(r(16384, 64), 0)

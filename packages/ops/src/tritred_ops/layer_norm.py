@@ -74,13 +74,15 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
-                       PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0):
+                       PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0,
+                       PEEL: tl.constexpr = True):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
     (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
     (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
-    (:func:`_common.unrolled_chunks`)."""
+    (:func:`_common.unrolled_chunks`). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second
+    sweep's whole chunks take no column mask."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -89,11 +91,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
 
 
 @triton.jit
@@ -102,7 +104,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
-                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr):
+                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -200,19 +202,45 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 y = y + b_row.to(ACC)[None, :]
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
     else:
-        # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
+        # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2. The
+        # partial last chunk first, then the whole chunks, whose lanes are all in the row: no column mask (PEEL).
         last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N
-        for n0 in range(0, N, BLOCK_N):
-            cols = (last - n0) + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = row_ok[:, None] & (cols < N)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
-                        eviction_policy="evict_first").to(ACC)
-            y = (x - mean[:, None]) * rstd[:, None]
-            if HAS_W:
-                y = y * tl.load(w_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-            if HAS_B:
-                y = y + tl.load(b_ptr + cols, mask=cols < N, other=0).to(ACC)[None, :]
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
+        n_whole = N // BLOCK_N
+        if not PEEL:
+            n_whole = 0
+        for n0 in range(0, N - n_whole * BLOCK_N, BLOCK_N):
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, last - n0, N, row_ok, s_xn, s_yn, mean, rstd, HAS_W, HAS_B,
+                             ACC, False, BLOCK_N)
+        for i in range(0, n_whole):
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_whole - 1 - i) * BLOCK_N, N, row_ok, s_xn, s_yn, mean,
+                             rstd, HAS_W, HAS_B, ACC, True, BLOCK_N)
+
+
+@triton.jit
+def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, N, row_ok, s_xn, s_yn, mean, rstd, HAS_W: tl.constexpr,
+                     HAS_B: tl.constexpr, ACC: tl.constexpr, WHOLE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = (x - mean) * rstd * w + b for tile columns [n0, n0 + BLOCK_N) of the loop's rows. WHOLE: every column
+    is in the row (only rows past the end are masked: per row, no column compare)."""
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+    if WHOLE:
+        mask = row_ok[:, None] & (cols >= 0)[None, :]
+        c_ok = cols >= 0
+    else:
+        mask = row_ok[:, None] & (cols < N)[None, :]
+        c_ok = cols < N
+    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
+    y = (x - mean[:, None]) * rstd[:, None]
+    if HAS_W:
+        if WHOLE:
+            y = y * tl.load(w_ptr + cols).to(ACC)[None, :]
+        else:
+            y = y * tl.load(w_ptr + cols, mask=c_ok, other=0).to(ACC)[None, :]
+    if HAS_B:
+        if WHOLE:
+            y = y + tl.load(b_ptr + cols).to(ACC)[None, :]
+        else:
+            y = y + tl.load(b_ptr + cols, mask=c_ok, other=0).to(ACC)[None, :]
+    tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit

@@ -67,7 +67,8 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
-                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1):
+                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
+                 PEEL: tl.constexpr = True):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -75,6 +76,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     block reduces. DIV: N and the row stride are multiples of DIV. UNROLL (loop, no split, unshifted): rows of
     exactly UNROLL full chunks, the loop unrolled (``_common.unrolled_chunks``). PART (other loops, unshifted):
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
+    PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
     """
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
@@ -83,10 +85,11 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                         divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
-                        PART)
+                        PART, PEEL)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
-                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART)
+                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART,
+                    PEEL)
 
 
 @triton.jit
@@ -100,10 +103,22 @@ def _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constex
 
 
 @triton.jit
+def _masked_chunk(acc, x_row, n0, lead, N, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
+                  ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``acc`` combined with tile columns [n0, n0 + BLOCK_N) of shifted rows (:func:`row_masks`), lanes outside
+    the rows at the identity."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
+    return combine(acc, tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), OP)
+
+
+@triton.jit
 def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1):
+                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
+                PEEL: tl.constexpr = True):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
     boundary below each row (see ``aligned_rows``)."""
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -139,6 +154,13 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 for u in tl.static_range(PART):
                     acc = _whole_chunk(acc, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
             n_lo = n_whole
+        if ALIGN > 0 and PEEL and BLOCK_N >= ALIGN:
+            # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
+            # element mask or select (as softmax._chunk_in), then the tail below, masked.
+            acc = _masked_chunk(acc, x_row, 0, lead, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+            for n0 in range(BLOCK_N, N // BLOCK_N * BLOCK_N, BLOCK_N):
+                acc = _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+            n_lo = tl.maximum(N // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
         for n0 in range(n_lo, n_end, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N)
             if ALIGN > 0:
