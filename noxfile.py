@@ -135,7 +135,9 @@ def tests(session: nox.Session, torch: str, triton: str) -> None:
     session.run("python", "-c", "import sys, torch, triton, numpy; "
                 "print('python', sys.version.split()[0], '| torch', torch.__version__, '| triton', "
                 "triton.__version__, '| numpy', numpy.__version__)")
-    session.run("pytest", "--durations=15", *session.posargs, env=CPU_TEST_ENV)
+    # One pytest worker per core (pytest-xdist, ``-n auto``): the interpreter runs each test on one core.
+    session.install(*constraints, "pytest-xdist")
+    session.run("pytest", "-n", "auto", "--durations=15", *session.posargs, env=CPU_TEST_ENV)
     if os.environ.get("TRITRED_DROP_TEST_VENVS") == "1":
         # CI (.ci/run): each cell's virtualenv (~2 GB: torch and triton) goes once the cell has passed, so that
         # the matrix needs the disk of one cell at a time (a CI run once stopped on a nearly full disk).
