@@ -114,6 +114,16 @@ def programs() -> None:
               + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
+def tile_variant(shape, variant: tuple[int, int, int, int], sm: int, num_stages: int = 1) -> tuple[str, LaunchConfig]:
+    """(label, config) of a (BLOCK_M, BLOCK_N, warps, statistics programs per SM) variant on an NCHW ``shape``:
+    the tile clipped to the next powers of two of B and S, ``split`` = programs / channels (at most the tiles)."""
+    (bm, bn, w, per_sm), (B, Ch, S) = variant, (shape[0], shape[1], math.prod(shape[2:]))
+    bm, bn = min(bm, 1 << (B - 1).bit_length()), min(bn, 1 << (S - 1).bit_length())
+    split = max(1, min(math.ceil(B / bm) * math.ceil(S / bn), per_sm * sm // Ch))
+    return (f"{bm}x{bn}w{w}p{per_sm}s{split}",
+            LaunchConfig(strategy="split", BLOCK_M=bm, BLOCK_N=bn, num_warps=w, split=split, num_stages=num_stages))
+
+
 def main() -> None:
     if "--rule" in sys.argv:
         rule()
@@ -123,14 +133,7 @@ def main() -> None:
         return
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     for shape, dtype in CASES:
-        B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
-        variants = [("builtin", None)]
-        for bm, bn, w, per_sm in VARIANTS:
-            bm_, bn_ = min(bm, 1 << (B - 1).bit_length()), min(bn, 1 << (S - 1).bit_length())
-            tiles = math.ceil(B / bm_) * math.ceil(S / bn_)
-            split = max(1, min(tiles, per_sm * sm // Ch))
-            variants.append((f"{bm_}x{bn_}w{w}p{per_sm}s{split}",
-                             LaunchConfig(strategy="split", BLOCK_M=bm_, BLOCK_N=bn_, num_warps=w, split=split)))
+        variants = [("builtin", None)] + [tile_variant(shape, v, sm) for v in VARIANTS]
         res = alternate("batch_norm", shape, dtype, 1, variants)
         best = max((v, k) for k, v in res.items())
         print(f"batch_norm {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "

@@ -56,18 +56,15 @@ def vocab(cases=VOCAB_CASES) -> None:
 
 
 def bn() -> None:
+    from bn_tiles_ab import tile_variant
+
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     for shape, dtype in BN_CASES:
-        B, Ch, S = shape[0], shape[1], math.prod(shape[2:])
         variants = [("builtin", None)]
-        for bm, bn_, w, per_sm in BN_TILES:
-            bm_, bn2 = min(bm, 1 << (B - 1).bit_length()), min(bn_, 1 << (S - 1).bit_length())
-            tiles = math.ceil(B / bm_) * math.ceil(S / bn2)
-            split = max(1, min(tiles, per_sm * sm // Ch))
+        for v in BN_TILES:
             for stages in (1, 2) if dtype != F32 else (1,):
-                variants.append((f"{bm_}x{bn2}w{w}p{per_sm}s{split}st{stages}",
-                                 LaunchConfig(strategy="split", BLOCK_M=bm_, BLOCK_N=bn2, num_warps=w, split=split,
-                                              num_stages=stages)))
+                label, cfg = tile_variant(shape, v, sm, stages)
+                variants.append((f"{label}st{stages}", cfg))
         res = alternate("batch_norm", shape, dtype, 1, variants)
         best = max((v, k) for k, v in res.items())
         print(f"batch_norm {shape} {str(dtype)[6:]}: best {best[1]} {best[0]:.1f} | "

@@ -222,24 +222,20 @@ def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, N, row_ok, s_xn, s_yn, mean
     """y = (x - mean) * rstd * w + b for tile columns [n0, n0 + BLOCK_N) of the loop's rows. WHOLE: every column
     is in the row (only rows past the end are masked: per row, no column compare)."""
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-    if WHOLE:
+    if WHOLE:  # weight and bias unmasked; x and y masked per row only
+        c_ok = None
+        fill = None
         mask = row_ok[:, None] & (cols >= 0)[None, :]
-        c_ok = cols >= 0
     else:
-        mask = row_ok[:, None] & (cols < N)[None, :]
         c_ok = cols < N
+        fill = 0
+        mask = row_ok[:, None] & c_ok[None, :]
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
     y = (x - mean[:, None]) * rstd[:, None]
     if HAS_W:
-        if WHOLE:
-            y = y * tl.load(w_ptr + cols).to(ACC)[None, :]
-        else:
-            y = y * tl.load(w_ptr + cols, mask=c_ok, other=0).to(ACC)[None, :]
+        y = y * tl.load(w_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
     if HAS_B:
-        if WHOLE:
-            y = y + tl.load(b_ptr + cols).to(ACC)[None, :]
-        else:
-            y = y + tl.load(b_ptr + cols, mask=c_ok, other=0).to(ACC)[None, :]
+        y = y + tl.load(b_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
     tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 

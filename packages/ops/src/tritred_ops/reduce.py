@@ -103,12 +103,14 @@ def _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constex
 
 
 @triton.jit
-def _masked_chunk(acc, x_row, n0, lead, N, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
+def _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
                   ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``acc`` combined with tile columns [n0, n0 + BLOCK_N) of shifted rows (:func:`row_masks`), lanes outside
-    the rows at the identity."""
+    """``acc`` combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at column ``n_hi``
+    (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows (:func:`row_masks`,
+    never with a split: ``n_hi`` is N)."""
     cols = n0 + tl.arange(0, BLOCK_N)
-    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    mask, lmask = row_masks(cols, lead, n_hi, row_ok, ALIGN)
+    # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
     x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
     return combine(acc, tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), OP)
 
@@ -143,7 +145,8 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
         n_end = n_hi
-        if ALIGN > 0:  # (never with SPLIT: n_lo is 0)
+        if ALIGN > 0:  # (never with SPLIT: n_lo is 0, the slice is the whole row)
+            n_hi = N
             n_end = N + ALIGN - 1
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         if PART > 1 and ALIGN == 0:
@@ -157,21 +160,12 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         if ALIGN > 0 and PEEL and BLOCK_N >= ALIGN:
             # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
             # element mask or select (as softmax._chunk_in), then the tail below, masked.
-            acc = _masked_chunk(acc, x_row, 0, lead, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+            acc = _masked_chunk(acc, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
             for n0 in range(BLOCK_N, N // BLOCK_N * BLOCK_N, BLOCK_N):
                 acc = _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
             n_lo = tl.maximum(N // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
         for n0 in range(n_lo, n_end, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N)
-            if ALIGN > 0:
-                mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-            else:
-                mask = row_ok[:, None] & (cols < n_hi)[None, :]
-                lmask = mask
-            # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
-            x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
-            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
-            acc = combine(acc, x, OP)
+            acc = _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
         r = tile_reduce(acc, 1, OP)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
