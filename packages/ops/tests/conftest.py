@@ -88,3 +88,14 @@ def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     real = C.unrolled_chunks
     monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
     return seen
+
+
+@pytest.fixture
+def align_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ALIGN each row launch of the call received from ``_common.row_align`` (0: unshifted tiles), in order."""
+    from tritred_ops import _common as C
+
+    seen: list[int] = []
+    real = C.row_align
+    monkeypatch.setattr(C, "row_align", lambda *a: seen.append(real(*a)) or seen[-1])
+    return seen

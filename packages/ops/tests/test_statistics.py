@@ -148,13 +148,41 @@ def test_integer_input_raises(device):
 
 @pytest.mark.parametrize("cfg", CONFIGS[:3], ids=config_id)
 def test_rows_off_16_byte_boundaries(cfg, force, device):
-    """Odd row strides take the shifted (ALIGN) single-pass tiles; unaligned bases and loops do not."""
+    """Odd row strides take the shifted (ALIGN) tiles (loops too: test_loops_over_shifted_rows); unaligned bases
+    do not."""
     base = randn((7, 123), torch.bfloat16, device, offset=30.0)
     for name in ("var", "std_mean"):
         if cfg is not None:
             force(name, **cfg)
         for x in (base[:, :101], base[:, 3:104]):
             _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 101, f"{name} {x.stride()}", scale=30)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("block", [(1, 8), (2, 16), (1, 32)], ids=str)
+def test_loops_over_shifted_rows(dtype, block, force, device, align_spy):
+    """Row loops over odd-width rows take the shifted tiles: the head chunk (the shift's lanes) and the one or two
+    tail chunks masked, the chunks between as per-lane Welford with no mask. Rows shorter than a chunk, of one
+    chunk plus the shift, of many; every shift (rows of odd stride start at every lane); a large mean; NaN in an
+    inner chunk and +inf in a tail stay in their rows."""
+    block_m, block_n = block
+    for name in ("var", "std_mean"):
+        force(name, strategy="multi_pass", BLOCK_M=block_m, BLOCK_N=block_n)
+        for n in (3, block_n - 1, block_n + 1, 2 * block_n + 5, 7 * block_n + 3):
+            x = randn((9, n), dtype, device, offset=500.0)
+            align_spy.clear()
+            out = getattr(tr, name)(x, 1)
+            assert align_spy and align_spy[-1] == 16 // x.element_size(), (name, n, align_spy)
+            _cmp(out, _ref(name, x, 1), n, f"{name} {dtype} {n}", scale=500.0)
+        z = randn((5, 7 * block_n + 3), dtype, device, offset=2.0)
+        z[1, 2 * block_n] = float("nan")
+        z[3, -1] = float("inf")
+        out = getattr(tr, name)(z, 1)
+        ref = _ref(name, z, 1)
+        out, ref = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+        assert torch.equal(out[0].cpu().isnan(), ref[0].isnan()), (name, out, ref)  # (a mean beside an inf: torch
+        for o, r in zip(out, ref):                                                    # CUDA's NaN, see _finish)
+            assert_close(o[[0, 2, 4]], r[[0, 2, 4]], n=z.shape[1], scale=8, what=f"{name} finite rows")
 
 
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])

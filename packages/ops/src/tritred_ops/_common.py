@@ -452,6 +452,11 @@ def hint_covers_align(x: torch.Tensor, view: View) -> bool:
     return x.device.type == "cuda" and _row_divisor(view) * x.element_size() >= 16
 
 
+def vec_elems(x: torch.Tensor) -> int:
+    """Elements of ``x`` per 16-byte vector (the ALIGN of its shifted tiles)."""
+    return 16 // x.element_size()
+
+
 def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
     """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
     Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row
@@ -467,7 +472,7 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
     not 1: no shift). Reductions' outputs have no row axis (n-stride 0).
     """
     (sxm, sxn, _) = view.strides[0]
-    vec = 16 // x.element_size()
+    vec = vec_elems(x)
     if vec < 2 or sxn != 1 or view.K != 1 or view.N <= 1 or sxm % 16 == 0 or x.data_ptr() % 16:
         return 0
     if any(s[1] not in (0, 1) for s in view.strides[1:]):

@@ -391,6 +391,30 @@ def join_chunk(mean, m2, cnt, x, mask, n_t, AXIS: tl.constexpr):
 
 
 @triton.jit
+def shifted_chunk(x_row, n0, lead, N, row_ok, s_xn, ACC: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr,
+                  EVICT: tl.constexpr):
+    """A partial chunk of a statistics loop over shifted rows (:func:`aligned_rows`): tile columns
+    [n0, n0 + BLOCK_N) in ACC, lanes outside each row 0 (as :func:`chunk_stats` wants them), the element mask,
+    and each row's count of elements in the chunk (0 for a row that ends before it: see :func:`join_rows`)."""
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
+    x = tl.where(mask, x, 0.0)  # (lanes of the neighbouring rows, read with the row's 16-byte chunks)
+    n = tl.maximum(tl.minimum(lead + N, n0 + BLOCK_N) - tl.maximum(lead, n0), 0).to(ACC)
+    return x, mask, n
+
+
+@triton.jit
+def join_rows(mean, m2, cnt, x, mask, n_t):
+    """:func:`join_chunk` along axis 1 for chunks that may hold no element of some rows (``n_t`` 0: those rows'
+    statistics are kept as they are; a chunk mean of 0 / 0 would turn them NaN)."""
+    mean_t, corr_t, m2_t = chunk_stats(x, mask, 1, tl.maximum(n_t, 1.0))
+    mean_j, m2_j, cnt_j = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_t)
+    some = n_t > 0
+    return tl.where(some, mean_j, mean), tl.where(some, m2_j, m2), tl.where(some, cnt_j, cnt)
+
+
+@triton.jit
 def add_pair(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 

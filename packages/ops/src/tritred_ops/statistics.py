@@ -31,10 +31,12 @@ from ._kernels import (
     div_exact,
     f32_split,
     join_chunk,
+    join_rows,
     load_loop,
     loop_evicts,
     merge_lanes,
     row_masks,
+    shifted_chunk,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -97,7 +99,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     m = rows // K
     k = rows % K
     x_off = m * s_xm + k * s_xk
-    # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
+    # odd widths (ALIGN; not with SPLIT): tiles start at the 16-byte boundary below each row
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
@@ -115,7 +117,10 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        if UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
+        if ALIGN > 0:  # shifted rows (no split; BLOCK_N >= ALIGN): only the first and last chunks are masked
+            mean, m2, cnt = _shifted_loop(x_row, lead, N, row_ok, s_xn, mean_l, m2_l, ACC, ALIGN, BLOCK_N,
+                                          EVICT_LOOP)
+        elif UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
             n_full = UNROLL
             for i in tl.static_range(UNROLL):
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)  # (the type of the tail's columns)
@@ -127,17 +132,19 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                 cols = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
                 x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
-        # Raw lane means merged, unlike layer_norm's loop (lanes on x less the row's first element): shifting every
-        # element cost 2-8 points on the H200, and the first element as the shift of the merge only costs rows whose
-        # first element is far from their mean (1e4 among randn: the mean off by ulp(1e4)); raw, a row at 1000 +- 1
-        # keeps its mean within ~7 roundings and its variance within ~ulp(offset) / spread (docs/semantics.md).
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
-        t0 = n_lo + n_full * BLOCK_N
-        if t0 < n_hi:
-            cols = t0 + tl.arange(0, BLOCK_N)
-            mask = row_ok[:, None] & (cols < n_hi)[None, :]
-            x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
-            mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (n_hi - t0), 1)
+        if ALIGN == 0:
+            # Raw lane means merged, unlike layer_norm's loop (lanes on x less the row's first element): shifting
+            # every element cost 2-8 points on the H200, and the first element as the shift of the merge only costs
+            # rows whose first element is far from their mean (1e4 among randn: the mean off by ulp(1e4)); raw, a
+            # row at 1000 +- 1 keeps its mean within ~7 roundings and its variance within ~ulp(offset) / spread
+            # (docs/semantics.md).
+            mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
+            t0 = n_lo + n_full * BLOCK_N
+            if t0 < n_hi:
+                cols = t0 + tl.arange(0, BLOCK_N)
+                mask = row_ok[:, None] & (cols < n_hi)[None, :]
+                x = load_loop(x_row[:, None] + cols[None, :] * s_xn, mask, EVICT_LOOP).to(ACC)
+                mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_M], ACC) + (n_hi - t0), 1)
     if PARTIAL:  # row r = (m, k) at r: output k's partials at k, k + K, ... (the combine kernel's partial strides)
         tl.store(out_ptr + rows, m2, mask=row_ok)
         tl.store(mean_ptr + rows, mean, mask=row_ok)
@@ -148,6 +155,32 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     else:
         divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)  # float64 scalars arrive as two float32 parts
         _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
+
+
+@triton.jit
+def _shifted_loop(x_row, lead, N, row_ok, s_xn, mean_l, m2_l, ACC: tl.constexpr, ALIGN: tl.constexpr,
+                  BLOCK_N: tl.constexpr, EVICT_LOOP: tl.constexpr):
+    """(mean, M2, count) of shifted rows (odd widths: tiles from the 16-byte boundary below each row start
+    ``lead`` lanes before it, ``_kernels.aligned_rows``), in 16-byte vector loads throughout.
+
+    Tile chunk 0 holds the shift's lanes: its corrected two-pass statistics first. Chunks 1 to N // BLOCK_N - 1
+    lie inside every row: per-lane Welford with no element mask (a mask and a select per element cost the
+    shifted loops of the plain reductions ~60 points: ``reduce._masked_chunk``). The one or two chunks after
+    them hold the rows' ends: joined one by one (Chan et al. 1979), as the head."""
+    EVICT: tl.constexpr = "evict_first" if EVICT_LOOP else ""
+    x, mask, n_h = shifted_chunk(x_row, 0, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, EVICT)
+    mean_h, corr_h, m2_h = chunk_stats(x, mask, 1, n_h)
+    inner = tl.maximum(N // BLOCK_N, 1)
+    for i in range(1, inner):
+        cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
+        mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i, ACC))
+    mean, m2, cnt = merge_lanes(mean_l, m2_l, inner - 1, 1)
+    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_h + corr_h, m2_h, n_h)
+    for k in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
+        x, mask, n_t = shifted_chunk(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, EVICT)
+        mean, m2, cnt = join_rows(mean, m2, cnt, x, mask, n_t)
+    return mean, m2, cnt
 
 
 @triton.jit
@@ -252,13 +285,13 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
-        align = C.row_align(x, view, cfg, single) if single and split == 1 else 0
+        align = C.row_align(x, view, cfg, single) if split == 1 and (single or cfg.BLOCK_N >= C.vec_elems(x)) else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 else 0, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0, **consts)
     else:
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
@@ -309,13 +342,13 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
     programs, persist = C.row_programs(cfg, R)
-    align = C.row_align(x, view, cfg, single) if single else 0
+    align = C.row_align(x, view, cfg, single) if single or cfg.BLOCK_N >= C.vec_elems(x) else 0
     rec.launch(
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
         EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
-        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), **consts)
+        UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), **consts)
     block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
         _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
