@@ -93,6 +93,11 @@ def calls():
     yield "layer_norm unrolled", lambda: tr.layer_norm(r(16, 12288, dtype=bf), (12288,), r(12288, dtype=bf))
     yield "layer_norm loop", lambda: tr.layer_norm(r(4, 65536), (65536,))
     yield "layer_norm odd width", lambda: tr.layer_norm(r(64, 300, dtype=bf), (300,))
+    yield "layer_norm odd width, shifted weight and bias", lambda: tr.layer_norm(
+        r(64, 999, dtype=bf), (999,), r(999, dtype=bf), r(999, dtype=bf))
+    yield "layer_norm odd width loop", lambda: tr.layer_norm(torch.empty(1024, 50257, dtype=bf), (50257,),
+                                                             r(50257, dtype=bf), r(50257, dtype=bf))
+    yield "var odd width loop", lambda: tr.var(torch.empty(1024, 50257, dtype=bf), -1)
     yield "batch_norm training", lambda: tr.batch_norm(r(8, 16, 14, 14, dtype=bf), torch.zeros(16, dtype=bf),
                                                        torch.ones(16, dtype=bf), None, None, True, 0.1, 1e-5)
     yield "batch_norm training statistics prefetched", lambda: tr.batch_norm(

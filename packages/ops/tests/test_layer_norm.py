@@ -172,7 +172,8 @@ def test_errors(device):
 
 @pytest.mark.parametrize("cfg", CONFIGS[:3], ids=config_id)
 def test_rows_off_16_byte_boundaries(cfg, force, device):
-    """Odd row strides take the shifted (ALIGN) single-pass tiles; unaligned bases and loops do not."""
+    """Odd row strides take the shifted (ALIGN) tiles (loops too: test_loops_over_shifted_rows); unaligned bases
+    do not."""
     if cfg is not None:
         force("layer_norm", **cfg)
     base = randn((7, 123), torch.bfloat16, device, offset=3.0)
@@ -181,6 +182,32 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
         for args in ((w, None), (None, b), (None, None)):
             assert_close(tr.layer_norm(x, (101,), *args), _ref(x, (101,), *args), n=16, scale=8,
                          what=f"{x.stride()} {[a is None for a in args]}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("block", [(1, 8), (2, 16), (1, 32)], ids=str)
+def test_loops_over_shifted_rows(dtype, block, force, device, align_spy):
+    """Row loops over odd-width rows take the shifted tiles: first sweep as var's (head and tails masked, inner
+    chunks unmasked Welford), second sweep from the row's end with the head chunk last, then the partial 16-byte
+    edge chunks (contiguous rows); weight and bias read from their shifted copies. Rows shorter than a chunk, one
+    chunk plus the shift, many chunks; rows of a strided view (no vector stores); the returned mean and rstd."""
+    block_m, block_n = block
+    force("layer_norm", strategy="multi_pass", BLOCK_M=block_m, BLOCK_N=block_n)
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    for n in (3, block_n - 1, block_n + 1, 2 * block_n + 5, 7 * block_n + 3):
+        base = randn((9, n + vec), dtype, device, offset=3.0)
+        w, b = randn((n,), dtype, device), randn((n,), dtype, device)
+        for x in (base[:, :n].contiguous(), base[:, vec:]):  # (odd row strides; 16-byte aligned bases)
+            for args in ((w, b), (w, None), (None, b), (None, None)):
+                align_spy.clear()
+                y, mean, rstd = tr.layer_norm_with_stats(x, (n,), *args)
+                assert align_spy == [vec], (n, align_spy)
+                what = f"{dtype} {n} {x.stride()} {[a is None for a in args]}"
+                assert not y.isnan().any(), f"unwritten elements: {what}"
+                assert_close(y, _ref(x, (n,), *args), n=16, scale=8, what=what)
+                xd = x.double().cpu()
+                assert_close(mean, xd.mean(-1), n=n, scale=3, what=f"mean {what}")
+                assert_close(rstd, 1 / (xd.var(-1, unbiased=False) + 1e-5).sqrt(), n=n, scale=8, what=f"rstd {what}")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

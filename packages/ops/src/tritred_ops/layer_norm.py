@@ -29,8 +29,10 @@ from ._kernels import (
     group_barrier,
     inner_mask,
     join_chunk,
+    join_rows,
     merge_lanes,
     row_masks,
+    shifted_chunk,
     shifted_out,
     single_load_evict,
     sqrt_exact,
@@ -44,12 +46,47 @@ from ._replay import Recorder, find_plan
 
 @triton.jit
 def _affine(y, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
-    """y * weight[pos] + bias[pos] for a tile whose lanes hold row positions ``pos`` (shifted tiles)."""
+    """y * weight[pos] + bias[pos] for a tile whose lanes read the weight and bias at ``pos`` (shifted tiles:
+    the shifted copies of :func:`_shift_affine_kernel`, ``pos`` = tile column + the row's shift x ``s_wl``)."""
     if HAS_W:
         y = y * tl.load(w_ptr + pos, mask=mask, other=0).to(ACC)
     if HAS_B:
         y = y + tl.load(b_ptr + pos, mask=mask, other=0).to(ACC)
     return y
+
+
+@triton.jit
+def _shift_affine_kernel(w_ptr, b_ptr, w_sh_ptr, b_sh_ptr, N, s_wl, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    """Copy ``l`` of weight and bias shifted by ``l`` lanes: ``w_sh[l, j] = weight[j - l]`` (0 outside the row),
+    ``l`` = program_id(1) < ALIGN, ``j`` < ``s_wl`` (a multiple of 16).
+
+    Shifted tiles (odd widths, ``_kernels.aligned_rows``) hold row element ``j - lead`` at tile column ``j``, so
+    the weight a row needs starts ``lead`` elements before a 16-byte boundary: read from ``weight`` directly it
+    takes one load per element (as many instructions as the row's own loads saved). Copy ``lead`` at column ``j``
+    is aligned with the tile: 16-byte loads. ALIGN x (N + 2 ALIGN) elements of each, written per call (weights
+    change between calls): ~1.6 MB for bfloat16 rows of 50257, a few microseconds."""
+    j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    shift = tl.program_id(1)
+    src = j - shift
+    ok = (src >= 0) & (src < N)
+    at = shift * s_wl + j
+    if HAS_W:
+        tl.store(w_sh_ptr + at, tl.load(w_ptr + src, mask=ok, other=0), mask=j < s_wl)
+    if HAS_B:
+        tl.store(b_sh_ptr + at, tl.load(b_ptr + src, mask=ok, other=0), mask=j < s_wl)
+
+
+@triton.jit
+def _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd, s_wl, HAS_W: tl.constexpr,
+                 HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr):
+    """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores, ALIGN_Y),
+    recomputed from a reload with the row's statistics: the same arithmetic as the chunks' own."""
+    c, ok = edge_cols(lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(ACC)
+    y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]
+    y = _affine(y, w_ptr, b_ptr, c + (lead * s_wl)[:, None], ok, HAS_W, HAS_B, ACC)
+    tl.store(y_row[:, None] + c, y, mask=ok)
 
 
 def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
@@ -69,7 +106,7 @@ def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int
 
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk,
-                       s_ym, s_yn, s_yk, eps, eps_lo,
+                       s_ym, s_yn, s_yk, eps, eps_lo, s_wl,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
@@ -82,7 +119,9 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
     (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
     (:func:`_common.unrolled_chunks`). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second
-    sweep's whole chunks take no column mask."""
+    sweep's whole chunks take no column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte
+    boundary below each row; weight and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy
+    ``l`` at ``w_ptr + l * s_wl``."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -90,17 +129,17 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
-                              s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
+                              s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
                               BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
-                          s_xk, s_ym, s_yn, s_yk, eps, eps_lo, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
+                          s_xk, s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
                           BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
 
 
 @triton.jit
 def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
-                      s_ym, s_yn, s_yk, eps, eps_lo,
+                      s_ym, s_yn, s_yk, eps, eps_lo, s_wl,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
@@ -111,7 +150,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     k_idx = rows % K
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
-    # odd widths (ALIGN), single pass only: tiles start at the 16-byte boundary below each row
+    # odd widths (ALIGN): tiles start at the 16-byte boundary below each row
     x_off, lead = aligned_rows(x_off, ALIGN)
     y_off = shifted_out(y_off, lead, ALIGN, ALIGN_Y)
     x_row = x_ptr + x_off
@@ -144,10 +183,25 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             r0 = tl.cast(blk, tl.int64)
             shift = tl.zeros([BLOCK_M], ACC) + stats_shift(tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk)).to(ACC))
         else:
-            shift = stats_shift(tl.load(x_row, mask=row_ok, other=0).to(ACC))
+            shift = stats_shift(tl.load(x_row + lead, mask=row_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        if UNROLL > 0:  # N // BLOCK_N == UNROLL full chunks, unrolled: all their loads in flight at once
+        if ALIGN > 0:  # shifted rows: the head and tail chunks masked (statistics._shifted_loop, on x - shift)
+            x, mask, n_h = shifted_chunk(x_row, 0, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, "evict_last")
+            mean_h, corr_h, m2_h = chunk_stats(tl.where(mask, x - shift[:, None], 0.0), mask, 1, n_h)
+            inner = tl.maximum(N // BLOCK_N, 1)
+            for i in range(1, inner):
+                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                            eviction_policy="evict_last").to(ACC)
+                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i, ACC))
+            mean, m2, cnt = merge_lanes(mean_l, m2_l, inner - 1, 1)
+            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_h + corr_h, m2_h, n_h)
+            for k in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
+                x, mask, n_t = shifted_chunk(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N,
+                                             "evict_last")
+                mean, m2, cnt = join_rows(mean, m2, cnt, tl.where(mask, x - shift[:, None], 0.0), mask, n_t)
+        elif UNROLL > 0:  # N // BLOCK_N == UNROLL full chunks, unrolled: all their loads in flight at once
             n_full = UNROLL
             for i in tl.static_range(UNROLL):
                 cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
@@ -161,15 +215,16 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
                             eviction_policy="evict_last").to(ACC)
                 mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i + 1, ACC))
-        mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
-        t0 = n_full * BLOCK_N
-        if t0 < N:
-            cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = row_ok[:, None] & (cols < N)[None, :]
-            x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
-                        eviction_policy="evict_last").to(ACC)
-            n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
-            mean, m2, cnt = join_chunk(mean, m2, cnt, tl.where(mask, x - shift[:, None], 0.0), mask, n_t, 1)
+        if ALIGN == 0:
+            mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 1)
+            t0 = n_full * BLOCK_N
+            if t0 < N:
+                cols = t0 + tl.arange(0, BLOCK_N).to(tl.int64)
+                mask = row_ok[:, None] & (cols < N)[None, :]
+                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
+                            eviction_policy="evict_last").to(ACC)
+                n_t = tl.zeros([BLOCK_M], ACC) + (N - t0)
+                mean, m2, cnt = join_chunk(mean, m2, cnt, tl.where(mask, x - shift[:, None], 0.0), mask, n_t, 1)
         # The mean unshifted (one rounding, as torch's): the second sweep centers x on it with one subtraction
         # per element, as before the shift.
         mean = shift + mean
@@ -180,15 +235,12 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
         y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
-        if ALIGN > 0:  # each row's lanes hold weight elements col - lead
-            y = _affine(y, w_ptr, b_ptr, cols[None, :] - lead[:, None], mask, HAS_W, HAS_B, ACC)
+        if ALIGN > 0:  # the row's shifted copy of weight and bias: lane j holds element j - lead of each
+            y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC)
             if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the rows' partial edge chunks
                 tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
-                c, ok = edge_cols(lead, N, row_ok, ALIGN)  # recomputed from a reload, the same arithmetic
-                x_e = tl.load(x_row[:, None] + c, mask=ok, other=0).to(ACC)
-                y_e = ((x_e - mean0[:, None]) - corr[:, None]) * rstd[:, None]
-                y_e = _affine(y_e, w_ptr, b_ptr, c - lead[:, None], ok, HAS_W, HAS_B, ACC)
-                tl.store(y_row[:, None] + c, y_e, mask=ok)
+                _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
+                             ACC, ALIGN)
             else:
                 tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
         else:
@@ -204,38 +256,67 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2. The
         # partial last chunk first, then the whole chunks, whose lanes are all in the row: no column mask (PEEL).
-        last = tl.cdiv(N, BLOCK_N) * BLOCK_N - BLOCK_N
-        n_whole = N // BLOCK_N
-        if not PEEL:
-            n_whole = 0
-        for n0 in range(0, N - n_whole * BLOCK_N, BLOCK_N):
-            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, last - n0, N, row_ok, s_xn, s_yn, mean, rstd, HAS_W, HAS_B,
-                             ACC, False, BLOCK_N)
+        # Shifted rows (ALIGN): the head chunk, tile chunk 0, is partial too, and is written last.
+        if ALIGN > 0:
+            n_chunks = tl.cdiv(N + ALIGN - 1, BLOCK_N)
+            head = 1
+            n_whole = tl.maximum(N // BLOCK_N, 1) - 1
+        else:
+            n_chunks = tl.cdiv(N, BLOCK_N)
+            head = 0
+            n_whole = N // BLOCK_N
+            if not PEEL:
+                n_whole = 0
+        for i in range(0, n_chunks - n_whole - head):
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn,
+                             s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
         for i in range(0, n_whole):
-            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_whole - 1 - i) * BLOCK_N, N, row_ok, s_xn, s_yn, mean,
-                             rstd, HAS_W, HAS_B, ACC, True, BLOCK_N)
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (head + n_whole - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
+                             s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+        if ALIGN > 0:
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, 0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd, HAS_W,
+                             HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
+            if ALIGN_Y:
+                _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean, tl.zeros_like(mean), rstd, s_wl,
+                             HAS_W, HAS_B, ACC, ALIGN)
 
 
 @triton.jit
-def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, N, row_ok, s_xn, s_yn, mean, rstd, HAS_W: tl.constexpr,
-                     HAS_B: tl.constexpr, ACC: tl.constexpr, WHOLE: tl.constexpr, BLOCK_N: tl.constexpr):
+def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd,
+                     HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr,
+                     ALIGN_Y: tl.constexpr, WHOLE: tl.constexpr, BLOCK_N: tl.constexpr):
     """y = (x - mean) * rstd * w + b for tile columns [n0, n0 + BLOCK_N) of the loop's rows. WHOLE: every column
-    is in the row (only rows past the end are masked: per row, no column compare)."""
+    is in the row (only rows past the end are masked: per row, no column compare). ALIGN: shifted rows, weight
+    and bias the shifted copies (see the kernel); ALIGN_Y: the partial 16-byte chunks are written by
+    ``_store_edges``."""
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
     if WHOLE:  # weight and bias unmasked; x and y masked per row only
         c_ok = None
         fill = None
         mask = row_ok[:, None] & (cols >= 0)[None, :]
+        lmask = mask
+        w_mask = mask  # (per row)
+    elif ALIGN > 0:
+        c_ok = None
+        fill = 0
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        w_mask = lmask
+        if ALIGN_Y:
+            mask = inner_mask(cols, lead, N, row_ok, ALIGN)
     else:
         c_ok = cols < N
         fill = 0
         mask = row_ok[:, None] & c_ok[None, :]
-    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
+        lmask = mask
+    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first").to(ACC)
     y = (x - mean[:, None]) * rstd[:, None]
-    if HAS_W:
-        y = y * tl.load(w_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
-    if HAS_B:
-        y = y + tl.load(b_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
+    if ALIGN > 0:
+        y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], w_mask, HAS_W, HAS_B, ACC)
+    else:
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
     tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
@@ -386,16 +467,27 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         return y, mean, rstd
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
-    align = C.row_align(x, view, cfg, single) if single else 0
+    align = C.row_align(x, view, cfg, single) if single or cfg.BLOCK_N >= C.vec_elems(x) else 0
+    s_wl = 0
+    if align and (w is not None or b is not None):
+        # shifted tiles read the shifted copies of weight and bias (see _shift_affine_kernel)
+        s_wl = C.cdiv(view.N + 2 * align, 16) * 16
+        w_sh = rec.empty((align, s_wl), x.dtype, x.device) if w is not None else None
+        b_sh = rec.empty((align, s_wl), x.dtype, x.device) if b is not None else None
+        rec.launch(_shift_affine_kernel, (C.cdiv(s_wl, 1024), align), w if w is not None else dummy,
+                   b if b is not None else dummy, w_sh if w_sh is not None else dummy,
+                   b_sh if b_sh is not None else dummy, view.N, s_wl, HAS_W=w is not None, HAS_B=b is not None,
+                   BLOCK=1024, num_warps=4)
+        w, b = w_sh, b_sh
     rec.launch(
         _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
-        sym, syn, syk, eps_hi, eps_lo, HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
+        sym, syn, syk, eps_hi, eps_lo, s_wl, HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps), DIV=C.row_hint(view, align),
-        UNROLL=0 if single else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
+        UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
