@@ -73,6 +73,7 @@ def calls():
     yield "mean two dims", lambda: tr.mean(r(4, 8, 6, 6), (0, 2, 3))
     yield "max rows", lambda: tr.max(r(64, 1000, dtype=bf), -1)
     yield "min rows loop two chunks per iteration", lambda: tr.min(torch.empty(1024, 20000, dtype=bf), -1)
+    yield "max rows loop, odd width (shifted tiles)", lambda: tr.max(torch.empty(1024, 50257, dtype=bf), -1)
     yield "max rows split two chunks per iteration", lambda: tr.max(r(4, 100000), -1)
     yield "min columns", lambda: tr.min(r(512, 256), 0)
     yield "var rows unrolled", lambda: tr.var(r(16, 12288, dtype=bf), -1)

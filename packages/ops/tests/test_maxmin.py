@@ -53,6 +53,29 @@ def test_ties_and_nans_every_strategy(name, cfg, force, device):
         _check(name, x, 1, keepdim=True)
 
 
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("cfg", [dict(BLOCK_M=1, BLOCK_N=8), dict(BLOCK_M=2, BLOCK_N=16),
+                                 dict(BLOCK_M=1, BLOCK_N=8, num_stages=2), dict(BLOCK_M=1, BLOCK_N=8, num_stages=3)],
+                         ids=str)
+def test_loops_over_shifted_rows(name, cfg, force, device, align_spy):
+    """Row loops over odd-width rows take the shifted tiles (head chunk and tails masked, whole chunks between, PART
+    per iteration): first-occurrence ties, the extreme in the first and the last element, a NaN in an inner chunk,
+    a row of the identity only (its index 0, not a lane before the row), every shift, rows shorter than a chunk."""
+    force(name, strategy="multi_pass", **cfg)
+    ident = float("-inf") if name == "max" else float("inf")
+    for dtype in (torch.bfloat16, torch.float32):
+        for n in (3, 7, 17, 45, 8 * 16 + 5):
+            x = (randn((9, n), dtype, device) * 2).round()  # many ties
+            x[0, 0] = 99 if name == "max" else -99
+            x[1, -1] = 99 if name == "max" else -99
+            x[2, :] = ident
+            if n > 40:
+                x[3, 33] = float("nan")
+            align_spy.clear()
+            _check(name, x, 1)
+            assert align_spy == [16 // x.element_size()], (n, align_spy)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])
 def test_layouts(layout, dim, device):

@@ -225,10 +225,12 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
                      SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1, PART: tl.constexpr = 1):
+                     EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1, PART: tl.constexpr = 1,
+                     ALIGN: tl.constexpr = 0):
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
-    stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest."""
+    stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest.
+    ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -262,6 +264,10 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
             i = tl.load(idx_in_ptr + offs, mask=mask, other=0x7FFFFFFFFFFFFFFF)
             acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
         rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
+    elif ALIGN > 0:
+        rv, ri = _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N, EVICT_LOOP,
+                                   PART, ALIGN)
+        rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     else:
         # Each lane keeps its running extreme and the (int32) chunk where it was reached; positions are rebuilt
         # once at the end. Half the per-element work of carrying int64 (value, index) pairs through the loop.
@@ -292,6 +298,54 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
     else:
         tl.store(val_ptr + m * s_om + k * s_ok, rv, mask=row_ok)
         tl.store(idx_ptr + m * s_om + k * s_ok, ri, mask=row_ok)
+
+
+@triton.jit
+def _arg_chunk(acc_v, acc_c, x_row, c, lead, N, row_ok, s_xn, IS_MAX: tl.constexpr, IDENT: tl.constexpr,
+               ACC: tl.constexpr, BLOCK_N: tl.constexpr, EVICT_LOOP: tl.constexpr, ALIGN: tl.constexpr,
+               WHOLE: tl.constexpr):
+    """One chunk ``c`` of :func:`_arg_shifted_loop`; WHOLE: inside every row (masked per row only)."""
+    cols = c * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+    at = x_row[:, None] + cols[None, :] * s_xn
+    if WHOLE:
+        v = load_loop(at, row_ok[:, None], EVICT_LOOP).to(ACC)
+    else:
+        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        v = tl.where(mask, load_loop(at, lmask, EVICT_LOOP).to(ACC), IDENT)
+    return arg_step(acc_v, acc_c, v, tl.cast(c, tl.int32), IS_MAX)
+
+
+@triton.jit
+def _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT_LOOP: tl.constexpr, PART: tl.constexpr,
+                      ALIGN: tl.constexpr):
+    """(value, first index) of rows that start off 16-byte boundaries, in tiles from the boundary below each row
+    (``_kernels.aligned_rows``: 16-byte loads): tile chunk 0 (the shift's lanes) and the chunks past
+    N // BLOCK_N masked, those between whole (PART per iteration), with no element mask or select.
+
+    A lane's position is its chunk's columns less the row's shift; a lane that kept the identity from a masked
+    lane of chunk 0 (before the row: a negative position) is moved past the row, as the lanes past its end."""
+    x_off, lead = aligned_rows(row_off, ALIGN)
+    x_row = x_ptr + x_off
+    acc_v = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+    acc_c = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+    acc_v, acc_c = _arg_chunk(acc_v, acc_c, x_row, 0, lead, N, row_ok, s_xn, IS_MAX, IDENT, ACC, BLOCK_N,
+                              EVICT_LOOP, ALIGN, False)
+    inner = tl.maximum(N // BLOCK_N, 1)
+    c_part = 1 + (inner - 1) // PART * PART
+    for g in range(1, c_part, PART):
+        for u in tl.static_range(PART):  # loads issued together
+            acc_v, acc_c = _arg_chunk(acc_v, acc_c, x_row, g + u, lead, N, row_ok, s_xn, IS_MAX, IDENT, ACC,
+                                      BLOCK_N, EVICT_LOOP, ALIGN, True)
+    for c in range(c_part, inner):
+        acc_v, acc_c = _arg_chunk(acc_v, acc_c, x_row, c, lead, N, row_ok, s_xn, IS_MAX, IDENT, ACC, BLOCK_N,
+                                  EVICT_LOOP, ALIGN, True)
+    for c in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
+        acc_v, acc_c = _arg_chunk(acc_v, acc_c, x_row, c, lead, N, row_ok, s_xn, IS_MAX, IDENT, ACC, BLOCK_N,
+                                  EVICT_LOOP, ALIGN, False)
+    pos = acc_c.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :] - lead[:, None]
+    pos = tl.where(pos >= 0, pos, N)
+    return arg_finish(acc_v, pos, N, 1, IS_MAX)
 
 
 @triton.jit
@@ -639,11 +693,15 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     else:
         pv, pi = values, indices
     if C.rows_layout(view):
+        single = cfg.strategy == "single_pass"
+        # odd widths, loops only: the shifted tiles (the single pass keeps its plain masked tiles: not measured)
+        align = C.row_align(src, view, cfg, False) if not single and split == 1 and cfg.BLOCK_N >= C.vec_elems(src) \
+            else 0
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
-            sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=cfg.strategy == "single_pass", BLOCK_M=cfg.BLOCK_M,
-            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=cfg.strategy != "single_pass" and loop_evicts(src),
-            DIV=C.row_hint(view, 0), PART=1 if cfg.strategy == "single_pass" else cfg.num_stages, **consts)
+            sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=not single and loop_evicts(src),
+            DIV=C.row_hint(view, align), PART=1 if single else cfg.num_stages, ALIGN=align, **consts)
     else:
         rec.launch(
             _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
