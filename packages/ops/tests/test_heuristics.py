@@ -54,7 +54,7 @@ def test_statistics_keep_rows_up_to_16384_in_registers_and_loop_on_8_warps(op):
     70% -> 79%."""
     cfg = _config(op, 4096, 16384)
     assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 16384, 16)
-    loop = _config(op, 4096, 16385)
+    loop = _config(op, 4096, 16392)  # (whole 16-byte vectors: odd widths loop over 1024-wide chunks)
     assert (loop.strategy, loop.BLOCK_N, loop.num_warps) == ("multi_pass", 4096, 8)
     assert _config("sum", 1024, 131072).num_warps == 16  # the plain reductions' loops: unchanged
 
@@ -302,8 +302,8 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
     # lost in the A/B, or not masked enough: one row per program in one tile, as before
     for N, dtype in ((2560, "float32"), (12288, "float32"), (20480, "float32"), (24576, "float32"),
                      (1536, "bfloat16"), (3072, "float16"), (8192, "bfloat16"), (16384, "bfloat16"),
-                     (2560, "bfloat16"), (4096, "bfloat16"), (4100, "bfloat16"), (7000, "float32"),
-                     (16384, "float32"), (12300, "bfloat16")):
+                     (2560, "bfloat16"), (4096, "bfloat16"), (4104, "bfloat16"), (7000, "float32"),
+                     (16384, "float32"), (12296, "bfloat16")):  # (whole 16-byte vectors: odd ones loop)
         cfg = _config("layer_norm", 8192, N, dtype=dtype)
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N) == ("single_pass", 1, 1 << (N - 1).bit_length()), (N, dtype)
     assert _config("softmax", 8192, 5120).strategy == "single_pass"  # layer_norm only
@@ -388,3 +388,28 @@ def test_max_min_row_loops_take_two_chunks_per_iteration():
                 assert cfg.strategy in ("multi_pass", "split") and cfg.num_stages == 2, (op, M, N, dtype, cfg)
         assert _config(op, 16384, 4096).num_stages == 1  # single pass
         assert _config(op, 16384, 4096, K=64).num_stages == 1  # columns
+
+
+def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
+    """Rows that are not whole 16-byte vectors take the shifted loops (inner chunks unmasked) over 1024-wide chunks
+    (H200, tools/s21_ab.py: layer_norm 16384x4097 bf16 24 -> 42 %, var 8192x12289 32 -> 63, softmax 16384x4097
+    38 -> 62, max 8192x32001 65 -> 83); whole-vector rows, rows up to 4096, few rows and long softmax rows keep
+    their rules."""
+    loop = lambda cfg: (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps, cfg.num_stages)  # noqa: E731
+    assert loop(_config("layer_norm", 16384, 4097)) == ("multi_pass", 1, 1024, 2, 1)
+    assert loop(_config("layer_norm", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
+    assert loop(_config("layer_norm", 16384, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert loop(_config("layer_norm", 16384, 4098, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert _config("layer_norm", 16384, 4100, dtype="float32").BLOCK_N != 1024  # whole vectors: unchanged
+    for op in ("var", "std", "var_mean", "std_mean"):
+        assert loop(_config(op, 8192, 12289)) == ("multi_pass", 1, 1024, 2, 1)
+        assert _config(op, 64, 50257).strategy == "split"  # few rows
+    assert loop(_config("softmax", 16384, 4097)) == ("multi_pass", 1, 1024, 2, 1)
+    assert loop(_config("log_softmax", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
+    assert _config("softmax", 2048, 50257).BLOCK_N == 8192  # the L2 rule
+    assert _config("softmax", 16384, 4097, dtype="float32").BLOCK_N != 1024  # not measured
+    assert loop(_config("max", 8192, 32001)) == ("multi_pass", 1, 1024, 4, 2)
+    assert _config("max", 16384, 4097).strategy == "single_pass"  # loops only
+    for op, N in (("layer_norm", 2049), ("var", 4095), ("softmax", 4096), ("sum", 50257)):
+        assert _config(op, 32768, N).BLOCK_N != 1024 or op == "sum", (op, N)
+    assert _config("layer_norm", 16384, 4104).BLOCK_N != 1024  # whole vectors

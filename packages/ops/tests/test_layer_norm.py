@@ -201,7 +201,7 @@ def test_loops_over_shifted_rows(dtype, block, force, device, align_spy):
             for args in ((w, b), (w, None), (None, b), (None, None)):
                 align_spy.clear()
                 y, mean, rstd = tr.layer_norm_with_stats(x, (n,), *args)
-                assert align_spy == [vec], (n, align_spy)
+                assert align_spy == [vec if block_m == 1 or device == "cpu" else 0], (n, align_spy)  # (GPU: one row)
                 what = f"{dtype} {n} {x.stride()} {[a is None for a in args]}"
                 assert not y.isnan().any(), f"unwritten elements: {what}"
                 assert_close(y, _ref(x, (n,), *args), n=16, scale=8, what=what)

@@ -73,7 +73,8 @@ def test_loops_over_shifted_rows(name, cfg, force, device, align_spy):
                 x[3, 33] = float("nan")
             align_spy.clear()
             _check(name, x, 1)
-            assert align_spy == [16 // x.element_size()], (n, align_spy)
+            want = 16 // x.element_size() if cfg["BLOCK_M"] == 1 or device == "cpu" else 0  # (GPU: one row)
+            assert align_spy == [want], (n, align_spy)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -17,7 +17,8 @@ Shapes outside the public suite added three rules (tools/ab_rules.py, on shapes 
 layer_norm rows whose power-of-two tile is largely masked (hidden sizes 5120, 6144, 20480), 2-byte softmax
 rows of 32K-64K elements (vocabularies such as 50257) with 8+ rows per SM (logsumexp's only since the twentieth
 session), and softmax column blocks narrowed
-until they fill the device. The fourteenth session's: softmax loops in the narrowest programs whose rows in
+until they fill the device; the twenty-first session's, rows that are not whole 16-byte vectors loop over 1024-wide
+chunks (:func:`_odd_rows_loop`). The fourteenth session's: softmax loops in the narrowest programs whose rows in
 flight fit the L2 (:func:`_softmax_loop`), and the row loops of max/min and of the plain reductions' 2-byte rows
 take two whole chunks per iteration. The thirteenth session's two came from reading torch.compile's kernels
 (tools/inductor_dump.py): 2-byte layer_norm and var/std rows of a few whole chunks loop over them with the first
@@ -344,6 +345,38 @@ def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: boo
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
 
 
+def _odd_rows_loop(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """Unit-stride rows past 4096 elements that are not whole 16-byte vectors (odd widths: 4097, 12289, 50257);
+    None elsewhere. Their loops take the shifted tiles, whose inner chunks are unmasked (twenty-first session:
+    layer_norm, var/std and max/min loops, as softmax's and the plain reductions' before), and a single pass would
+    hold a power-of-two tile up to half masked (4097 in 8192 lanes, plus the shift): loops over 1024-wide chunks.
+
+    H200, ``tools/s21_ab.py``, against the built-in config before (single passes or 4096-16384-wide loops), % of
+    copy bandwidth: layer_norm bf16 16384x4097 24 -> 42 (2 warps), 8192x12289 39 -> 56 (4), 4096x50257 33 -> 49,
+    1024x131071 43 -> 47, fp32 16384x4097 50 -> 73, 4096x50257 46 -> 55; var bf16 16384x4097 28 -> 44, 8192x12289
+    32 -> 63, 4096x50257 62 -> 71, fp32 16384x4097 51 -> 68 (2 warps each); softmax bf16 16384x4097 38 -> 62 (2),
+    8192x12289 58 -> 71 (4); max (loops only, two chunks per iteration) bf16 4096x50257 71 -> 82, 8192x32001
+    65 -> 83, min fp32 2048x100001 90 -> 92. Not reached: few rows (their split), float32 softmax and longer
+    2-byte softmax rows (the L2 rule of :func:`_softmax_loop`), the plain reductions, rows up to 4096 (layer_norm
+    32768x2049 bf16: 28 % either way).
+    """
+    N, size = problem.N, _itemsize(problem)
+    if N <= 4096 or (N * size) % 16 == 0 or problem.stride_n != 1:
+        return None
+    if name == "layer_norm":
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2 if size == 2 and N <= 8192
+                            else 4)
+    if problem.outputs < caps.programs:
+        return None  # (few rows: the split of the reductions that have one)
+    if name in ("var", "std", "var_mean", "std_mean"):
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2)
+    if name in ("softmax", "log_softmax") and size == 2 and N <= 16384:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2 if N <= 8192 else 4)
+    if name in ("max", "min") and N > caps.row_single:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=4, num_stages=2)
+    return None
+
+
 _BUILTINS = frozenset({"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
                        "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm"})
 
@@ -412,6 +445,9 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner and caps.gpu:
+        odd = _odd_rows_loop(name, problem, caps)
+        if odd is not None:
+            return odd
         N, block_n = problem.N, next_pow2(problem.N)
         if name == "layer_norm" and N <= single_cap:
             masked = _layer_norm_masked_rows(problem, caps, block_n)
