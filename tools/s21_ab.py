@@ -27,6 +27,8 @@ CASES = [
     ("var", (16384, 4097), BF), ("var", (8192, 12289), BF), ("var", (4096, 50257), BF), ("var", (16384, 4097), F32),
     ("softmax", (16384, 4097), BF), ("softmax", (8192, 12289), BF),
     ("max", (4096, 50257), BF), ("max", (8192, 32001), BF), ("min", (2048, 100001), F32),
+    ("sum", (3000, 4097), F32), ("sum", (16384, 4097), BF), ("sum", (8192, 12289), BF), ("sum", (16384, 5001), F32),
+    ("softmax", (16384, 4097), F32), ("softmax", (8192, 12289), F32),
 ]
 LOOPS = [(1024, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16), (16384, 32)]
 
@@ -35,9 +37,9 @@ def variants(op: str, shape: tuple[int, ...]) -> list[tuple[str, LaunchConfig | 
     N = shape[-1]
     out: list[tuple[str, LaunchConfig | None]] = [("built-in", None)]
     for bn, w in LOOPS:
-        if bn < N and not (op == "var" and w > 8 and bn < 8192) and not (op in ("max", "min") and bn > 4096):
+        if bn < N and not (op == "var" and w > 8 and bn < 8192) and not (op in ("max", "min", "sum") and bn > 4096):
             out.append((f"loop {bn}/{w}", LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=bn, num_warps=w)))
-            if op in ("max", "min"):
+            if op in ("max", "min", "sum"):
                 out.append((f"loop {bn}/{w} x2", LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=bn,
                                                                num_warps=w, num_stages=2)))
     return out

@@ -400,6 +400,8 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     assert loop(_config("layer_norm", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
     assert loop(_config("layer_norm", 16384, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
     assert loop(_config("layer_norm", 16384, 4098, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    for dtype in ("bfloat16", "float32"):
+        assert loop(_config("layer_norm", 4096, 50257, dtype=dtype)) == ("multi_pass", 1, 2048, 8, 1)
     assert _config("layer_norm", 16384, 4100, dtype="float32").BLOCK_N != 1024  # whole vectors: unchanged
     for op in ("var", "std", "var_mean", "std_mean"):
         assert loop(_config(op, 8192, 12289)) == ("multi_pass", 1, 1024, 2, 1)
@@ -407,9 +409,14 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     assert loop(_config("softmax", 16384, 4097)) == ("multi_pass", 1, 1024, 2, 1)
     assert loop(_config("log_softmax", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
     assert _config("softmax", 2048, 50257).BLOCK_N == 8192  # the L2 rule
-    assert _config("softmax", 16384, 4097, dtype="float32").BLOCK_N != 1024  # not measured
+    assert loop(_config("softmax", 16384, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert _config("softmax", 8192, 12289, dtype="float32").strategy == "single_pass"  # (98 % in one tile)
+    for op in ("sum", "mean", "prod", "amax", "amin"):
+        assert loop(_config(op, 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
+        assert loop(_config(op, 3000, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+        assert _config(op, 4096, 50257).BLOCK_N == 4096  # longer rows: unchanged
     assert loop(_config("max", 8192, 32001)) == ("multi_pass", 1, 1024, 4, 2)
     assert _config("max", 16384, 4097).strategy == "single_pass"  # loops only
-    for op, N in (("layer_norm", 2049), ("var", 4095), ("softmax", 4096), ("sum", 50257)):
-        assert _config(op, 32768, N).BLOCK_N != 1024 or op == "sum", (op, N)
+    for op, N in (("layer_norm", 2049), ("var", 4095), ("softmax", 4096), ("sum", 4095)):
+        assert _config(op, 32768, N).BLOCK_N != 1024, (op, N)
     assert _config("layer_norm", 16384, 4104).BLOCK_N != 1024  # whole vectors

@@ -352,18 +352,24 @@ def _odd_rows_loop(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | N
     hold a power-of-two tile up to half masked (4097 in 8192 lanes, plus the shift): loops over 1024-wide chunks.
 
     H200, ``tools/s21_ab.py``, against the built-in config before (single passes or 4096-16384-wide loops), % of
-    copy bandwidth: layer_norm bf16 16384x4097 24 -> 42 (2 warps), 8192x12289 39 -> 56 (4), 4096x50257 33 -> 49,
-    1024x131071 43 -> 47, fp32 16384x4097 50 -> 73, 4096x50257 46 -> 55; var bf16 16384x4097 28 -> 44, 8192x12289
+    copy bandwidth: layer_norm bf16 16384x4097 24 -> 42 (2 warps), 8192x12289 39 -> 56 (4), fp32 16384x4097
+    50 -> 73 (4), and past 16384 2048-wide chunks on 8 warps: bf16 4096x50257 33 -> 50, 1024x131071 43 -> 47, fp32
+    4096x50257 46 -> 59 (the best of each within 1.5 points); var bf16 16384x4097 28 -> 44, 8192x12289
     32 -> 63, 4096x50257 62 -> 71, fp32 16384x4097 51 -> 68 (2 warps each); softmax bf16 16384x4097 38 -> 62 (2),
-    8192x12289 58 -> 71 (4); max (loops only, two chunks per iteration) bf16 4096x50257 71 -> 82, 8192x32001
-    65 -> 83, min fp32 2048x100001 90 -> 92. Not reached: few rows (their split), float32 softmax and longer
-    2-byte softmax rows (the L2 rule of :func:`_softmax_loop`), the plain reductions, rows up to 4096 (layer_norm
-    32768x2049 bf16: 28 % either way).
+    8192x12289 58 -> 71 (4), fp32 16384x4097 79 -> 85 (4); max (loops only, two chunks per iteration) bf16
+    4096x50257 71 -> 82, 8192x32001 65 -> 83, min fp32 2048x100001 90 -> 92; the plain reductions to 16384 (4
+    warps) sum bf16 16384x4097 35 -> 70, 8192x12289 71 -> 81, fp32 16384x5001 79 -> 91, 3000x4097 53 -> 57.
+    Not reached: few rows (their split), float32 softmax rows past 8192 (8192x12289 in one 16384 tile: 98 %
+    against 84 for the best loop) and 2-byte ones past 16384 (the L2 rule of :func:`_softmax_loop`), the plain
+    reductions' longer rows (4096x50257 bf16: 90 % built-in), rows up to 4096 (layer_norm 32768x2049 bf16: 28 %
+    either way).
     """
     N, size = problem.N, _itemsize(problem)
     if N <= 4096 or (N * size) % 16 == 0 or problem.stride_n != 1:
         return None
     if name == "layer_norm":
+        if N > 16384:
+            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=8)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2 if size == 2 and N <= 8192
                             else 4)
     if problem.outputs < caps.programs:
@@ -372,8 +378,12 @@ def _odd_rows_loop(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | N
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2)
     if name in ("softmax", "log_softmax") and size == 2 and N <= 16384:
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=2 if N <= 8192 else 4)
+    if name in ("softmax", "log_softmax") and size == 4 and N <= 8192:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=4)
     if name in ("max", "min") and N > caps.row_single:
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=4, num_stages=2)
+    if name in ("sum", "mean", "prod", "amax", "amin") and N <= 16384:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=4)
     return None
 
 
