@@ -7,7 +7,8 @@ A suite is a JSON file ``{"about": "...", "cases": [...]}`` (a bare list of case
 
 Built-in suites, shipped as package data: ``h200`` (the public suite, see ``docs`` and peers-h200.md),
 ``offsuite`` (shapes outside it: other vocabulary and hidden sizes, odd sizes, non-last dims, 5-D and eval
-batch_norm, a float16 subset) and ``quick`` (a handful of small cases that run in seconds under the CPU
+batch_norm, a float16 subset), ``odd`` (rows that are not whole 16-byte vectors, 999 to 131071 elements, across
+the row families: the shifted-tile paths) and ``quick`` (a handful of small cases that run in seconds under the CPU
 interpreter). ``public`` is an alias of ``h200``.
 """
 
@@ -93,13 +94,13 @@ class Case:
 
 
 def builtin_suites() -> list[str]:
-    """Names of the suites shipped with tritred-bench (``h200``, ``offsuite``, ``quick``)."""
+    """Names of the suites shipped with tritred-bench (``h200``, ``offsuite``, ``odd``, ``quick``)."""
     root = resources.files("tritred_bench") / "suites"
     return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
 
 
 def load_suite(suite: str | Path) -> tuple[list[Case], str]:
-    """Load a suite: a built-in name (``h200`` alias ``public``, ``offsuite``, ``quick``) or a JSON file path.
+    """Load a suite: a built-in name (``h200`` alias ``public``, ``offsuite``, ``odd``, ``quick``) or a JSON file path.
 
     Returns ``(cases, about)``; raises ValueError (unknown name, malformed JSON or case) or FileNotFoundError.
     """
