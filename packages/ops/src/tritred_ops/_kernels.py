@@ -247,6 +247,9 @@ def row_masks(cols, lead, N, row_ok, ALIGN: tl.constexpr):
     mask covers whole 16-byte chunks up to the one holding the row's last element (the extra lanes read
     neighbouring elements of the same aligned chunks, inside the allocation) and the element mask drops them
     from the math and the stores. Without ALIGN the tile starts at the row start and the two are the same.
+
+    The single passes give int32 ``cols`` and ``lead`` (rows of at most 32768 elements): each element's compares
+    are then one instruction each, not the two of an int64 compare; loops keep int64 columns (rows past 2^31).
     """
     if ALIGN > 0:
         elem = row_ok[:, None] & (cols[None, :] >= lead[:, None]) & (cols[None, :] < (lead + N)[:, None])

@@ -85,7 +85,7 @@ def _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd,
     c, ok = edge_cols(lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(ACC)
     y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]
-    y = _affine(y, w_ptr, b_ptr, c + (lead * s_wl)[:, None], ok, HAS_W, HAS_B, ACC)
+    y = _affine(y, w_ptr, b_ptr, c + (lead.to(tl.int64) * s_wl)[:, None], ok, HAS_W, HAS_B, ACC)
     tl.store(y_row[:, None] + c, y, mask=ok)
 
 
@@ -156,9 +156,13 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     x_row = x_ptr + x_off
     y_row = y_ptr + y_off
     if SINGLE:
-        cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
+        cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
+        if ALIGN == 0:
+            cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
+        lead32 = lead.to(tl.int32)
+        mask, lmask = row_masks(cols, lead32, N, row_ok, ALIGN)
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
+                    eviction_policy=EVICT).to(ACC)
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         if PRELOAD_WB:  # weight and bias issued with the row (kept in their dtype until used)
@@ -238,11 +242,11 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         if ALIGN > 0:  # the row's shifted copy of weight and bias: lane j holds element j - lead of each
             y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC)
             if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the rows' partial edge chunks
-                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
-                _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
+                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead32, N, row_ok, ALIGN))
+                _store_edges(x_row, y_row, w_ptr, b_ptr, lead32, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
                              ACC, ALIGN)
             else:
-                tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+                tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
         else:
             if HAS_W:
                 if not PRELOAD_WB:  # loaded now, after the statistics
@@ -252,7 +256,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 if not PRELOAD_WB:
                     b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
                 y = y + b_row.to(ACC)[None, :]
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+            tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2. The
         # partial last chunk first, then the whole chunks, whose lanes are all in the row: no column mask (PEEL).

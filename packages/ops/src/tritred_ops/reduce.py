@@ -132,7 +132,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     x_row = x_ptr + x_off
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         cols = tl.arange(0, BLOCK_N)
-        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        mask, lmask = row_masks(cols, lead.to(tl.int32), N, row_ok, ALIGN)  # (int32 compares: see row_masks)
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first")
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
         r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)

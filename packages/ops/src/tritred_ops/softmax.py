@@ -171,15 +171,18 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     y_row = y_ptr + y_off
     if SINGLE:
         # The whole row is in registers: one read, one write.
-        cols = tl.arange(0, BLOCK_N).to(tl.int64)
-        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
+        if ALIGN == 0:
+            cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
+        lead32 = lead.to(tl.int32)
+        mask, lmask = row_masks(cols, lead32, N, row_ok, ALIGN)
         # Masked lanes of a float input load -inf and add exp(-inf - m) = 0, with no select per element: this
         # program's arithmetic sits between its load and its store, unhidden when one 32-warp program fills the
         # SM (H200, 4096x32768 fp32: two selects per element cost ~10 points). A row whose max is -inf gives NaN,
         # as torch. Integer inputs (softmax(x, dtype=...)) cannot hold -inf: they select.
         FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=float("-inf") if FLOAT_IN else 0,
-                    eviction_policy=EVICT)
+        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask,
+                    other=float("-inf") if FLOAT_IN else 0, eviction_policy=EVICT)
         x = x.to(PRE).to(CAST).to(ACC)
         if ALIGN > 0 or not FLOAT_IN:  # (ALIGN: lanes of the neighbouring rows, read with the row's chunks)
             x = tl.where(mask, x, float("-inf"))
@@ -194,10 +197,10 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             else:
                 y = (x - m[:, None]) - tl.log(s)[:, None]
             if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the row's partial edge chunks
-                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
-                _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
+                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead32, N, row_ok, ALIGN))
+                _store_edges(x_row, y_row, lead32, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
             else:
-                tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+                tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
         # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
         # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole

@@ -106,7 +106,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
         cols = tl.arange(0, BLOCK_N)
-        mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+        mask, lmask = row_masks(cols, lead.to(tl.int32), N, row_ok, ALIGN)  # (int32 compares: see row_masks)
         x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
                     eviction_policy="evict_first").to(ACC)
         if ALIGN > 0:
