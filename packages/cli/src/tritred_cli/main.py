@@ -512,7 +512,7 @@ def _check_detail(r: Any) -> str:
 def bench_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Only cases of these ops (default: all).")] = None,
     suite: Annotated[str | None, typer.Option(
-        "--suite", help="A suite JSON file, or a built-in name: h200 (the default on CUDA), offsuite, quick (the "
+        "--suite", help="A suite JSON file, or a built-in name: h200 (the default on CUDA), offsuite, odd, quick (the "
         "default without a GPU).")] = None,
     peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems "
                                               "(default: all four on CUDA, eager on CPU).")] = None,
