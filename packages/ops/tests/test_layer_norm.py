@@ -198,7 +198,8 @@ def test_loops_over_shifted_rows(dtype, block, force, device, align_spy):
         base = randn((9, n + vec), dtype, device, offset=3.0)
         w, b = randn((n,), dtype, device), randn((n,), dtype, device)
         for x in (base[:, :n].contiguous(), base[:, vec:]):  # (odd row strides; 16-byte aligned bases)
-            for args in ((w, b), (w, None), (None, b), (None, None)):
+            # (the weight/bias combinations on one width of several chunks: the interpreter's time)
+            for args in ((w, b), (w, None), (None, b), (None, None)) if n == 2 * block_n + 5 else ((w, b),):
                 align_spy.clear()
                 y, mean, rstd = tr.layer_norm_with_stats(x, (n,), *args)
                 assert align_spy == [vec if block_m == 1 or device == "cpu" else 0], (n, align_spy)  # (GPU: one row)
