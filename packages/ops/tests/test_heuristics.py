@@ -420,3 +420,6 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     for op, N in (("layer_norm", 2049), ("var", 4095), ("softmax", 4096), ("sum", 4095)):
         assert _config(op, 32768, N).BLOCK_N != 1024, (op, N)
     assert _config("layer_norm", 16384, 4104).BLOCK_N != 1024  # whole vectors
+    reg = get_registry()
+    padded = Problem(op="layer_norm", dtype="bfloat16", M=16384, N=4097, K=1, stride_m=4112, stride_n=1, stride_k=1)
+    assert reg.launch_config(reg.get("layer_norm").spec, padded, FAKE_H200).BLOCK_N != 1024  # aligned starts

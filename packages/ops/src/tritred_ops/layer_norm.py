@@ -67,7 +67,7 @@ def _shift_affine_kernel(w_ptr, b_ptr, w_sh_ptr, b_sh_ptr, N, s_wl, HAS_W: tl.co
     is aligned with the tile: 16-byte loads. ALIGN x (N + 2 ALIGN) elements of each, written per call (weights
     change between calls): ~1.6 MB for bfloat16 rows of 50257, a few microseconds."""
     j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    shift = tl.program_id(1)
+    shift = tl.program_id(1).to(tl.int64)  # (shift * s_wl: int64, rows past 2^31 / ALIGN elements)
     src = j - shift
     ok = (src >= 0) & (src < N)
     at = shift * s_wl + j
