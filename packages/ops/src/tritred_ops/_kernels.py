@@ -394,17 +394,52 @@ def join_chunk(mean, m2, cnt, x, mask, n_t, AXIS: tl.constexpr):
 
 
 @triton.jit
-def shifted_chunk(x_row, n0, lead, N, row_ok, s_xn, ACC: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr,
-                  EVICT: tl.constexpr):
+def shifted_chunk(x_row, n0, lead, N, row_ok, s_xn, shift, ACC: tl.constexpr, ALIGN: tl.constexpr,
+                  BLOCK_N: tl.constexpr, EVICT: tl.constexpr, SHIFT: tl.constexpr):
     """A partial chunk of a statistics loop over shifted rows (:func:`aligned_rows`): tile columns
-    [n0, n0 + BLOCK_N) in ACC, lanes outside each row 0 (as :func:`chunk_stats` wants them), the element mask,
-    and each row's count of elements in the chunk (0 for a row that ends before it: see :func:`join_rows`)."""
+    [n0, n0 + BLOCK_N) in ACC (SHIFT: less each row's ``shift``), lanes outside each row 0 (as :func:`chunk_stats`
+    wants them), the element mask, and each row's count of elements in the chunk (0 for a row that ends before it:
+    see :func:`join_rows`)."""
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
     mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy=EVICT).to(ACC)
+    if SHIFT:
+        x = x - shift[:, None]
     x = tl.where(mask, x, 0.0)  # (lanes of the neighbouring rows, read with the row's 16-byte chunks)
     n = tl.maximum(tl.minimum(lead + N, n0 + BLOCK_N) - tl.maximum(lead, n0), 0).to(ACC)
     return x, mask, n
+
+
+@triton.jit
+def shifted_row_stats(x_row, lead, N, row_ok, s_xn, shift, ACC: tl.constexpr, ALIGN: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr, SHIFT: tl.constexpr):
+    """(mean, M2, count) of shifted rows (odd widths: tiles from the 16-byte boundary below each row start
+    ``lead`` lanes before it, :func:`aligned_rows`), in 16-byte vector loads throughout; SHIFT: of x less each
+    row's ``shift`` (layer_norm's loop), else of raw x (var/std's).
+
+    Tile chunk 0 holds the shift's lanes: its corrected two-pass statistics first. Chunks 1 to N // BLOCK_N - 1
+    lie inside every row: per-lane Welford (1962) with no element mask (a mask and a select per element cost the
+    shifted loops of the plain reductions ~60 points: ``reduce._masked_chunk``). The one or two chunks after
+    them hold the rows' ends: joined one by one (Chan et al. 1979), as the head."""
+    x, mask, n_h = shifted_chunk(x_row, 0, lead, N, row_ok, s_xn, shift, ACC, ALIGN, BLOCK_N, EVICT, SHIFT)
+    mean_h, corr_h, m2_h = chunk_stats(x, mask, 1, n_h)
+    mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+    m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+    inner = tl.maximum(N // BLOCK_N, 1)
+    for i in range(1, inner):
+        cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
+                    eviction_policy=EVICT).to(ACC)
+        if SHIFT:
+            x = x - shift[:, None]
+        mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i, ACC))
+    mean, m2, cnt = merge_lanes(mean_l, m2_l, inner - 1, 1)
+    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_h + corr_h, m2_h, n_h)
+    for k in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
+        x, mask, n_t = shifted_chunk(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, shift, ACC, ALIGN, BLOCK_N, EVICT,
+                                     SHIFT)
+        mean, m2, cnt = join_rows(mean, m2, cnt, x, mask, n_t)
+    return mean, m2, cnt
 
 
 @triton.jit

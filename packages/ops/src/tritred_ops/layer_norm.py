@@ -29,11 +29,10 @@ from ._kernels import (
     group_barrier,
     inner_mask,
     join_chunk,
-    join_rows,
     merge_lanes,
     row_masks,
-    shifted_chunk,
     shifted_out,
+    shifted_row_stats,
     single_load_evict,
     sqrt_exact,
     stats_shift,
@@ -190,21 +189,9 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             shift = stats_shift(tl.load(x_row + lead, mask=row_ok, other=0).to(ACC))
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        if ALIGN > 0:  # shifted rows: the head and tail chunks masked (statistics._shifted_loop, on x - shift)
-            x, mask, n_h = shifted_chunk(x_row, 0, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, "evict_last")
-            mean_h, corr_h, m2_h = chunk_stats(tl.where(mask, x - shift[:, None], 0.0), mask, 1, n_h)
-            inner = tl.maximum(N // BLOCK_N, 1)
-            for i in range(1, inner):
-                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-                x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=row_ok[:, None], other=0,
-                            eviction_policy="evict_last").to(ACC)
-                mean_l, m2_l = welford_step(mean_l, m2_l, x - shift[:, None], div_exact(1.0, i, ACC))
-            mean, m2, cnt = merge_lanes(mean_l, m2_l, inner - 1, 1)
-            mean, m2, cnt = chan_fn(mean, m2, cnt, mean_h + corr_h, m2_h, n_h)
-            for k in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
-                x, mask, n_t = shifted_chunk(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N,
-                                             "evict_last")
-                mean, m2, cnt = join_rows(mean, m2, cnt, tl.where(mask, x - shift[:, None], 0.0), mask, n_t)
+        if ALIGN > 0:  # shifted rows: the head and tail chunks masked (as var/std's loop, on x - shift)
+            mean, m2, cnt = shifted_row_stats(x_row, lead, N, row_ok, s_xn, shift, ACC, ALIGN, BLOCK_M, BLOCK_N,
+                                              "evict_last", True)
         elif UNROLL > 0:  # N // BLOCK_N == UNROLL full chunks, unrolled: all their loads in flight at once
             n_full = UNROLL
             for i in tl.static_range(UNROLL):

@@ -31,12 +31,11 @@ from ._kernels import (
     div_exact,
     f32_split,
     join_chunk,
-    join_rows,
     load_loop,
     loop_evicts,
     merge_lanes,
     row_masks,
-    shifted_chunk,
+    shifted_row_stats,
     sqrt_exact,
     tl_dtype,
     welford_step,
@@ -118,8 +117,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         if ALIGN > 0:  # shifted rows (no split; BLOCK_N >= ALIGN): only the first and last chunks are masked
-            mean, m2, cnt = _shifted_loop(x_row, lead, N, row_ok, s_xn, mean_l, m2_l, ACC, ALIGN, BLOCK_N,
-                                          EVICT_LOOP)
+            mean, m2, cnt = shifted_row_stats(x_row, lead, N, row_ok, s_xn, None, ACC, ALIGN, BLOCK_M, BLOCK_N,
+                                              "evict_first" if EVICT_LOOP else "", False)
         elif UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
             n_full = UNROLL
             for i in tl.static_range(UNROLL):
@@ -155,32 +154,6 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     else:
         divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)  # float64 scalars arrive as two float32 parts
         _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + k * s_ok, row_ok, STD, WANT_MEAN)
-
-
-@triton.jit
-def _shifted_loop(x_row, lead, N, row_ok, s_xn, mean_l, m2_l, ACC: tl.constexpr, ALIGN: tl.constexpr,
-                  BLOCK_N: tl.constexpr, EVICT_LOOP: tl.constexpr):
-    """(mean, M2, count) of shifted rows (odd widths: tiles from the 16-byte boundary below each row start
-    ``lead`` lanes before it, ``_kernels.aligned_rows``), in 16-byte vector loads throughout.
-
-    Tile chunk 0 holds the shift's lanes: its corrected two-pass statistics first. Chunks 1 to N // BLOCK_N - 1
-    lie inside every row: per-lane Welford with no element mask (a mask and a select per element cost the
-    shifted loops of the plain reductions ~60 points: ``reduce._masked_chunk``). The one or two chunks after
-    them hold the rows' ends: joined one by one (Chan et al. 1979), as the head."""
-    EVICT: tl.constexpr = "evict_first" if EVICT_LOOP else ""
-    x, mask, n_h = shifted_chunk(x_row, 0, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, EVICT)
-    mean_h, corr_h, m2_h = chunk_stats(x, mask, 1, n_h)
-    inner = tl.maximum(N // BLOCK_N, 1)
-    for i in range(1, inner):
-        cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-        x = load_loop(x_row[:, None] + cols[None, :] * s_xn, row_ok[:, None], EVICT_LOOP).to(ACC)
-        mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i, ACC))
-    mean, m2, cnt = merge_lanes(mean_l, m2_l, inner - 1, 1)
-    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_h + corr_h, m2_h, n_h)
-    for k in range(inner, tl.cdiv(N + ALIGN - 1, BLOCK_N)):
-        x, mask, n_t = shifted_chunk(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, ACC, ALIGN, BLOCK_N, EVICT)
-        mean, m2, cnt = join_rows(mean, m2, cnt, x, mask, n_t)
-    return mean, m2, cnt
 
 
 @triton.jit
