@@ -79,23 +79,23 @@ def force(monkeypatch: pytest.MonkeyPatch):
         reg.unregister(n)
 
 
-@pytest.fixture
-def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The UNROLL each launch of the call received from ``_common.unrolled_chunks`` (0: the rolled loop), in order."""
+def _spy_on_common(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """What each call of ``_common.<name>`` returned during the test, in order (the function still runs)."""
     from tritred_ops import _common as C
 
     seen: list[int] = []
-    real = C.unrolled_chunks
-    monkeypatch.setattr(C, "unrolled_chunks", lambda *a: seen.append(real(*a)) or seen[-1])
+    real = getattr(C, name)
+    monkeypatch.setattr(C, name, lambda *a: seen.append(real(*a)) or seen[-1])
     return seen
+
+
+@pytest.fixture
+def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The UNROLL each launch of the call received from ``_common.unrolled_chunks`` (0: the rolled loop), in order."""
+    return _spy_on_common(monkeypatch, "unrolled_chunks")
 
 
 @pytest.fixture
 def align_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The ALIGN each row launch of the call received from ``_common.row_align`` (0: unshifted tiles), in order."""
-    from tritred_ops import _common as C
-
-    seen: list[int] = []
-    real = C.row_align
-    monkeypatch.setattr(C, "row_align", lambda *a: seen.append(real(*a)) or seen[-1])
-    return seen
+    return _spy_on_common(monkeypatch, "row_align")

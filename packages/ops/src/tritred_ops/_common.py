@@ -452,15 +452,12 @@ def hint_covers_align(x: torch.Tensor, view: View) -> bool:
     return x.device.type == "cuda" and _row_divisor(view) * x.element_size() >= 16
 
 
-def vec_elems(x: torch.Tensor) -> int:
-    """Elements of ``x`` per 16-byte vector (the ALIGN of its shifted tiles)."""
-    return 16 // x.element_size()
-
-
-def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> int:
+def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool, head_chunk: bool = False) -> int:
     """ALIGN for the row kernels: elements per 16 bytes when unit-stride rows start off 16-byte boundaries as
     Triton sees them (a row stride not divisible by 16) and tiles can start at the boundary below each row
-    (see ``_kernels.aligned_rows``); 0 otherwise. A single-pass tile must hold the row plus the shift.
+    (see ``_kernels.aligned_rows``); 0 otherwise. A single-pass tile must hold the row plus the shift;
+    ``head_chunk`` (loops that take the shift's lanes in one masked head chunk: var/std, layer_norm, max/min),
+    loop chunks of at least ALIGN elements.
 
     On a GPU only for one row per program: there the shift turns scalar loads into vector ones (H200, softmax
     2048x50257 bf16: 19% -> 43% of copy bandwidth), while several short rows per program lose to the per-row
@@ -472,12 +469,14 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool) -> i
     not 1: no shift). Reductions' outputs have no row axis (n-stride 0).
     """
     (sxm, sxn, _) = view.strides[0]
-    vec = vec_elems(x)
+    vec = 16 // x.element_size()
     if vec < 2 or sxn != 1 or view.K != 1 or view.N <= 1 or sxm % 16 == 0 or x.data_ptr() % 16:
         return 0
     if any(s[1] not in (0, 1) for s in view.strides[1:]):
         return 0
     if single and cfg.BLOCK_N < view.N + vec - 1:
+        return 0
+    if head_chunk and not single and cfg.BLOCK_N < vec:
         return 0
     if x.device.type == "cuda" and cfg.BLOCK_M > 1:
         return 0

@@ -458,7 +458,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         return y, mean, rstd
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
-    align = C.row_align(x, view, cfg, single) if single or cfg.BLOCK_N >= C.vec_elems(x) else 0
+    align = C.row_align(x, view, cfg, single, True)
     s_wl = 0
     if align and (w is not None or b is not None):
         # shifted tiles read the shifted copies of weight and bias (see _shift_affine_kernel)

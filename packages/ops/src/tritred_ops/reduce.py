@@ -695,8 +695,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     if C.rows_layout(view):
         single = cfg.strategy == "single_pass"
         # odd widths, loops only: the shifted tiles (the single pass keeps its plain masked tiles: not measured)
-        align = C.row_align(src, view, cfg, False) if not single and split == 1 and cfg.BLOCK_N >= C.vec_elems(src) \
-            else 0
+        align = C.row_align(src, view, cfg, False, True) if not single and split == 1 else 0
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,

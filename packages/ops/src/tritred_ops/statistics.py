@@ -258,7 +258,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         p_m2, p_mean = out, mean_out
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
-        align = C.row_align(x, view, cfg, single) if split == 1 and (single or cfg.BLOCK_N >= C.vec_elems(x)) else 0
+        align = C.row_align(x, view, cfg, single, True) if split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
@@ -315,7 +315,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
     programs, persist = C.row_programs(cfg, R)
-    align = C.row_align(x, view, cfg, single) if single or cfg.BLOCK_N >= C.vec_elems(x) else 0
+    align = C.row_align(x, view, cfg, single, True)
     rec.launch(
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
