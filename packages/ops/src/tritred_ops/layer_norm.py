@@ -288,8 +288,6 @@ def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, lead, N, row_ok, s_xn, s_yn
         lmask = mask
         w_mask = mask  # (per row)
     elif ALIGN > 0:
-        c_ok = None
-        fill = 0
         mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
         w_mask = lmask
         if ALIGN_Y:
