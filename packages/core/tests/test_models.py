@@ -170,7 +170,7 @@ def test_split_only_with_strategy_split() -> None:
 def test_check_fits_single_pass_needs_block_n_at_least_n() -> None:
     p = Problem(op="softmax", dtype="float16", M=8, N=1000, K=1)
     LaunchConfig(strategy="single_pass", BLOCK_N=1024).check_fits(p)
-    with pytest.raises(ValueError, match=r"single_pass needs BLOCK_N >= N.*BLOCK_N=512.*N=1000.*softmax"):
+    with pytest.raises(ValueError, match=r"single_pass needs BLOCK_N \+ BLOCK_TAIL >= N.*BLOCK_N=512.*N=1000.*softmax"):
         LaunchConfig(strategy="single_pass", BLOCK_N=512).check_fits(p)
     # multi_pass and split loop over N: any BLOCK_N fits
     LaunchConfig(strategy="multi_pass", BLOCK_N=16).check_fits(p)

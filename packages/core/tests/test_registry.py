@@ -252,7 +252,7 @@ def test_invalid_config_names_the_plugin(registry: Registry, toys: Any, spec: Re
                       name="sloppy_plugin")
     with pytest.raises(InvalidLaunchConfigError, match="sloppy_plugin") as info:
         registry.launch_config(spec, toys.toy_problem(N=1000), FAKE_H200)
-    assert "BLOCK_N >= N" in str(info.value)
+    assert "BLOCK_N + BLOCK_TAIL >= N" in str(info.value)
     assert isinstance(info.value, ValueError) and isinstance(info.value, RegistryError)
     # the same plugin's config is fine where it fits
     assert registry.launch_config(spec, toys.toy_problem(N=200), FAKE_H200).decided_by == "sloppy_plugin"

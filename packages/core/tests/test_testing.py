@@ -84,7 +84,7 @@ def test_assert_valid_launch_configs_checks_each_answer_itself(toys: Any) -> Non
     spec = toys.make_reduction("toy_norm").spec
     problems = [Problem(op="toy_norm", dtype="float32", M=2, N=1000, K=1)]
     too_short = LaunchConfig(strategy="single_pass", BLOCK_N=512, decided_by="stub")
-    with pytest.raises(ValueError, match="single_pass needs BLOCK_N >= N"):
+    with pytest.raises(ValueError, match="single_pass needs BLOCK_N \\+ BLOCK_TAIL >= N"):
         assert_valid_launch_configs(Unchecked(too_short), spec, FAKE_H200, iter(problems))  # type: ignore[arg-type]
     anonymous = LaunchConfig(strategy="single_pass", BLOCK_N=1024)
     with pytest.raises(AssertionError, match="decided_by not recorded"):

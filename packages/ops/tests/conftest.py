@@ -99,3 +99,9 @@ def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def align_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The ALIGN each row launch of the call received from ``_common.row_align`` (0: unshifted tiles), in order."""
     return _spy_on_common(monkeypatch, "row_align")
+
+
+@pytest.fixture
+def tail_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The TAIL each single-pass row launch of the call received from ``_common.single_tail`` (0: one tile)."""
+    return _spy_on_common(monkeypatch, "single_tail")

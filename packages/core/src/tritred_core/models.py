@@ -120,6 +120,9 @@ class LaunchConfig(_Frozen):
     number of tiles loaded per loop iteration: column tiles (a non-contiguous dim), or whole row chunks, unrolled;
     for max/min with indices the whole row chunks per loop iteration; for batch_norm's statistics launch, > 1
     loads each tile one iteration ahead.
+    ``BLOCK_TAIL`` (single_pass rows only; 0: none): a second, power-of-two tile of at most ``BLOCK_N`` lanes after
+    the first, so that a row just past a power of two (2049 elements) is held in BLOCK_N + BLOCK_TAIL lanes, not
+    in a tile twice its width, half of it masked.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """
@@ -132,6 +135,7 @@ class LaunchConfig(_Frozen):
     num_stages: int = 1
     num_programs: int = Field(default=0, ge=0)
     split: int = Field(default=1, ge=1)
+    BLOCK_TAIL: int = Field(default=0, ge=0)
     decided_by: str | None = None
     tuned: bool = False
 
@@ -160,15 +164,20 @@ class LaunchConfig(_Frozen):
     def _split_only_for_split(self) -> LaunchConfig:
         if self.strategy not in ("split", "split_rows") and self.split != 1:
             raise ValueError(f"split={self.split} needs strategy='split' or 'split_rows' (got {self.strategy!r})")
+        if self.BLOCK_TAIL and (self.strategy != "single_pass" or not _is_pow2(self.BLOCK_TAIL)
+                                or self.BLOCK_TAIL > self.BLOCK_N):
+            raise ValueError(f"BLOCK_TAIL={self.BLOCK_TAIL} needs strategy='single_pass' and a power of two <= "
+                             f"BLOCK_N={self.BLOCK_N} (got strategy {self.strategy!r})")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self
 
     def check_fits(self, problem: Problem) -> None:
         """Raise ValueError when this config cannot compute ``problem`` correctly."""
-        if self.strategy == "single_pass" and self.BLOCK_N < problem.N:
+        if self.strategy == "single_pass" and self.BLOCK_N + self.BLOCK_TAIL < problem.N:
             raise ValueError(
-                f"single_pass needs BLOCK_N >= N, got BLOCK_N={self.BLOCK_N} for N={problem.N} ({problem.op})"
+                f"single_pass needs BLOCK_N + BLOCK_TAIL >= N, got BLOCK_N={self.BLOCK_N}, "
+                f"BLOCK_TAIL={self.BLOCK_TAIL} for N={problem.N} ({problem.op})"
             )
 
 

@@ -474,7 +474,7 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool, head
         return 0
     if any(s[1] not in (0, 1) for s in view.strides[1:]):
         return 0
-    if single and cfg.BLOCK_N < view.N + vec - 1:
+    if single and cfg.BLOCK_N + cfg.BLOCK_TAIL < view.N + vec - 1:
         return 0
     if head_chunk and not single and cfg.BLOCK_N < vec:
         return 0
@@ -485,10 +485,24 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool, head
     return vec
 
 
+def single_tail(cfg: LaunchConfig, view: View, single: bool) -> int:
+    """TAIL of a single-pass row kernel: the lanes of its second tile (``cfg.BLOCK_TAIL``) when the row, plus a
+    shift, reaches past its first tile, else 0 (a tail of masked lanes only would be read for nothing)."""
+    return cfg.BLOCK_TAIL if single and cfg.BLOCK_TAIL and view.N + 16 > cfg.BLOCK_N else 0
+
+
+def no_tail(cfg: LaunchConfig, op: str) -> None:
+    """Raise ValueError for a ``BLOCK_TAIL`` given to a kernel that holds rows in one tile only (column kernels,
+    max/min, batch_norm): it would leave the row's last elements unread."""
+    if cfg.BLOCK_TAIL:
+        raise ValueError(f"{op}: BLOCK_TAIL={cfg.BLOCK_TAIL} is not supported by this kernel (rows of a unit-stride "
+                         f"dim of sum/mean/prod/amax/amin, softmax/log_softmax/logsumexp, var/std and layer_norm)")
+
+
 def even_rows(view: View, cfg: LaunchConfig, single: bool, align: int) -> bool:
     """EVEN for the single-pass row kernels: each row fills its tile exactly (N == BLOCK_N, unshifted), so every
     lane of a row is one of its elements and the kernel needs no select per element (``_kernels.chunk_stats``)."""
-    return single and align == 0 and view.N == cfg.BLOCK_N
+    return single and align == 0 and view.N == cfg.BLOCK_N and cfg.BLOCK_TAIL == 0
 
 
 def row_align_out(y: torch.Tensor, x: torch.Tensor, view: View, align: int) -> bool:

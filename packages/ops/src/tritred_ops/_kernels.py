@@ -519,3 +519,23 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
         m2 = tl.sum(d * d, axis)
         corr = tl.zeros_like(mean)  # (a constant: the callers' "+ corr" folds away)
     return mean, corr, m2
+
+
+@triton.jit
+def tiles_stats(x, mask, x_t, mask_t, n, CORRECT: tl.constexpr = True):
+    """:func:`chunk_stats` along axis 1 of rows held in two tiles: a single pass's BLOCK_N lanes ``x`` and its
+    TAIL lanes ``x_t`` (``BLOCK_TAIL``: rows just past a power of two), masked lanes 0 in both. The same corrected
+    two-pass, each sum taken over both tiles."""
+    mean = div_exact(tl.sum(x, 1) + tl.sum(x_t, 1), n, x.dtype)
+    d = tl.where(mask, x - mean[:, None], 0.0)
+    d_t = tl.where(mask_t, x_t - mean[:, None], 0.0)
+    if CORRECT:
+        c, ss = tl.reduce((d, d * d), 1, add_pair)
+        c_t, ss_t = tl.reduce((d_t, d_t * d_t), 1, add_pair)
+        c = c + c_t
+        corr = div_exact(c, n, x.dtype)
+        m2 = (ss + ss_t) - c * corr
+    else:
+        m2 = tl.sum(d * d, 1) + tl.sum(d_t * d_t, 1)
+        corr = tl.zeros_like(mean)
+    return mean, corr, m2

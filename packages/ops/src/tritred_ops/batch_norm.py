@@ -560,6 +560,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     bn_view = C.View(B, S, Ch, ((xb, xs, xc),))
     cfg: LaunchConfig = C.decide(SPEC, x, bn_view, make_problem=lambda: Problem(
         op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    C.no_tail(cfg, "batch_norm")
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.

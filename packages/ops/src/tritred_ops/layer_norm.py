@@ -37,6 +37,7 @@ from ._kernels import (
     sqrt_exact,
     stats_shift,
     tile_stats,
+    tiles_stats,
     tl_dtype,
     welford_step,
 )
@@ -88,6 +89,25 @@ def _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd,
     tl.store(y_row[:, None] + c, y, mask=ok)
 
 
+@triton.jit
+def _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
+                HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr,
+                ALIGN_Y: tl.constexpr):
+    """Normalize and store one tile of a single pass (the row's BLOCK_N lanes, or its TAIL) at tile columns
+    ``cols``. ALIGN: weight and bias from the row's shifted copies (lane j holds element j - lead of each);
+    ALIGN_Y: the tile's whole 16-byte chunks only, in vector stores (the caller writes the partial edges)."""
+    y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
+    if ALIGN > 0:
+        y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC)
+        if ALIGN_Y:
+            tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead.to(tl.int32), N, row_ok, ALIGN))
+        else:
+            tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
+    else:
+        y = _affine(y, w_ptr, b_ptr, cols[None, :], mask, HAS_W, HAS_B, ACC)
+        tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
+
+
 def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
     """``maxnreg`` for single-pass programs of 16 warps: 64 registers per thread, so that two programs share an SM
     (65536 registers); uncapped, ptxas (sm_90a, Triton 3.6) takes 104 for fp32 16384-wide rows, one program per
@@ -111,7 +131,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
                        PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0,
-                       PEEL: tl.constexpr = True):
+                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
@@ -120,7 +140,8 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     (:func:`_common.unrolled_chunks`). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second
     sweep's whole chunks take no column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte
     boundary below each row; weight and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy
-    ``l`` at ``w_ptr + l * s_wl``."""
+    ``l`` at ``w_ptr + l * s_wl``. TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL
+    lanes (``BLOCK_TAIL``: rows just past a power of two)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -129,11 +150,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL)
 
 
 @triton.jit
@@ -142,7 +163,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
-                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr):
+                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -169,7 +190,18 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                 w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
             if HAS_B:
                 b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
-        mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
+        if TAIL > 0:  # the row's lanes past BLOCK_N in a second tile (rows just past a power of two)
+            cols_t = BLOCK_N + tl.arange(0, TAIL)
+            if ALIGN == 0:
+                cols_t = cols_t.to(tl.int64)
+            mask_t, lmask_t = row_masks(cols_t, lead32, N, row_ok, ALIGN)
+            x_t = tl.load(x_row[:, None] + cols_t[None, :].to(tl.int64) * s_xn, mask=lmask_t, other=0,
+                          eviction_policy=EVICT).to(ACC)
+            if ALIGN > 0:
+                x_t = tl.where(mask_t, x_t, 0.0)
+            mean0, corr, m2 = tiles_stats(x, mask, x_t, mask_t, tl.full([BLOCK_M], N, ACC))
+        else:
+            mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
         mean = mean0 + corr
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
@@ -225,16 +257,22 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
-        y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
-        if ALIGN > 0:  # the row's shifted copy of weight and bias: lane j holds element j - lead of each
-            y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC)
-            if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the rows' partial edge chunks
-                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead32, N, row_ok, ALIGN))
+        if ALIGN > 0:
+            _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
+                        HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
+            if TAIL > 0:
+                _single_out(x_t, cols_t, mask_t, lmask_t, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0,
+                            corr, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
+            if ALIGN_Y:  # the rows' partial edge chunks (the tiles stored their whole 16-byte chunks)
                 _store_edges(x_row, y_row, w_ptr, b_ptr, lead32, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
                              ACC, ALIGN)
-            else:
-                tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
+        elif TAIL > 0:  # (no preloaded weight and bias: the host does not give PRELOAD_WB with a tail)
+            _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
+                        HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
+            _single_out(x_t, cols_t, mask_t, lmask_t, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0,
+                        corr, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
         else:
+            y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
             if HAS_W:
                 if not PRELOAD_WB:  # loaded now, after the statistics
                     w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
@@ -457,6 +495,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     align = C.row_align(x, view, cfg, single, True)
+    tail = C.single_tail(cfg, view, single)
     s_wl = 0
     if align and (w is not None or b is not None):
         # shifted tiles read the shifted copies of weight and bias (see _shift_affine_kernel)
@@ -475,7 +514,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
-        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps), DIV=C.row_hint(view, align),
+        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=C.row_hint(view, align),
+        TAIL=tail,
         UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:

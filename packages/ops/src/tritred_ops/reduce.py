@@ -68,7 +68,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
                  ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                 PEEL: tl.constexpr = True):
+                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -77,6 +77,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     exactly UNROLL full chunks, the loop unrolled (``_common.unrolled_chunks``). PART (other loops, unshifted):
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
     PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
+    TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
     """
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
@@ -85,11 +86,11 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                         divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
-                        PART, PEEL)
+                        PART, PEEL, TAIL)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                     divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART,
-                    PEEL)
+                    PEEL, TAIL)
 
 
 @triton.jit
@@ -120,7 +121,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                PEEL: tl.constexpr = True):
+                PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
     boundary below each row (see ``aligned_rows``)."""
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -136,6 +137,11 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first")
         # dtype= converts the input first (torch semantics), then we widen to the accumulator.
         r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
+        if TAIL > 0:  # (the row's lanes past BLOCK_N: a row just past a power of two in BLOCK_N + TAIL lanes)
+            cols_t = BLOCK_N + tl.arange(0, TAIL)
+            mask_t, lmask_t = row_masks(cols_t, lead.to(tl.int32), N, row_ok, ALIGN)
+            x_t = tl.load(x_row[:, None] + cols_t[None, :] * s_xn, mask=lmask_t, other=0, eviction_policy="evict_first")
+            r = combine(r, tile_reduce(tl.where(mask_t, x_t.to(PRE).to(CAST).to(ACC), IDENT), 1, OP), OP)
     elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for i in tl.static_range(UNROLL):
@@ -423,7 +429,7 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
         grid = (programs, split)
-        single = split == 1 and cfg.BLOCK_N >= view.N
+        single = split == 1 and cfg.BLOCK_N + cfg.BLOCK_TAIL >= view.N
         align = C.row_align(x, view, cfg, single) if split == 1 else 0
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
@@ -431,8 +437,9 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
             BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align,
             DIV=C.row_hint(view, align),
             UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
-            PART=1 if single else cfg.num_stages, **consts)
+            PART=1 if single else cfg.num_stages, TAIL=C.single_tail(cfg, view, single), **consts)
     else:
+        C.no_tail(cfg, name)
         grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
         # num_stages of a column config: tiles loaded per loop iteration (see _cols_kernel)
         rec.launch(
@@ -692,6 +699,7 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         pi = rec.empty((R, split), torch.int64, x.device)
     else:
         pv, pi = values, indices
+    C.no_tail(cfg, name)
     if C.rows_layout(view):
         single = cfg.strategy == "single_pass"
         # odd widths, loops only: the shifted tiles (the single pass keeps its plain masked tiles: not measured)

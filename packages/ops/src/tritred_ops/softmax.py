@@ -124,17 +124,53 @@ def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, MODE: tl.con
 
 
 @triton.jit
+def _single_tile(x_row, cols, lead, N, row_ok, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+                 ALIGN: tl.constexpr, EVICT: tl.constexpr):
+    """A single pass's tile of the rows at tile columns ``cols``, in ACC with lanes outside a row at -inf, and its
+    element mask.
+
+    Masked lanes of a float input load -inf and add exp(-inf - m) = 0, with no select per element: this
+    program's arithmetic sits between its load and its store, unhidden when one 32-warp program fills the SM
+    (H200, 4096x32768 fp32: two selects per element cost ~10 points). A row whose max is -inf gives NaN, as
+    torch. Integer inputs (softmax(x, dtype=...)) cannot hold -inf: they select."""
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    FLOAT_IN: tl.constexpr = x_row.dtype.element_ty.is_floating()
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask,
+                other=float("-inf") if FLOAT_IN else 0, eviction_policy=EVICT)
+    x = x.to(PRE).to(CAST).to(ACC)
+    if ALIGN > 0 or not FLOAT_IN:  # (ALIGN: lanes of the neighbouring rows, read with the row's chunks)
+        x = tl.where(mask, x, float("-inf"))
+    return x, mask
+
+
+@triton.jit
+def _single_store(y_row, cols, lead, N, row_ok, s_yn, x, e, mask, m, s, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                  ALIGN_Y: tl.constexpr):
+    """Store a single pass's tile (``e``: its exp(x - m)); ALIGN_Y: its whole 16-byte chunks only, in vector
+    stores (the caller writes the row's partial edge chunks)."""
+    if MODE == 0:
+        y = e * (1.0 / s)[:, None]
+    else:
+        y = (x - m[:, None]) - tl.log(s)[:, None]
+    if ALIGN_Y:
+        tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
+    else:
+        tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
+
+
+@triton.jit
 def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
                  EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1,
-                 PEEL: tl.constexpr = True):
+                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
     multiples of DIV (``_common.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
     dividing BLOCK_N: the elements of one thread's vector load). PEEL (the online loop; off only for an A/B,
-    tools/peel_ab.py): chunks inside every row take no element mask."""
+    tools/peel_ab.py): chunks inside every row take no element mask. TAIL (single pass): the row's lanes past
+    BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -143,17 +179,17 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL, TAIL)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL, TAIL)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-                EVICT: tl.constexpr, GROUP: tl.constexpr, PEEL: tl.constexpr):
+                EVICT: tl.constexpr, GROUP: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m_idx = rows // K
@@ -170,37 +206,32 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     x_row = x_ptr + x_off
     y_row = y_ptr + y_off
     if SINGLE:
-        # The whole row is in registers: one read, one write.
+        # The whole row is in registers: one read, one write. TAIL: the row's lanes past BLOCK_N in a second tile.
         cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
         if ALIGN == 0:
             cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
         lead32 = lead.to(tl.int32)
-        mask, lmask = row_masks(cols, lead32, N, row_ok, ALIGN)
-        # Masked lanes of a float input load -inf and add exp(-inf - m) = 0, with no select per element: this
-        # program's arithmetic sits between its load and its store, unhidden when one 32-warp program fills the
-        # SM (H200, 4096x32768 fp32: two selects per element cost ~10 points). A row whose max is -inf gives NaN,
-        # as torch. Integer inputs (softmax(x, dtype=...)) cannot hold -inf: they select.
-        FLOAT_IN: tl.constexpr = x_ptr.dtype.element_ty.is_floating()
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask,
-                    other=float("-inf") if FLOAT_IN else 0, eviction_policy=EVICT)
-        x = x.to(PRE).to(CAST).to(ACC)
-        if ALIGN > 0 or not FLOAT_IN:  # (ALIGN: lanes of the neighbouring rows, read with the row's chunks)
-            x = tl.where(mask, x, float("-inf"))
+        x, mask = _single_tile(x_row, cols, lead32, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN, EVICT)
         m = tl.reduce(x, 1, max_fn)
+        if TAIL > 0:
+            cols_t = BLOCK_N + tl.arange(0, TAIL)
+            if ALIGN == 0:
+                cols_t = cols_t.to(tl.int64)
+            x_t, mask_t = _single_tile(x_row, cols_t, lead32, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN, EVICT)
+            m = max_fn(m, tl.reduce(x_t, 1, max_fn))
         e = tl.exp(x - m[:, None])
         s = tl.sum(e, 1)
+        if TAIL > 0:
+            e_t = tl.exp(x_t - m[:, None])
+            s = s + tl.sum(e_t, 1)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
-            if MODE == 0:
-                y = e * (1.0 / s)[:, None]
-            else:
-                y = (x - m[:, None]) - tl.log(s)[:, None]
-            if ALIGN_Y:  # whole 16-byte chunks in vector stores, then the row's partial edge chunks
-                tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead32, N, row_ok, ALIGN))
+            _single_store(y_row, cols, lead32, N, row_ok, s_yn, x, e, mask, m, s, MODE, ALIGN, ALIGN_Y)
+            if TAIL > 0:
+                _single_store(y_row, cols_t, lead32, N, row_ok, s_yn, x_t, e_t, mask_t, m, s, MODE, ALIGN, ALIGN_Y)
+            if ALIGN_Y:  # the row's partial edge chunks (the tiles stored its whole 16-byte chunks)
                 _store_edges(x_row, y_row, lead32, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
-            else:
-                tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
         # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
         # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole
@@ -392,9 +423,11 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                    ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
                    EVICT=single_load_evict("softmax", cfg.num_warps), DIV=C.row_hint(view, align),
-                   GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N), **common,
+                   GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N),
+                   TAIL=C.single_tail(cfg, view, single), **common,
                    **({"maxnreg": cap} if cap else {}))
     else:
+        C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
                    sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view), **common)
 

@@ -37,6 +37,7 @@ from ._kernels import (
     row_masks,
     shifted_row_stats,
     sqrt_exact,
+    tiles_stats,
     tl_dtype,
     welford_step,
 )
@@ -66,13 +67,14 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False, PARTIAL: tl.constexpr = False,
-                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0):
+                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, TAIL: tl.constexpr = 0):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. PARTIAL (not with SPLIT): each row's
     (mean, M2) is stored at its row index for the combine kernel instead of finished (two reduced axes). DIV: N
     and the row stride are multiples of DIV. UNROLL (loop, no split): rows of exactly UNROLL full chunks, the
-    loop unrolled (``_common.unrolled_chunks``)."""
+    loop unrolled (``_common.unrolled_chunks``). TAIL (single pass): the row's lanes past BLOCK_N in a second
+    tile of TAIL lanes (``BLOCK_TAIL``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -80,11 +82,11 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                               divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
-                              EVICT_LOOP, EVEN, PARTIAL, UNROLL)
+                              EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
                           n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL)
+                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL)
 
 
 @triton.jit
@@ -92,7 +94,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       divisor, divisor_lo,
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
-                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr):
+                      EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr,
+                      TAIL: tl.constexpr = 0):
     rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K
@@ -111,7 +114,16 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         if ALIGN > 0:
             x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
         cnt = tl.full([BLOCK_M], N, ACC)
-        mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
+        if TAIL > 0:  # the row's lanes past BLOCK_N in a second tile (rows just past a power of two)
+            cols_t = BLOCK_N + tl.arange(0, TAIL)
+            mask_t, lmask_t = row_masks(cols_t, lead.to(tl.int32), N, row_ok, ALIGN)
+            x_t = tl.load(x_row[:, None] + cols_t[None, :].to(tl.int64) * s_xn, mask=lmask_t, other=0,
+                          eviction_policy="evict_first").to(ACC)
+            if ALIGN > 0:
+                x_t = tl.where(mask_t, x_t, 0.0)
+            mean, corr, m2 = tiles_stats(x, mask, x_t, mask_t, cnt, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
+        else:
+            mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -264,8 +276,10 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0, **consts)
+            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
+            TAIL=C.single_tail(cfg, view, single), **consts)
     else:
+        C.no_tail(cfg, "var/std")
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
@@ -321,6 +335,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
         EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
+        TAIL=C.single_tail(cfg, view, single),
         UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), **consts)
     block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
