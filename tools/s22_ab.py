@@ -8,7 +8,8 @@ or loops over narrow chunks (the shifted loops of the twenty-first session)?
 Each config is forced through a plugin, checked against torch once, timed twice in alternation (do_bench median,
 the better of the two), % of copy bandwidth (4263 GB/s; inputs read once, outputs written once).
 
-Usage on a CUDA machine: python tools/s22_ab.py [op ...]   (default: every case)
+Usage on a CUDA machine: python tools/s22_ab.py [first] [op ...]   (default: every case of the second call;
+"first": the first call's cases)
 """
 
 from __future__ import annotations
@@ -22,12 +23,23 @@ from tritred_core import LaunchConfig
 BF, F32 = torch.bfloat16, torch.float32
 SMS = 132
 
-CASES = [
+# First device call: the plain reductions and softmax (the built-in then: the rules before the tail).
+CASES_1 = [
     ("sum", (32768, 2049), BF), ("softmax", (32768, 2049), BF), ("sum", (65536, 1025), BF),
     ("softmax", (65536, 1025), BF), ("sum", (16384, 4097), BF), ("softmax", (16384, 4097), BF),
     ("sum", (16384, 3000), BF), ("softmax", (16384, 3000), BF), ("sum", (32768, 2049), F32),
     ("softmax", (32768, 2049), F32), ("sum", (16384, 4097), F32), ("softmax", (16384, 4097), F32),
     ("sum", (32768, 2048), BF), ("softmax", (32768, 2048), BF),  # (whole-vector rows: the rate to aim at)
+]
+# Second: var, layer_norm, logsumexp, float32 1025 (the built-in now: ``heuristics._tail_rows``); the configs
+# before it are "single <tile>/4" up to 4096 and the 1024-wide loops past (``_odd_rows_loop``).
+CASES = [
+    ("var", (32768, 2049), BF), ("layer_norm", (32768, 2049), BF), ("var", (65536, 1025), BF),
+    ("layer_norm", (65536, 1025), BF), ("var", (16384, 4097), BF), ("layer_norm", (16384, 4097), BF),
+    ("var", (32768, 2049), F32), ("layer_norm", (32768, 2049), F32), ("var", (16384, 4097), F32),
+    ("layer_norm", (16384, 4097), F32), ("logsumexp", (32768, 2049), BF), ("log_softmax", (16384, 4097), BF),
+    ("softmax", (65536, 1025), F32), ("layer_norm", (65536, 1025), F32), ("std", (16384, 4097), BF),
+    ("var_mean", (32768, 2049), BF), ("layer_norm", (16384, 4104), BF), ("softmax", (32768, 2056), BF),
 ]
 
 
@@ -47,14 +59,16 @@ def variants(op: str, shape: tuple[int, ...], dtype: torch.dtype) -> list[tuple[
     for w in (2, 4, 8):
         if 4 <= tile // (32 * w) <= 64:
             out.append((f"single {tile}/{w}", LaunchConfig(strategy="single_pass", BLOCK_N=tile, num_warps=w)))
-    for bn_l, w in ((512, 1), (1024, 4)):
+    for bn_l, w in ((512, 1), (1024, 2), (1024, 4)):
         out.append((f"loop {bn_l}/{w}", LaunchConfig(strategy="multi_pass", BLOCK_N=bn_l, num_warps=w)))
     return out
 
 
 def main() -> None:
     ops = sys.argv[1:]
-    for op, shape, dtype in CASES:
+    cases = CASES_1 if ops[:1] == ["first"] else CASES
+    ops = [o for o in ops if o != "first"]
+    for op, shape, dtype in cases:
         if ops and op not in ops:
             continue
         res = alternate(op, shape, dtype, -1, variants(op, shape, dtype))

@@ -302,7 +302,7 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
     # lost in the A/B, or not masked enough: one row per program in one tile, as before
     for N, dtype in ((2560, "float32"), (12288, "float32"), (20480, "float32"), (24576, "float32"),
                      (1536, "bfloat16"), (3072, "float16"), (8192, "bfloat16"), (16384, "bfloat16"),
-                     (2560, "bfloat16"), (4096, "bfloat16"), (4104, "bfloat16"), (7000, "float32"),
+                     (2560, "bfloat16"), (4096, "bfloat16"), (7000, "float32"),
                      (16384, "float32"), (12296, "bfloat16")):  # (whole 16-byte vectors: odd ones loop)
         cfg = _config("layer_norm", 8192, N, dtype=dtype)
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N) == ("single_pass", 1, 1 << (N - 1).bit_length()), (N, dtype)
@@ -394,22 +394,22 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     """Rows that are not whole 16-byte vectors take the shifted loops (inner chunks unmasked) over 1024-wide chunks
     (H200, tools/s21_ab.py: layer_norm 16384x4097 bf16 24 -> 42 %, var 8192x12289 32 -> 63, softmax 16384x4097
     38 -> 62, max 8192x32001 65 -> 83); whole-vector rows, rows up to 4096, few rows and long softmax rows keep
-    their rules."""
+    their rules, and so do rows just past 4096 (two tiles: the test below)."""
     loop = lambda cfg: (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps, cfg.num_stages)  # noqa: E731
-    assert loop(_config("layer_norm", 16384, 4097)) == ("multi_pass", 1, 1024, 2, 1)
+    assert loop(_config("layer_norm", 16384, 5001)) == ("multi_pass", 1, 1024, 2, 1)
     assert loop(_config("layer_norm", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
-    assert loop(_config("layer_norm", 16384, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
-    assert loop(_config("layer_norm", 16384, 4098, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert loop(_config("layer_norm", 16384, 5001, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert loop(_config("layer_norm", 16384, 5002, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
     for dtype in ("bfloat16", "float32"):
         assert loop(_config("layer_norm", 4096, 50257, dtype=dtype)) == ("multi_pass", 1, 2048, 8, 1)
     assert _config("layer_norm", 16384, 4100, dtype="float32").BLOCK_N != 1024  # whole vectors: unchanged
     for op in ("var", "std", "var_mean", "std_mean"):
         assert loop(_config(op, 8192, 12289)) == ("multi_pass", 1, 1024, 2, 1)
         assert _config(op, 64, 50257).strategy == "split"  # few rows
-    assert loop(_config("softmax", 16384, 4097)) == ("multi_pass", 1, 1024, 2, 1)
+    assert loop(_config("softmax", 16384, 5001)) == ("multi_pass", 1, 1024, 2, 1)
     assert loop(_config("log_softmax", 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
     assert _config("softmax", 2048, 50257).BLOCK_N == 8192  # the L2 rule
-    assert loop(_config("softmax", 16384, 4097, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
+    assert loop(_config("softmax", 16384, 5001, dtype="float32")) == ("multi_pass", 1, 1024, 4, 1)
     assert _config("softmax", 8192, 12289, dtype="float32").strategy == "single_pass"  # (98 % in one tile)
     for op in ("sum", "mean", "prod", "amax", "amin"):
         assert loop(_config(op, 8192, 12289)) == ("multi_pass", 1, 1024, 4, 1)
@@ -423,3 +423,29 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     reg = get_registry()
     padded = Problem(op="layer_norm", dtype="bfloat16", M=16384, N=4097, K=1, stride_m=4112, stride_n=1, stride_k=1)
     assert reg.launch_config(reg.get("layer_norm").spec, padded, FAKE_H200).BLOCK_N != 1024  # aligned starts
+
+
+def test_rows_just_past_a_power_of_two_take_a_tail_tile():
+    """Rows of up to 1/8 more than a power of two of 1024-4096 (with the largest 16-byte shift) are single passes
+    over that power of two plus a tail tile, on warps for 128 bytes of the first tile per thread (H200,
+    tools/s22_ab.py: softmax 32768x2049 bf16 45 -> 86 %, sum 48 -> 71); the plain reductions only for 2-byte rows
+    to 2048+; rows further past, 1024 and shorter, and max/min keep their rules."""
+    tail = lambda cfg: (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_TAIL, cfg.num_warps)  # noqa: E731
+    for op in ("softmax", "log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean", "layer_norm"):
+        assert tail(_config(op, 32768, 2049)) == ("single_pass", 2048, 16, 1), op
+        assert tail(_config(op, 32768, 2049, dtype="float32")) == ("single_pass", 2048, 16, 2), op
+        assert tail(_config(op, 65536, 1025)) == ("single_pass", 1024, 16, 1), op
+        assert tail(_config(op, 16384, 4097)) == ("single_pass", 4096, 16, 2), op
+        assert tail(_config(op, 16384, 4097, dtype="float32")) == ("single_pass", 4096, 16, 4), op
+        assert tail(_config(op, 16384, 4600)) == ("single_pass", 4096, 512, 2), op  # (4600 + 7 - 4096 = 511)
+        assert tail(_config(op, 16384, 4104)) == ("single_pass", 4096, 16, 2), op  # (whole vectors too)
+        for n in (1024, 1000, 2048, 3000, 4610, 8193):
+            assert _config(op, 16384, n).BLOCK_TAIL == 0, (op, n)
+        assert _config(op, 16384, 2049, K=8).BLOCK_TAIL == 0, op  # (a non-last dim: columns)
+    for op in ("sum", "mean", "prod", "amax", "amin"):
+        assert tail(_config(op, 32768, 2049)) == ("single_pass", 2048, 16, 1), op
+        assert tail(_config(op, 65536, 1025, dtype="float16")) == ("single_pass", 1024, 16, 1), op
+        for n, dtype in ((4097, "bfloat16"), (2049, "float32"), (4097, "float32")):
+            assert _config(op, 16384, n, dtype=dtype).BLOCK_TAIL == 0, (op, n, dtype)
+    for op in ("max", "min"):
+        assert _config(op, 32768, 2049).BLOCK_TAIL == 0

@@ -345,6 +345,36 @@ def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: boo
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
 
 
+def _tail_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """Rows just past a power of two (2049, 4097, 1025 elements: up to 1/8 of it more, the 16-byte shift of an
+    odd width included): a single pass over a tile of that power of two plus a small tail tile (``BLOCK_TAIL``)
+    instead of a tile twice as wide, half of its lanes masked; None elsewhere. Warps for 128 bytes of the first
+    tile per thread (bfloat16 2048: 1 warp, 4096: 2; float32 2048: 2, 4096: 4).
+
+    H200, ``tools/s22_ab.py``, against the built-in config before (single passes of the next power of two, or the
+    1024-wide loops of :func:`_odd_rows_loop` past 4096), % of copy bandwidth: softmax bf16 32768x2049 45 -> 86,
+    65536x1025 35 -> 75, 16384x4097 62 -> 79, fp32 32768x2049 91 -> 97, 16384x4097 85 -> 97; sum bf16 32768x2049
+    48 -> 71, 65536x1025 45 -> 69. Not taken: the plain reductions' float32 rows (+1-2 points) and 2-byte rows past
+    4096 (sum 16384x4097 bf16: 65 against 72 for its loop), rows that fill 3/4 of their power of two (16384x3000
+    bf16: softmax 88 either way), widths not measured (tiles under 1024 or past 4096).
+    """
+    N, size = problem.N, _itemsize(problem)
+    if problem.stride_n != 1 or size > 4 or N <= 1024:
+        return None
+    bn = _prev_pow2(N - 1)
+    rest = N + 16 // size - 1 - bn  # (the row plus its largest shift, past the first tile)
+    if not (1024 <= bn <= 4096 and 0 < rest <= bn // 8):
+        return None
+    plain = name in ("sum", "mean", "prod", "amax", "amin")
+    if plain and (size != 2 or bn > 2048):
+        return None
+    if not plain and name not in ("softmax", "log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean",
+                                  "layer_norm"):
+        return None
+    return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=bn, BLOCK_TAIL=max(16, next_pow2(rest)),
+                        num_warps=max(1, bn * size // 4096))
+
+
 def _odd_rows_loop(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     """Unit-stride rows past 4096 elements that are not whole 16-byte vectors (odd widths: 4097, 12289, 50257);
     None elsewhere. Their loops take the shifted tiles, whose inner chunks are unmasked (twenty-first session:
@@ -455,6 +485,9 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner and caps.gpu:
+        tail = _tail_rows(name, problem, caps)
+        if tail is not None:
+            return tail
         odd = _odd_rows_loop(name, problem, caps)
         if odd is not None:
             return odd
