@@ -429,15 +429,17 @@ def test_rows_just_past_a_power_of_two_take_a_tail_tile():
     """Rows of up to 1/8 more than a power of two of 1024-4096 (with the largest 16-byte shift) are single passes
     over that power of two plus a tail tile, on warps for 128 bytes of the first tile per thread (H200,
     tools/s22_ab.py: softmax 32768x2049 bf16 45 -> 86 %, sum 48 -> 71); the plain reductions only for 2-byte rows
-    to 2048+; rows further past, 1024 and shorter, and max/min keep their rules."""
+    to 2048+; odd-width 2-byte layer_norm rows past 4096 loop instead; rows further past, 1024 and shorter, and
+    max/min keep their rules."""
     tail = lambda cfg: (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_TAIL, cfg.num_warps)  # noqa: E731
     for op in ("softmax", "log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean", "layer_norm"):
         assert tail(_config(op, 32768, 2049)) == ("single_pass", 2048, 16, 1), op
         assert tail(_config(op, 32768, 2049, dtype="float32")) == ("single_pass", 2048, 16, 2), op
         assert tail(_config(op, 65536, 1025)) == ("single_pass", 1024, 16, 1), op
-        assert tail(_config(op, 16384, 4097)) == ("single_pass", 4096, 16, 2), op
+        if op != "layer_norm":
+            assert tail(_config(op, 16384, 4097)) == ("single_pass", 4096, 16, 2), op
+            assert tail(_config(op, 16384, 4600)) == ("single_pass", 4096, 512, 2), op  # (4600 + 7 - 4096 = 511)
         assert tail(_config(op, 16384, 4097, dtype="float32")) == ("single_pass", 4096, 16, 4), op
-        assert tail(_config(op, 16384, 4600)) == ("single_pass", 4096, 512, 2), op  # (4600 + 7 - 4096 = 511)
         assert tail(_config(op, 16384, 4104)) == ("single_pass", 4096, 16, 2), op  # (whole vectors too)
         for n in (1024, 1000, 2048, 3000, 4610, 8193):
             assert _config(op, 16384, n).BLOCK_TAIL == 0, (op, n)
@@ -447,5 +449,9 @@ def test_rows_just_past_a_power_of_two_take_a_tail_tile():
         assert tail(_config(op, 65536, 1025, dtype="float16")) == ("single_pass", 1024, 16, 1), op
         for n, dtype in ((4097, "bfloat16"), (2049, "float32"), (4097, "float32")):
             assert _config(op, 16384, n, dtype=dtype).BLOCK_TAIL == 0, (op, n, dtype)
+    # odd-width 2-byte layer_norm rows past 4096: 512-wide chunks on one warp (16384x4097 bf16: 58 %, the tail 50)
+    for n in (4097, 4599):
+        cfg = _config("layer_norm", 16384, n)
+        assert (cfg.strategy, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 512, 1), n
     for op in ("max", "min"):
         assert _config(op, 32768, 2049).BLOCK_TAIL == 0

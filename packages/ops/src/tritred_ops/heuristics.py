@@ -353,10 +353,16 @@ def _tail_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
 
     H200, ``tools/s22_ab.py``, against the built-in config before (single passes of the next power of two, or the
     1024-wide loops of :func:`_odd_rows_loop` past 4096), % of copy bandwidth: softmax bf16 32768x2049 45 -> 86,
-    65536x1025 35 -> 75, 16384x4097 62 -> 79, fp32 32768x2049 91 -> 97, 16384x4097 85 -> 97; sum bf16 32768x2049
-    48 -> 71, 65536x1025 45 -> 69. Not taken: the plain reductions' float32 rows (+1-2 points) and 2-byte rows past
-    4096 (sum 16384x4097 bf16: 65 against 72 for its loop), rows that fill 3/4 of their power of two (16384x3000
-    bf16: softmax 88 either way), widths not measured (tiles under 1024 or past 4096).
+    65536x1025 35 -> 75, 16384x4097 62 -> 79, fp32 32768x2049 91 -> 97, 16384x4097 85 -> 97, 65536x1025 82 -> 97;
+    log_softmax 16384x4097 bf16 68 -> 79; logsumexp 32768x2049 bf16 30 -> 54; var bf16 32768x2049 38 -> 57,
+    65536x1025 33 -> 58, 16384x4097 43 -> 53 (std the same), fp32 32768x2049 69 -> 91, 16384x4097 67 -> 92;
+    var_mean 32768x2049 bf16 36 -> 56; layer_norm bf16 32768x2049 34 -> 54, 65536x1025 25 -> 56, fp32 32768x2049
+    63 -> 81, 16384x4097 73 -> 76, 65536x1025 64 -> 86; sum bf16 32768x2049 48 -> 71, 65536x1025 45 -> 69. Rows of
+    whole 16-byte vectors too: layer_norm 16384x4104 bf16 58 -> 77, softmax 32768x2056 bf16 75 -> 91. Not taken: the
+    plain reductions' float32 rows (+1-2 points) and 2-byte rows past 4096 (sum 16384x4097 bf16: 65 against 72 for
+    its loop), odd-width 2-byte layer_norm rows past 4096 (a loop of 512-wide chunks on one warp: 16384x4097 42 ->
+    58, the tail 50), rows that fill 3/4 of their power of two (16384x3000 bf16: softmax 88 either way), widths not
+    measured (tiles under 1024 or past 4096).
     """
     N, size = problem.N, _itemsize(problem)
     if problem.stride_n != 1 or size > 4 or N <= 1024:
@@ -371,6 +377,9 @@ def _tail_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     if not plain and name not in ("softmax", "log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean",
                                   "layer_norm"):
         return None
+    if name == "layer_norm" and size == 2 and bn == 4096 and (N * size) % 16:
+        # (odd-width 2-byte rows: 512-wide chunks of one warp, 57.7 % against 50.0 for the tail on 16384x4097)
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=512, num_warps=1)
     return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=bn, BLOCK_TAIL=max(16, next_pow2(rest)),
                         num_warps=max(1, bn * size // 4096))
 
