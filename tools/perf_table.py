@@ -65,7 +65,8 @@ def main(paths: list[str]) -> None:
         ratio = best[1] / t["ms"] if best and t["status"] == "ok" else None
         row += [best[0] if best else "-", f"{ratio:.2f}x" if ratio else "-"]
         cfg = c.get("tritred_config") or {}
-        row.append(f"{cfg.get('strategy', '')} M{cfg.get('BLOCK_M')} N{cfg.get('BLOCK_N')} K{cfg.get('BLOCK_K')} "
+        tail = f"+{cfg['BLOCK_TAIL']}" if cfg.get("BLOCK_TAIL") else ""
+        row.append(f"{cfg.get('strategy', '')} M{cfg.get('BLOCK_M')} N{cfg.get('BLOCK_N')}{tail} K{cfg.get('BLOCK_K')} "
                    f"w{cfg.get('num_warps')} s{cfg.get('split')}")
         print("| " + " | ".join(row) + " |")
         if t["status"] == "ok":

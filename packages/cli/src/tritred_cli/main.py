@@ -375,7 +375,8 @@ def tune_cmd(
                          min_width=len("single_pass") if col == "strategy" else None)
     for t in trials:
         c = t.config
-        table.add_row(c.strategy, str(c.BLOCK_M), str(c.BLOCK_N), str(c.BLOCK_K), str(c.num_warps),
+        table.add_row(c.strategy, str(c.BLOCK_M), f"{c.BLOCK_N}+{c.BLOCK_TAIL}" if c.BLOCK_TAIL else str(c.BLOCK_N),
+                      str(c.BLOCK_K), str(c.num_warps),
                       str(c.num_stages), str(c.num_programs), str(c.split),
                       f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"),
                       "current" if t.current else "")
@@ -383,7 +384,8 @@ def tune_cmd(
     if best is None:
         raise UsageError("no candidate ran correctly: nothing stored")
     where = "not stored (--dry-run)" if dry_run else f"stored in {tuning.cache_path()}"
-    con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_K={best.BLOCK_K} "
+    con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_TAIL={best.BLOCK_TAIL} "
+              f"BLOCK_K={best.BLOCK_K} "
               f"num_warps={best.num_warps} num_stages={best.num_stages} num_programs={best.num_programs} "
               f"split={best.split}; {where}")
 

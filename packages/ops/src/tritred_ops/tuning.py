@@ -78,14 +78,18 @@ def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None
     return config
 
 
+#: Ops whose single-pass row kernels take a tail tile (``BLOCK_TAIL``).
+TAIL_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp", "layer_norm",
+                       "var", "std", "var_mean", "std_mean"})
+
 #: Ops whose row kernels take ``num_programs`` (a persistent grid looping over row blocks).
 PERSISTENT_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp",
                              "layer_norm", "var", "std", "var_mean", "std_mean"})
 
 
 def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
-    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts, and
-    persistent row grids of 2 or 4 programs per SM."""
+    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts,
+    persistent row grids of 2 or 4 programs per SM, and single passes with or without a tail tile."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
 
@@ -114,6 +118,12 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
     for bk in (base.BLOCK_K // 2, base.BLOCK_K * 2):
         if bk >= 1 and not problem.inner:
             add(BLOCK_K=bk)
+    if base.strategy == "single_pass" and problem.inner and problem.op in TAIL_ROWS:
+        # a row in one power-of-two tile, or in that tile's half plus a tail tile (BLOCK_TAIL) when it fits
+        if base.BLOCK_TAIL:
+            add(BLOCK_N=C.next_pow2(N), BLOCK_TAIL=0)
+        elif base.BLOCK_N >= 32 and N + 15 - base.BLOCK_N // 2 <= base.BLOCK_N // 2:
+            add(BLOCK_N=base.BLOCK_N // 2, BLOCK_TAIL=max(16, C.next_pow2(N + 15 - base.BLOCK_N // 2)))
     if base.strategy != "single_pass":
         add(num_stages=3 if base.num_stages == 1 else 1)
     if base.strategy == "split":
