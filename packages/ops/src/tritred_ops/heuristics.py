@@ -26,6 +26,8 @@ sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit colum
 The sixteenth session's: column blocks for one to eight programs per SM run unsplit, on the warps that fill the SM,
 as torch.compile's (tools/cols_tiles_ab.py). The nineteenth session's: batch_norm's statistics launch loads each
 tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_times.py).
+The twenty-second session's: rows just past a power of two of 1024-4096 (2049, 4097) are single passes of two tiles,
+that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
