@@ -9,7 +9,7 @@ Each config is forced through a plugin, checked against torch once, timed twice 
 the better of the two), % of copy bandwidth (4263 GB/s; inputs read once, outputs written once).
 
 Usage on a CUDA machine: python tools/s22_ab.py [first] [op ...]   (default: every case of the second call;
-"first": the first call's cases)
+"first", "third": the first or third call's cases)
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ CASES = [
     ("var_mean", (32768, 2049), BF), ("layer_norm", (16384, 4104), BF), ("softmax", (32768, 2056), BF),
 ]
 
+# Third: widths the rule does not reach, past 8192 and just past 512 (does the tail generalize?).
+CASES_3 = [
+    ("softmax", (8192, 8193), BF), ("softmax", (8192, 8193), F32), ("layer_norm", (8192, 8193), BF),
+    ("layer_norm", (8192, 8193), F32), ("var", (8192, 8193), BF), ("var", (8192, 8193), F32),
+    ("sum", (8192, 8193), BF), ("softmax", (131072, 513), BF), ("softmax", (131072, 513), F32),
+    ("layer_norm", (131072, 513), BF), ("var", (131072, 513), BF), ("var", (131072, 513), F32),
+    ("sum", (131072, 513), BF),
+]
+
 
 def variants(op: str, shape: tuple[int, ...], dtype: torch.dtype) -> list[tuple[str, LaunchConfig | None]]:
     N = shape[-1]
@@ -52,7 +61,7 @@ def variants(op: str, shape: tuple[int, ...], dtype: torch.dtype) -> list[tuple[
     tile = 1 << (N + vec - 2).bit_length()  # (the one tile holding the row plus the shift)
     bn = tile // 2
     tail = max(16, 1 << (N + vec - 2 - bn).bit_length())  # (a second tile for the rest)
-    for w in (1, 2, 4, 8):
+    for w in (1, 2, 4, 8, 16):
         if 4 <= bn // (32 * w) <= 64:
             out.append((f"tail {bn}+{tail}/{w}",
                         LaunchConfig(strategy="single_pass", BLOCK_N=bn, BLOCK_TAIL=tail, num_warps=w)))
@@ -60,14 +69,15 @@ def variants(op: str, shape: tuple[int, ...], dtype: torch.dtype) -> list[tuple[
         if 4 <= tile // (32 * w) <= 64:
             out.append((f"single {tile}/{w}", LaunchConfig(strategy="single_pass", BLOCK_N=tile, num_warps=w)))
     for bn_l, w in ((512, 1), (1024, 2), (1024, 4)):
-        out.append((f"loop {bn_l}/{w}", LaunchConfig(strategy="multi_pass", BLOCK_N=bn_l, num_warps=w)))
+        if bn_l < N:
+            out.append((f"loop {bn_l}/{w}", LaunchConfig(strategy="multi_pass", BLOCK_N=bn_l, num_warps=w)))
     return out
 
 
 def main() -> None:
     ops = sys.argv[1:]
-    cases = CASES_1 if ops[:1] == ["first"] else CASES
-    ops = [o for o in ops if o != "first"]
+    cases = {"first": CASES_1, "third": CASES_3}.get(ops[0] if ops else "", CASES)
+    ops = [o for o in ops if o not in ("first", "third")]
     for op, shape, dtype in cases:
         if ops and op not in ops:
             continue
