@@ -426,7 +426,7 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
 
 
 def test_rows_just_past_a_power_of_two_take_a_tail_tile():
-    """Rows of up to 1/8 more than a power of two of 1024-4096 (with the largest 16-byte shift) are single passes
+    """Rows of up to 1/8 more than a power of two of 512-8192 (with the largest 16-byte shift) are single passes
     over that power of two plus a tail tile, on warps for 128 bytes of the first tile per thread (H200,
     tools/s22_ab.py: softmax 32768x2049 bf16 45 -> 86 %, sum 48 -> 71); the plain reductions only for 2-byte rows
     to 2048+; odd-width 2-byte layer_norm rows past 4096 loop instead; rows further past, 1024 and shorter, and
@@ -441,10 +441,20 @@ def test_rows_just_past_a_power_of_two_take_a_tail_tile():
             assert tail(_config(op, 16384, 4600)) == ("single_pass", 4096, 512, 2), op  # (4600 + 7 - 4096 = 511)
         assert tail(_config(op, 16384, 4097, dtype="float32")) == ("single_pass", 4096, 16, 4), op
         assert tail(_config(op, 16384, 4104)) == ("single_pass", 4096, 16, 2), op  # (whole vectors too)
-        for n in (1024, 1000, 2048, 3000, 4610, 8193):
+        for n in (1024, 1000, 2048, 3000, 4610, 9300, 512, 500, 600):
             assert _config(op, 16384, n).BLOCK_TAIL == 0, (op, n)
         assert _config(op, 16384, 2049, K=8).BLOCK_TAIL == 0, op  # (a non-last dim: columns)
+    # past 8192 and just past 512 (tools/s22_ab.py third): at most 4 warps; not 2-byte var/std rows
+    for op in ("softmax", "log_softmax", "logsumexp", "layer_norm"):
+        for dtype in ("bfloat16", "float32"):
+            assert tail(_config(op, 8192, 8193, dtype=dtype)) == ("single_pass", 8192, 16, 4), (op, dtype)
+            assert tail(_config(op, 131072, 513, dtype=dtype)) == ("single_pass", 512, 16, 1), (op, dtype)
+    for op in ("var", "std", "var_mean", "std_mean"):
+        assert tail(_config(op, 8192, 8193, dtype="float32")) == ("single_pass", 8192, 16, 4), op
+        assert tail(_config(op, 131072, 513, dtype="float32")) == ("single_pass", 512, 16, 1), op
+        assert _config(op, 8192, 8193).BLOCK_TAIL == 0 and _config(op, 131072, 513).BLOCK_TAIL == 0, op
     for op in ("sum", "mean", "prod", "amax", "amin"):
+        assert _config(op, 8192, 8193).BLOCK_TAIL == 0 and _config(op, 131072, 513).BLOCK_TAIL == 0, op
         assert tail(_config(op, 32768, 2049)) == ("single_pass", 2048, 16, 1), op
         assert tail(_config(op, 65536, 1025, dtype="float16")) == ("single_pass", 1024, 16, 1), op
         for n, dtype in ((4097, "bfloat16"), (2049, "float32"), (4097, "float32")):

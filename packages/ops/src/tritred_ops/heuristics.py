@@ -26,7 +26,7 @@ sweep unrolled (:func:`_unrolled_loop`), and the plain reductions' unsplit colum
 The sixteenth session's: column blocks for one to eight programs per SM run unsplit, on the warps that fill the SM,
 as torch.compile's (tools/cols_tiles_ab.py). The nineteenth session's: batch_norm's statistics launch loads each
 tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_times.py).
-The twenty-second session's: rows just past a power of two of 1024-4096 (2049, 4097) are single passes of two tiles,
+The twenty-second session's: rows just past a power of two of 512-8192 (2049, 4097) are single passes of two tiles,
 that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
@@ -348,42 +348,49 @@ def _softmax_loop(problem: Problem, caps: _Caps, single_cap: int, logsumexp: boo
 
 
 def _tail_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
-    """Rows just past a power of two (2049, 4097, 1025 elements: up to 1/8 of it more, the 16-byte shift of an
-    odd width included): a single pass over a tile of that power of two plus a small tail tile (``BLOCK_TAIL``)
-    instead of a tile twice as wide, half of its lanes masked; None elsewhere. Warps for 128 bytes of the first
-    tile per thread (bfloat16 2048: 1 warp, 4096: 2; float32 2048: 2, 4096: 4).
+    """Rows just past a power of two of 512-8192 (513, 1025, 2049, 4097, 8193 elements: up to 1/8 of it more, the
+    16-byte shift of an odd width included): a single pass over a tile of that power of two plus a small tail
+    tile (``BLOCK_TAIL``) instead of a tile twice as wide, half of its lanes masked; None elsewhere. Warps for 128
+    bytes of the first tile per thread, at most 4 (bfloat16 2048: 1 warp, 4096: 2, 8192: 4; float32 2048: 2,
+    4096 and 8192: 4; layer_norm and var fp32 8192x8193 on 8 warps: 51 and 80 %, on 4: 73 and 91).
 
     H200, ``tools/s22_ab.py``, against the built-in config before (single passes of the next power of two, or the
     1024-wide loops of :func:`_odd_rows_loop` past 4096), % of copy bandwidth: softmax bf16 32768x2049 45 -> 86,
     65536x1025 35 -> 75, 16384x4097 62 -> 79, fp32 32768x2049 91 -> 97, 16384x4097 85 -> 97, 65536x1025 82 -> 97;
     log_softmax 16384x4097 bf16 68 -> 79; logsumexp 32768x2049 bf16 30 -> 54; var bf16 32768x2049 38 -> 57,
-    65536x1025 33 -> 58, 16384x4097 43 -> 53 (std the same), fp32 32768x2049 69 -> 91, 16384x4097 67 -> 92;
-    var_mean 32768x2049 bf16 36 -> 56; layer_norm bf16 32768x2049 34 -> 54, 65536x1025 25 -> 56, fp32 32768x2049
-    63 -> 81, 16384x4097 73 -> 76, 65536x1025 64 -> 86; sum bf16 32768x2049 48 -> 71, 65536x1025 45 -> 69. Rows of
-    whole 16-byte vectors too: layer_norm 16384x4104 bf16 58 -> 77, softmax 32768x2056 bf16 75 -> 91. Not taken: the
-    plain reductions' float32 rows (+1-2 points) and 2-byte rows past 4096 (sum 16384x4097 bf16: 65 against 72 for
-    its loop), odd-width 2-byte layer_norm rows past 4096 (a loop of 512-wide chunks on one warp: 16384x4097 42 ->
-    58, the tail 50), rows that fill 3/4 of their power of two (16384x3000 bf16: softmax 88 either way), widths not
-    measured (tiles under 1024 or past 4096).
+    65536x1025 33 -> 58, 16384x4097 43 -> 53 (std the same), fp32 32768x2049 69 -> 91, 16384x4097 67 -> 92; var_mean
+    32768x2049 bf16 36 -> 56; layer_norm bf16 32768x2049 34 -> 54, 65536x1025 25 -> 56, fp32 32768x2049 63 -> 81,
+    16384x4097 73 -> 76, 65536x1025 64 -> 86; sum bf16 32768x2049 48 -> 71, 65536x1025 45 -> 69. Rows of whole
+    16-byte vectors too: layer_norm 16384x4104 bf16 50 -> 77, softmax 32768x2056 bf16 75 -> 91. Not taken: the plain
+    reductions' float32 rows (+1-2 points) and 2-byte rows past 4096 (sum 16384x4097 bf16: 65 against 72 for its
+    loop), odd-width 2-byte layer_norm rows of 4097-4608 (a loop of 512-wide chunks on one warp: 16384x4097 42 ->
+    58, the tail 50; 8192x8193: 54 that loop, 61 the tail), rows that fill 3/4 of their power of two (16384x3000
+    bf16: softmax 88 either way), widths not measured. Past 8192 and just past 512 (``tools/s22_ab.py third``):
+    softmax 8192x8193 bf16 69 -> 78, fp32 85 -> 96, 131072x513 bf16 49 -> 58, fp32 94 -> 97; layer_norm 8192x8193
+    bf16 50 -> 61, fp32 69 -> 73, 131072x513 bf16 37 -> 41; var 8192x8193 fp32 73 -> 91, 131072x513 fp32 61 -> 74;
+    not taken there: 2-byte var rows (in the code) and sums (8192x8193 bf16 71 built-in, 67 the tail; 131072x513 52
+    against 38).
     """
     N, size = problem.N, _itemsize(problem)
-    if problem.stride_n != 1 or size > 4 or N <= 1024:
+    if problem.stride_n != 1 or size > 4 or N <= 512:
         return None
     bn = _prev_pow2(N - 1)
     rest = N + 16 // size - 1 - bn  # (the row plus its largest shift, past the first tile)
-    if not (1024 <= bn <= 4096 and 0 < rest <= bn // 8):
+    if not (512 <= bn <= 8192 and 0 < rest <= bn // 8):
         return None
     plain = name in ("sum", "mean", "prod", "amax", "amin")
-    if plain and (size != 2 or bn > 2048):
+    if plain and (size != 2 or not 1024 <= bn <= 2048):
         return None
-    if not plain and name not in ("softmax", "log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean",
-                                  "layer_norm"):
+    statistics = name in ("var", "std", "var_mean", "std_mean")
+    if statistics and size == 2 and bn in (512, 8192):
+        return None  # (131072x513 bf16: 45 % built-in, 38 the tail; 8192x8193: 54 its loop, 52 the tail)
+    if not plain and not statistics and name not in ("softmax", "log_softmax", "logsumexp", "layer_norm"):
         return None
     if name == "layer_norm" and size == 2 and bn == 4096 and (N * size) % 16:
         # (odd-width 2-byte rows: 512-wide chunks of one warp, 57.7 % against 50.0 for the tail on 16384x4097)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=512, num_warps=1)
     return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=bn, BLOCK_TAIL=max(16, next_pow2(rest)),
-                        num_warps=max(1, bn * size // 4096))
+                        num_warps=min(4, max(1, bn * size // 4096)))
 
 
 def _odd_rows_loop(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
