@@ -99,6 +99,18 @@ def calls():
     yield "layer_norm odd width loop", lambda: tr.layer_norm(torch.empty(1024, 50257, dtype=bf), (50257,),
                                                              r(50257, dtype=bf), r(50257, dtype=bf))
     yield "var odd width loop", lambda: tr.var(torch.empty(1024, 50257, dtype=bf), -1)
+    # single passes of two tiles (BLOCK_TAIL: rows just past a power of two), shifted and unshifted (padded rows)
+    yield "sum two tiles", lambda: tr.sum(r(64, 2049, dtype=bf), -1)
+    yield "softmax two tiles", lambda: tr.softmax(r(64, 2049, dtype=bf), -1)
+    yield "log_softmax two tiles float32", lambda: tr.log_softmax(r(64, 4097), -1)
+    yield "logsumexp two tiles", lambda: tr.logsumexp(r(64, 2049, dtype=bf), -1)
+    yield "softmax two tiles, padded rows", lambda: tr.softmax(r(64, 2064, dtype=bf)[:, :2049], -1)
+    yield "var two tiles", lambda: tr.var(r(64, 2049, dtype=bf), -1)
+    yield "var_mean two tiles float32", lambda: tr.var_mean(r(64, 2049), -1)
+    yield "layer_norm two tiles, shifted weight and bias", lambda: tr.layer_norm(
+        r(64, 2049, dtype=bf), (2049,), r(2049, dtype=bf), r(2049, dtype=bf))
+    yield "layer_norm two tiles, padded rows", lambda: tr.layer_norm(
+        r(64, 1040)[:, :1025], (1025,), r(1025), r(1025))
     yield "batch_norm training", lambda: tr.batch_norm(r(8, 16, 14, 14, dtype=bf), torch.zeros(16, dtype=bf),
                                                        torch.ones(16, dtype=bf), None, None, True, 0.1, 1e-5)
     yield "batch_norm training statistics prefetched", lambda: tr.batch_norm(

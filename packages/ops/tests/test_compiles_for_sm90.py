@@ -23,4 +23,4 @@ def test_every_launched_kernel_variant_compiles_for_sm90():
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
     report = done.stdout + done.stderr[-4000:]
     assert done.returncode == 0, report
-    assert report.count("ok ") >= 42, report  # every call of the list ran (and compiled)
+    assert report.count("ok ") >= 51, report  # every call of the list ran (and compiled)
