@@ -88,11 +88,11 @@ def test_short_rows_skip_the_tail(name, force, device, tail_spy):
 
 @pytest.mark.parametrize("name", ["sum", "softmax", "var", "max", "batch_norm"])
 def test_kernels_without_a_tail_refuse_it(name, force, device):
-    """A tail given to a kernel that holds a row in one tile (a non-last dim's column kernels, max/min with
-    indices, batch_norm) raises ValueError naming the op, rather than leave the row's last elements unread."""
+    """A tail given to a kernel that holds a row in one tile (strided column reductions, max/min with indices,
+    batch_norm) raises ValueError naming the op and who gave the config, rather than leave the row's end unread."""
     force(name, strategy="single_pass", BLOCK_N=BLOCK_N, BLOCK_TAIL=TAIL, num_warps=1)
     x = randn((BLOCK_N + 5, 6), torch.float32, device)
-    with pytest.raises(ValueError, match="BLOCK_TAIL"):
+    with pytest.raises(ValueError, match=f"{name}: BLOCK_TAIL=16 \\(config from test-force-{name}"):
         if name == "batch_norm":
             tr.batch_norm(randn((4, 3, 5, 5), torch.float32, device), None, None, training=True)
         elif name == "max":

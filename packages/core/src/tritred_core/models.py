@@ -164,10 +164,14 @@ class LaunchConfig(_Frozen):
     def _split_only_for_split(self) -> LaunchConfig:
         if self.strategy not in ("split", "split_rows") and self.split != 1:
             raise ValueError(f"split={self.split} needs strategy='split' or 'split_rows' (got {self.strategy!r})")
-        if self.BLOCK_TAIL and (self.strategy != "single_pass" or not _is_pow2(self.BLOCK_TAIL)
-                                or self.BLOCK_TAIL > self.BLOCK_N):
-            raise ValueError(f"BLOCK_TAIL={self.BLOCK_TAIL} needs strategy='single_pass' and a power of two <= "
-                             f"BLOCK_N={self.BLOCK_N} (got strategy {self.strategy!r})")
+        if self.BLOCK_TAIL:
+            if self.strategy != "single_pass":
+                raise ValueError(f"BLOCK_TAIL={self.BLOCK_TAIL} needs strategy='single_pass' (got {self.strategy!r})")
+            if not _is_pow2(self.BLOCK_TAIL):
+                raise ValueError(f"BLOCK_TAIL must be 0 or a power of two, got {self.BLOCK_TAIL}")
+            if self.BLOCK_TAIL > self.BLOCK_N:
+                raise ValueError(f"BLOCK_TAIL={self.BLOCK_TAIL} must be <= BLOCK_N={self.BLOCK_N} (a tail wider "
+                                 f"than the first tile is a wider first tile)")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self

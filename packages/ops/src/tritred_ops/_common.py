@@ -492,11 +492,15 @@ def single_tail(cfg: LaunchConfig, view: View, single: bool) -> int:
 
 
 def no_tail(cfg: LaunchConfig, op: str) -> None:
-    """Raise ValueError for a ``BLOCK_TAIL`` given to a kernel that holds rows in one tile only (column kernels,
-    max/min, batch_norm): it would leave the row's last elements unread."""
+    """Raise ValueError for a ``BLOCK_TAIL`` given to a kernel that holds rows in one tile only (strided column
+    reductions, max/min with indices, batch_norm): it would leave the row's last elements unread."""
     if cfg.BLOCK_TAIL:
-        raise ValueError(f"{op}: BLOCK_TAIL={cfg.BLOCK_TAIL} is not supported by this kernel (rows of a unit-stride "
-                         f"dim of sum/mean/prod/amax/amin, softmax/log_softmax/logsumexp, var/std and layer_norm)")
+        raise ValueError(
+            f"{op}: BLOCK_TAIL={cfg.BLOCK_TAIL} (config from {cfg.decided_by or 'the launch-config hook'}) is not "
+            f"supported by this call's kernel: a tail tile exists only in the single passes over unit-stride rows "
+            f"of sum/mean/prod/amax/amin (and max/min without dim), softmax/log_softmax/logsumexp, var/std/var_mean/"
+            f"std_mean and layer_norm; strided (column) reductions, max/min with indices and batch_norm hold a row "
+            f"in one tile")
 
 
 def even_rows(view: View, cfg: LaunchConfig, single: bool, align: int) -> bool:

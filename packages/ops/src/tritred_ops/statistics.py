@@ -279,7 +279,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
             UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
             TAIL=C.single_tail(cfg, view, single), **consts)
     else:
-        C.no_tail(cfg, "var/std")
+        C.no_tail(cfg, ("std" if std else "var") + ("_mean" if want_mean else ""))
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
