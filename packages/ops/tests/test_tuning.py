@@ -39,6 +39,22 @@ def test_candidates_are_valid_neighbours():
             c.check_fits(problem)  # every candidate can compute the problem
 
 
+def test_candidates_with_and_without_a_tail_tile():
+    """A single pass of one power-of-two tile gets the two-tile neighbour (half the tile plus a tail) when the row
+    fits it, and a two-tile base gets the one tile and its loop neighbours (the tail dropped: single passes only)."""
+    problem = Problem(op="softmax", dtype="bfloat16", M=32768, N=2049, K=1, stride_m=2049, stride_n=1)
+    from tritred_core import LaunchConfig
+
+    one = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_N=4096, num_warps=4), problem)
+    assert any(c.BLOCK_N == 2048 and c.BLOCK_TAIL == 16 and c.strategy == "single_pass" for c in one)
+    two = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_N=2048, BLOCK_TAIL=16, num_warps=1), problem)
+    assert any(c.BLOCK_N == 4096 and c.BLOCK_TAIL == 0 and c.strategy == "single_pass" for c in two)
+    assert any(c.strategy == "multi_pass" and c.BLOCK_N == 1024 and c.BLOCK_TAIL == 0 for c in two)
+    assert not any(c.BLOCK_TAIL and c.BLOCK_N >= 4096 for c in two)  # (a tail past a row that fits: none)
+    for c in one + two:
+        c.check_fits(problem)
+
+
 def test_batch_norm_candidates_include_split_rows_for_nchw():
     """tune measures batch_norm's one-read strategy (a channel's tiles held together) on NCHW inputs: tiles of
     4096 and 8192 elements, 256 wide along the spatial axis; channels-last inputs get none (strided per channel)."""

@@ -97,6 +97,8 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
         fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
         if fields["strategy"] not in ("split", "split_rows"):
             fields["split"] = 1
+        if fields["strategy"] != "single_pass":
+            fields["BLOCK_TAIL"] = 0  # (a tail base's loop and split neighbours: a tail is for single passes)
         try:
             cfg = LaunchConfig(**fields)
             cfg.check_fits(problem)
@@ -111,7 +113,8 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
             add(num_warps=w)
     for bn in (base.BLOCK_N // 2, base.BLOCK_N * 2):
         if bn >= 1:
-            add(BLOCK_N=bn, strategy=base.strategy if base.strategy != "single_pass" or bn >= N else "multi_pass")
+            add(BLOCK_N=bn, BLOCK_TAIL=0,
+                strategy=base.strategy if base.strategy != "single_pass" or bn >= N else "multi_pass")
     for bm in (base.BLOCK_M // 2, base.BLOCK_M * 2):
         if bm >= 1 and problem.inner:
             add(BLOCK_M=bm)
