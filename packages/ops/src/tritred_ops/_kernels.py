@@ -522,6 +522,19 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
 
 
 @triton.jit
+def single_tile(x_row, cols, lead, N, row_ok, s_xn, ACC: tl.constexpr, ALIGN: tl.constexpr, EVICT: tl.constexpr):
+    """A statistics single pass's tile of the rows at tile columns ``cols`` (the row's BLOCK_N lanes, or its TAIL),
+    in ACC with lanes outside each row 0 (as :func:`chunk_stats` and :func:`tiles_stats` want them), and its
+    (element mask, load mask) (:func:`row_masks`)."""
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
+                eviction_policy=EVICT).to(ACC)
+    if ALIGN > 0:
+        x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
+    return x, mask, lmask
+
+
+@triton.jit
 def tiles_stats(x, mask, x_t, mask_t, n, CORRECT: tl.constexpr = True):
     """:func:`chunk_stats` along axis 1 of rows held in two tiles: a single pass's BLOCK_N lanes ``x`` and its
     TAIL lanes ``x_t`` (``BLOCK_TAIL``: rows just past a power of two), masked lanes 0 in both. The same corrected

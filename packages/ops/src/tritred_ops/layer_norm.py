@@ -34,6 +34,7 @@ from ._kernels import (
     shifted_out,
     shifted_row_stats,
     single_load_evict,
+    single_tile,
     sqrt_exact,
     stats_shift,
     tile_stats,
@@ -180,11 +181,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         if ALIGN == 0:
             cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
         lead32 = lead.to(tl.int32)
-        mask, lmask = row_masks(cols, lead32, N, row_ok, ALIGN)
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
-                    eviction_policy=EVICT).to(ACC)
-        if ALIGN > 0:
-            x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
+        x, mask, lmask = single_tile(x_row, cols, lead32, N, row_ok, s_xn, ACC, ALIGN, EVICT)
         if PRELOAD_WB:  # weight and bias issued with the row (kept in their dtype until used)
             if HAS_W:
                 w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
@@ -194,11 +191,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             cols_t = BLOCK_N + tl.arange(0, TAIL)
             if ALIGN == 0:
                 cols_t = cols_t.to(tl.int64)
-            mask_t, lmask_t = row_masks(cols_t, lead32, N, row_ok, ALIGN)
-            x_t = tl.load(x_row[:, None] + cols_t[None, :].to(tl.int64) * s_xn, mask=lmask_t, other=0,
-                          eviction_policy=EVICT).to(ACC)
-            if ALIGN > 0:
-                x_t = tl.where(mask_t, x_t, 0.0)
+            x_t, mask_t, lmask_t = single_tile(x_row, cols_t, lead32, N, row_ok, s_xn, ACC, ALIGN, EVICT)
             mean0, corr, m2 = tiles_stats(x, mask, x_t, mask_t, tl.full([BLOCK_M], N, ACC))
         else:
             mean0, corr, m2 = chunk_stats(x, mask, 1, tl.full([BLOCK_M], N, ACC), EVEN)
@@ -257,7 +250,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE:
-        if ALIGN > 0:
+        if ALIGN > 0 or TAIL > 0:  # (with a tail, no preloaded weight and bias: the host gives no PRELOAD_WB)
             _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
                         HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
             if TAIL > 0:
@@ -266,11 +259,6 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             if ALIGN_Y:  # the rows' partial edge chunks (the tiles stored their whole 16-byte chunks)
                 _store_edges(x_row, y_row, w_ptr, b_ptr, lead32, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
                              ACC, ALIGN)
-        elif TAIL > 0:  # (no preloaded weight and bias: the host does not give PRELOAD_WB with a tail)
-            _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
-                        HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
-            _single_out(x_t, cols_t, mask_t, lmask_t, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0,
-                        corr, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
         else:
             y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
             if HAS_W:

@@ -117,6 +117,17 @@ def _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, ID
 
 
 @triton.jit
+def _single_tile(x_row, cols, lead, N, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
+                 PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr):
+    """The reduction of a single pass's tile of the rows at tile columns ``cols`` (the row's BLOCK_N lanes, or its
+    TAIL), lanes outside each row at the identity. The input is read once: evict-first."""
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first")
+    # dtype= converts the input first (torch semantics), then we widen to the accumulator.
+    return tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
+
+
+@triton.jit
 def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -132,16 +143,11 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
-        cols = tl.arange(0, BLOCK_N)
-        mask, lmask = row_masks(cols, lead.to(tl.int32), N, row_ok, ALIGN)  # (int32 compares: see row_masks)
-        x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first")
-        # dtype= converts the input first (torch semantics), then we widen to the accumulator.
-        r = tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
+        lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
+        r = _single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN)
         if TAIL > 0:  # (the row's lanes past BLOCK_N: a row just past a power of two in BLOCK_N + TAIL lanes)
-            cols_t = BLOCK_N + tl.arange(0, TAIL)
-            mask_t, lmask_t = row_masks(cols_t, lead.to(tl.int32), N, row_ok, ALIGN)
-            x_t = tl.load(x_row[:, None] + cols_t[None, :] * s_xn, mask=lmask_t, other=0, eviction_policy="evict_first")
-            r = combine(r, tile_reduce(tl.where(mask_t, x_t.to(PRE).to(CAST).to(ACC), IDENT), 1, OP), OP)
+            r = combine(r, _single_tile(x_row, BLOCK_N + tl.arange(0, TAIL), lead32, N, row_ok, s_xn, OP, IDENT, ACC,
+                                        PRE, CAST, ALIGN), OP)
     elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for i in tl.static_range(UNROLL):

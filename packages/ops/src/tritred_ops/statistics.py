@@ -34,8 +34,8 @@ from ._kernels import (
     load_loop,
     loop_evicts,
     merge_lanes,
-    row_masks,
     shifted_row_stats,
+    single_tile,
     sqrt_exact,
     tiles_stats,
     tl_dtype,
@@ -107,20 +107,12 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:  # the row is one register tile: exact corrected two-pass
-        cols = tl.arange(0, BLOCK_N)
-        mask, lmask = row_masks(cols, lead.to(tl.int32), N, row_ok, ALIGN)  # (int32 compares: see row_masks)
-        x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
-                    eviction_policy="evict_first").to(ACC)
-        if ALIGN > 0:
-            x = tl.where(mask, x, 0.0)  # lanes of the neighbouring rows, read with the row's 16-byte chunks
+        lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
+        x, mask, _ = single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, ACC, ALIGN, "evict_first")
         cnt = tl.full([BLOCK_M], N, ACC)
         if TAIL > 0:  # the row's lanes past BLOCK_N in a second tile (rows just past a power of two)
-            cols_t = BLOCK_N + tl.arange(0, TAIL)
-            mask_t, lmask_t = row_masks(cols_t, lead.to(tl.int32), N, row_ok, ALIGN)
-            x_t = tl.load(x_row[:, None] + cols_t[None, :].to(tl.int64) * s_xn, mask=lmask_t, other=0,
-                          eviction_policy="evict_first").to(ACC)
-            if ALIGN > 0:
-                x_t = tl.where(mask_t, x_t, 0.0)
+            x_t, mask_t, _ = single_tile(x_row, BLOCK_N + tl.arange(0, TAIL), lead32, N, row_ok, s_xn, ACC, ALIGN,
+                                         "evict_first")
             mean, corr, m2 = tiles_stats(x, mask, x_t, mask_t, cnt, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         else:
             mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
