@@ -101,3 +101,28 @@ def test_batch_norm_past_2_31():
     assert_close(rm[3:], (0.1 * mean).reshape(1), scale=0.1, what="running_mean")
     assert_close(rv[3:], (0.9 + 0.1 * xs.var()).reshape(1), what="running_var")
     assert_close(y[1, 3, -4096:], ((xs[1, -4096:] - mean) / (var + 1e-5).sqrt()), n=64, scale=8, what="y")
+
+
+@pytest.mark.parametrize("n", [1025, 2049, 4097])
+def test_strided_row_past_2_31(big, n):
+    """One row of n elements 2^31 / (n - 1) apart (a column of a huge matrix, K = 1): its last element lies at
+    offset 2^31, reached inside one single-pass tile (an int32 column offset times the stride wraps). That element
+    is planted at 8 (exact in bf16), so every op that misses or misreads it is off."""
+    flat = big.view(-1)
+    step = 2**31 // (n - 1)
+    saved = flat[2**31].clone()
+    try:
+        flat[2**31] = 8.0
+        x = flat[::step][:n]
+        assert x.stride() == (step,) and x.shape == (n,)
+        ref = x.double()
+        for name in ("sum", "mean", "amax", "var", "std", "logsumexp"):
+            assert_close(getattr(tr, name)(x, 0), getattr(torch, name)(ref, 0), n=n, scale=8, what=name)
+        assert tr.amin(-x, 0).item() == -8.0
+        values, indices = tr.max(x, 0)
+        assert values.item() == 8.0 and indices.item() == n - 1
+        for name in ("softmax", "log_softmax"):
+            assert_close(getattr(tr, name)(x, 0), getattr(torch, name)(ref, 0), n=n, scale=8, what=name)
+        assert_close(tr.layer_norm(x, (n,)), F.layer_norm(ref, (n,)), n=n, scale=8, what="layer_norm")
+    finally:
+        flat[2**31] = saved

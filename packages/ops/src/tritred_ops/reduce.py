@@ -122,7 +122,10 @@ def _single_tile(x_row, cols, lead, N, row_ok, s_xn, OP: tl.constexpr, IDENT: tl
     """The reduction of a single pass's tile of the rows at tile columns ``cols`` (the row's BLOCK_N lanes, or its
     TAIL), lanes outside each row at the identity. The input is read once: evict-first."""
     mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
-    x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first")
+    # int32 columns for the masks, int64 in the address: a strided row (K = 1, element stride s_xn) may reach past
+    # offset 2^31 within one tile (unit-stride rows compile to the same instructions either way)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
+                eviction_policy="evict_first")
     # dtype= converts the input first (torch semantics), then we widen to the accumulator.
     return tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
 
