@@ -145,7 +145,8 @@ class Force:
 
 def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2, call=None) -> dict[str, float]:
     """% of copy bandwidth (4263 GB/s) of each (label, config) variant of one call (config None: the built-in
-    heuristic), forced through a plugin, checked against torch once (WRONG printed on a mismatch), and timed
+    heuristic; a plugin object: its own hook), forced through a plugin, checked against torch once (WRONG printed
+    on a mismatch), and timed
     ``rounds`` times in alternation (do_bench median, the best round kept). ``call``: a function giving (run, ref,
     bytes) for calls ``make_call`` does not build (default: ``make_call(op, shape, dtype, dim)``)."""
     from triton.testing import do_bench
@@ -154,7 +155,8 @@ def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2, call=N
     res: dict[str, float] = {}
     for _ in range(rounds):
         for label, cfg in variants:
-            name = None if cfg is None else reg.register(Force(op, cfg), name="ab")
+            plugin = cfg if hasattr(cfg, "tritred_launch_config") else Force(op, cfg)  # (a plugin object)
+            name = None if cfg is None else reg.register(plugin, name="ab")
             try:
                 reg.cache.clear()
                 run, ref, nbytes = call() if call is not None else make_call(op, shape, dtype, dim)

@@ -122,7 +122,12 @@ def calls():
     yield "amax float16 columns", lambda: tr.amax(r(300, 1000, dtype=torch.float16), 0)
     yield "mean float64 rows", lambda: tr.mean(r(64, 5000, dtype=torch.float64), -1)
     yield "max float16 columns split", lambda: tr.max(r(8192, 64, dtype=torch.float16), 0)
-    yield "softmax columns narrow", lambda: tr.softmax(r(2048, 256, dtype=bf), 0)
+    yield "softmax columns split", lambda: tr.softmax(r(2048, 256, dtype=bf), 0)
+    yield "log_softmax columns split float32", lambda: tr.log_softmax(r(4096, 100), 0)
+    yield "logsumexp columns split", lambda: tr.logsumexp(r(8192, 64, dtype=bf), 0)
+    yield "softmax columns narrow", lambda: _forced("softmax", dict(strategy="multi_pass", BLOCK_N=128, BLOCK_K=16,
+                                                                    num_warps=8),
+                                                    lambda: tr.softmax(r(2048, 256, dtype=bf), 0))
     yield "layer_norm float32 two rows", lambda: tr.layer_norm(r(64, 5120), (5120,), r(5120), r(5120))
     yield "batch_norm channels-last", lambda: tr.batch_norm(
         r(8, 16, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True, 0.1, 1e-5)

@@ -326,14 +326,17 @@ def test_two_byte_logsumexp_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
     assert _config("logsumexp", 1024, 131072, dtype="float32").BLOCK_N == 16384
 
 
-def test_softmax_columns_narrow_until_they_fill_the_device():
-    """H200 sweep, softmax dim=0 of 8192x8192 bf16: 128 programs of 32x64 15% -> 512 of 128x16 35%."""
+def test_softmax_columns_split_until_they_fill_the_device():
+    """Few 64-column blocks split N (a partial launch, then a merging and writing one) up to 4 programs per SM;
+    blocks that already fill the device loop over N (H200, tools/s23_ab.py)."""
     for op in ("softmax", "log_softmax", "logsumexp"):
-        cfg = _config(op, 1, 8192, K=8192)
-        assert (cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps) == (128, 16, 8)
+        cfg = _config(op, 1, 8192, K=8192)  # 128 column blocks
+        assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.split) == ("split", 32, 64, 4, 4)
         wide = _config(op, 1, 8192, K=65536)  # enough column blocks already: unchanged
-        assert (wide.BLOCK_N, wide.BLOCK_K, wide.num_warps) == (32, 64, 4)
-    assert _config("sum", 1, 8192, K=8192).BLOCK_K == 64  # the plain reductions split N instead: unchanged
+        assert (wide.strategy, wide.BLOCK_N, wide.BLOCK_K, wide.num_warps) == ("multi_pass", 32, 64, 4)
+        short = _config(op, 1, 100, K=8192)  # a column in one tile: the single pass
+        assert short.strategy == "single_pass"
+    assert _config("sum", 1, 8192, K=8192).BLOCK_K == 64  # the plain reductions split N on their own: unchanged
 
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])

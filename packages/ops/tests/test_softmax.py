@@ -336,3 +336,29 @@ def test_split_rows_never_widen_a_program_past_the_largest_tile():
     assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=1024, split=1), 5000) == (8192, 1)
     assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=16, split=7), 100) == (16, 7)
     assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=8192, split=16), 131072) == (8192, 16)
+
+
+SPLIT_COLS = [
+    dict(strategy="split", BLOCK_N=16, BLOCK_K=8, split=2),
+    dict(strategy="split", BLOCK_N=16, BLOCK_K=32, split=5),  # 5 slices, partials padded to 8
+    dict(strategy="split", BLOCK_N=8, BLOCK_K=8, split=13, num_warps=1),  # 9 slices, a short last one
+]
+
+
+@pytest.mark.parametrize("cfg", SPLIT_COLS, ids=config_id)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+def test_split_columns(name, cfg, force, device):
+    """Columns split along N (a partial (max, sum of exp) per slice, then a launch that merges them and writes
+    its slice in reverse launch order): every slice, column block edge and non-finite column against float64."""
+    force(name, **cfg)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = randn((3, 130, 21), dtype, device, scale=4)
+        x[0, :, 1] = -INF  # an all -inf column: NaN (softmax), -inf (logsumexp)
+        x[1, 100, 2] = float("nan")  # NaN in a late slice
+        x[2, 7, 3] = INF  # +inf in the first slice
+        x[2, 110:, 4] = -INF  # the last slices all -inf: their partials merge as empty
+        x[1, 120, 5] = 1e4  # a maximum in the last slice far above the others
+        for dim, xx in ((1, x), (0, x[1]), (1, x.transpose(1, 2).contiguous().transpose(1, 2))):
+            torch.empty(x.numel() * 2, device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
+            out = getattr(tr, name)(xx, dim)
+            assert_close(out, _ref(name, xx, dim), n=130, scale=8, what=f"{name} {dtype} dim={dim} {cfg}")

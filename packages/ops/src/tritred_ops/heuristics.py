@@ -140,7 +140,7 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
                  target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
-                 short_tiles: bool = False) -> LaunchConfig:
+                 short_tiles: bool = False, split_cols: bool = False) -> LaunchConfig:
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
@@ -157,6 +157,16 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     keep the 32-row tiles: their few programs need the long tiles (sum dim=1 of 64x4096x256 bf16 67% -> 42%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
+    if split_cols and N > min(max(1, caps.tile // block_k), single_cap):
+        # softmax: too few column blocks split N instead, a partial (max, sum of exp) per slice, then a launch that
+        # merges them and writes its slice (``softmax._cols_part_kernel`` / ``_cols_emit_kernel``): the input is
+        # read twice, as by the loop, but the column blocks keep 64 columns (128-256 contiguous bytes a row).
+        programs = problem.M * cdiv(K, block_k)
+        block_n = rows if caps.gpu else 8
+        split = min(target_programs // programs, cdiv(N, 4 * block_n))
+        if split > 1:
+            return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                                num_warps=min(warps, caps.max_warps))
     if narrow and caps.gpu:
         narrowed = block_k
         while narrowed > 16 and problem.M * cdiv(K, narrowed) < target_programs:
@@ -539,4 +549,5 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return cfg
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
                         narrow=name in ("softmax", "log_softmax", "logsumexp"),
+                        split_cols=name in ("softmax", "log_softmax", "logsumexp"),
                         short_tiles=name in ("sum", "mean", "prod", "amax", "amin"))

@@ -381,6 +381,79 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                          eviction_policy="evict_first")
 
 
+@triton.jit
+def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_split, n_split,
+                      PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+    """Split columns, first launch: the online (max, sum of exp) of BLOCK_K adjacent k over one slice of N
+    (``program_id(1)``), stored as the slice's partial at (m * K + k) * n_split + slice (n_split a runtime
+    argument: no compile per split count)."""
+    if DIV > 1:  # (as _cols_kernel)
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    x_col = x_ptr + m_idx * s_xm + ks * s_xk
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
+    s_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
+        m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
+    m, s = tl.reduce((m_l, s_l), 0, _online_fn)
+    offs = (m_idx * K + ks) * n_split + tl.program_id(1)
+    tl.store(pm_ptr + offs, m, mask=k_ok)
+    tl.store(ps_ptr + offs, s, mask=k_ok)
+
+
+@triton.jit
+def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, n_per_split,
+                      n_split, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+                      SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      DIV: tl.constexpr = 1):
+    """Split columns, second launch: each program merges its columns' n_split partials (in slice order: the same
+    result in every program of a column block), then writes its slice (logsumexp: one value per k, a grid of one
+    slice). Slices are taken in reverse launch order: the first programs to run write the slices the first launch
+    read last, the likeliest to still be in L2."""
+    if DIV > 1:
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_ym = s_ym // DIV * DIV
+        s_yn = s_yn // DIV * DIV
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    parts = tl.arange(0, SPLIT_P2)
+    p_mask = (parts < n_split)[:, None] & k_ok[None, :]
+    p_offs = (m_idx * K + ks)[None, :] * n_split + parts[:, None]
+    p_m = tl.load(pm_ptr + p_offs, mask=p_mask, other=float("-inf"))
+    p_s = tl.load(ps_ptr + p_offs, mask=p_mask, other=0)
+    m, s = tl.reduce((p_m, p_s), 0, _online_fn)
+    if MODE == 2:
+        tl.store(y_ptr + m_idx * s_ym + ks * s_yk, _lse(m, s), mask=k_ok)
+    else:
+        x_col = x_ptr + m_idx * s_xm + ks * s_xk
+        y_col = y_ptr + m_idx * s_ym + ks * s_yk
+        n_lo = (tl.num_programs(1) - 1 - tl.program_id(1)).to(tl.int64) * n_per_split
+        n_hi = tl.minimum(N, n_lo + n_per_split)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+            mask = (ns < n_hi)[:, None] & k_ok[None, :]
+            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
+                        eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
+                     eviction_policy="evict_first")
+
+
 SPECS = {
     "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
                              summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
@@ -426,6 +499,23 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                    GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N),
                    TAIL=C.single_tail(cfg, view, single), **common,
                    **({"maxnreg": cap} if cap else {}))
+    elif cfg.strategy == "split" and cfg.split > 1:
+        # Columns split along N (few column blocks): a launch of partial (max, sum of exp) per slice, then one that
+        # merges them and writes its slice: the input is read twice (softmax's loop over a column reads it twice
+        # too), but by cfg.split times more programs.
+        C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
+        split, nps = C.split_plan(cfg, view.N)
+        k_blocks = C.cdiv(view.K, cfg.BLOCK_K)
+        part_m = rec.empty((view.M * view.K, split), acc_dtype(cast), x.device)
+        part_s = rec.empty((view.M * view.K, split), part_m.dtype, x.device)
+        consts = {k: v for k, v in common.items() if k not in ("SINGLE", "MODE")}
+        rec.launch(_cols_part_kernel, (view.M * k_blocks, split), x, part_m, part_s, view.M, view.N, view.K, sxm,
+                   sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
+                   **consts)
+        rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
+                   view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
+                   SPLIT_P2=C.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
+                   **consts)
     else:
         C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
