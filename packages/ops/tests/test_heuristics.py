@@ -328,10 +328,14 @@ def test_two_byte_logsumexp_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
 
 def test_softmax_columns_split_until_they_fill_the_device():
     """Few 64-column blocks split N (a partial launch, then a merging and writing one) up to 4 programs per SM;
-    blocks that already fill the device loop over N (H200, tools/s23_ab.py)."""
+    blocks that already fill the device loop over N (H200, tools/s23_ab.py; the rule's comment has the figures)."""
     for op in ("softmax", "log_softmax", "logsumexp"):
-        cfg = _config(op, 1, 8192, K=8192)  # 128 column blocks
-        assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.split) == ("split", 32, 64, 4, 4)
+        cfg = _config(op, 1, 8192, K=8192)  # 64 blocks of 128 columns: 8 slices
+        assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.split) == ("split", 16, 128, 4, 8)
+        tall = _config(op, 1, 32768, K=1024)  # 8 blocks: 66 slices, 4 programs per SM
+        assert (tall.strategy, tall.BLOCK_K, tall.split) == ("split", 128, 66)
+        narrow = _config(op, 1, 8192, K=64)  # one block of 64 columns: 32-row tiles, 64 slices
+        assert (narrow.strategy, narrow.BLOCK_N, narrow.BLOCK_K, narrow.split) == ("split", 32, 64, 64)
         wide = _config(op, 1, 8192, K=65536)  # enough column blocks already: unchanged
         assert (wide.strategy, wide.BLOCK_N, wide.BLOCK_K, wide.num_warps) == ("multi_pass", 32, 64, 4)
         short = _config(op, 1, 100, K=8192)  # a column in one tile: the single pass
