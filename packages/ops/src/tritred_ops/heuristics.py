@@ -165,11 +165,12 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # of 8192x8192 bf16 35 -> 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16
         # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 (64-column blocks, 33 slices); fewer
         # slices lost: s4 of 16x128 23-39). Fewer than 128 columns: 32-row tiles of 64.
+        few = problem.M * cdiv(K, block_k) < target_programs  # (as 64-column blocks)
         wide = caps.gpu and K >= 128
         block_k, block_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
         programs = problem.M * cdiv(K, block_k)
         split = min(max(8 if wide else 1, target_programs // programs), cdiv(N, 4 * block_n))
-        if split > 1 and programs < target_programs:
+        if split > 1 and few:
             return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
         block_k = min(next_pow2(K), 64 if caps.gpu else 32)
