@@ -157,14 +157,15 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     keep the 32-row tiles: their few programs need the long tiles (sum dim=1 of 64x4096x256 bf16 67% -> 42%)."""
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
-    if split_cols and N > min(max(1, caps.tile // block_k), single_cap):
+    if split_cols and N > min(max(1, caps.tile // (16 if caps.gpu else block_k)), single_cap):
         # softmax: too few column blocks split N instead, a partial (max, sum of exp) per slice, then a launch that
         # merges them and writes its slice (``softmax._cols_part_kernel`` / ``_cols_emit_kernel``): the input is
         # read twice, as by the loop, but the blocks keep 128 columns (256-512 contiguous bytes a row) in 16-row
         # tiles on 4 warps, at least 8 slices, more until 4 programs per SM (H200, tools/s23_ab.py: softmax dim=0
         # of 8192x8192 bf16 35 -> 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16
         # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 (64-column blocks, 33 slices); fewer
-        # slices lost: s4 of 16x128 23-39). Fewer than 128 columns: 32-row tiles of 64.
+        # slices lost: s4 of 16x128 23-39). Fewer than 128 columns: 32-row tiles of 64. Columns that fit a tile of
+        # 16 keep the narrowed single pass below (not measured split).
         few = problem.M * cdiv(K, block_k) < target_programs  # (as 64-column blocks)
         wide = caps.gpu and K >= 128
         block_k, block_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
