@@ -146,9 +146,9 @@ class Force:
 def alternate(op: str, shape, dtype, dim: int, variants, rounds: int = 2, call=None) -> dict[str, float]:
     """% of copy bandwidth (4263 GB/s) of each (label, config) variant of one call (config None: the built-in
     heuristic; a plugin object: its own hook), forced through a plugin, checked against torch once (WRONG printed
-    on a mismatch), and timed
-    ``rounds`` times in alternation (do_bench median, the best round kept). ``call``: a function giving (run, ref,
-    bytes) for calls ``make_call`` does not build (default: ``make_call(op, shape, dtype, dim)``)."""
+    on a mismatch), and timed ``rounds`` times in alternation (do_bench median, the best round kept). ``call``: a
+    function giving (run, ref, bytes) for calls ``make_call`` does not build (default: ``make_call(op, shape,
+    dtype, dim)``)."""
     from triton.testing import do_bench
 
     reg = get_registry()

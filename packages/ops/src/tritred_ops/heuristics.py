@@ -163,18 +163,16 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # read twice, as by the loop, but the blocks keep 128 columns (256-512 contiguous bytes a row) in 16-row
         # tiles on 4 warps, at least 8 slices, more until 4 programs per SM (H200, tools/s23_ab.py: softmax dim=0
         # of 8192x8192 bf16 35 -> 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16
-        # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 (64-column blocks, 33 slices); fewer
-        # slices lost: s4 of 16x128 23-39). Fewer than 128 columns: 32-row tiles of 64. Columns that fit a tile of
-        # 16 keep the narrowed single pass below (not measured split).
-        few = problem.M * cdiv(K, block_k) < target_programs  # (as 64-column blocks)
+        # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 with 33 slices of 64-column blocks,
+        # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
+        # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
+        # measured split).
         wide = caps.gpu and K >= 128
-        block_k, block_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
-        programs = problem.M * cdiv(K, block_k)
-        split = min(max(8 if wide else 1, target_programs // programs), cdiv(N, 4 * block_n))
-        if split > 1 and few:
-            return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+        split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
+        split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n))
+        if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
+            return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
-        block_k = min(next_pow2(K), 64 if caps.gpu else 32)
     if narrow and caps.gpu:
         narrowed = block_k
         while narrowed > 16 and problem.M * cdiv(K, narrowed) < target_programs:

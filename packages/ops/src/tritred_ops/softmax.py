@@ -328,6 +328,45 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
 
 
 @triton.jit
+def _col_block(K, BLOCK_K: tl.constexpr):
+    """(m, its BLOCK_K adjacent k, their mask) of column program ``program_id(0)``: k blocks of one m are adjacent."""
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    return m_idx, ks, ks < K
+
+
+@triton.jit
+def _col_stats(x_col, k_ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVICT: tl.constexpr):
+    """Online (max, sum of exp) of the columns at ``x_col`` over rows [n_lo, n_hi): one pair per lane of the
+    [BLOCK_N, BLOCK_K] tile, merged once at the end."""
+    m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
+    s_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy=EVICT)
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
+        m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
+    return tl.reduce((m_l, s_l), 0, _online_fn)
+
+
+@triton.jit
+def _col_write(x_col, y_col, k_ok, n_lo, n_hi, s_xn, s_yn, m, s, MODE: tl.constexpr, PRE: tl.constexpr,
+               CAST: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The second sweep over rows [n_lo, n_hi) of the columns: softmax or log_softmax from their (max, sum of
+    exp). Read and written once more: evict-first."""
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+        mask = (ns < n_hi)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
+                    eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
+        tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
+                 eviction_policy="evict_first")
+
+
+@triton.jit
 def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
@@ -339,10 +378,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         s_xn = s_xn // DIV * DIV
         s_ym = s_ym // DIV * DIV
         s_yn = s_yn // DIV * DIV
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
+    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
     x_col = x_ptr + m_idx * s_xm + ks * s_xk
     y_col = y_ptr + m_idx * s_ym + ks * s_yk
     if SINGLE:
@@ -360,25 +396,11 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         else:
             tl.store(y_col[None, :] + ns[:, None] * s_yn, (x - m[None, :]) - tl.log(s)[None, :], mask=mask)
     else:
-        m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
-        s_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
-        for n0 in range(0, N, BLOCK_N):
-            ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = (ns < N)[:, None] & k_ok[None, :]
-            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_last")
-            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
-            m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
-        m, s = tl.reduce((m_l, s_l), 0, _online_fn)
+        m, s = _col_stats(x_col, k_ok, 0, N, s_xn, PRE, CAST, ACC, BLOCK_N, BLOCK_K, "evict_last")
         if MODE == 2:
             tl.store(y_col, _lse(m, s), mask=k_ok)
         else:
-            for n0 in range(0, N, BLOCK_N):
-                ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-                mask = (ns < N)[:, None] & k_ok[None, :]
-                x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
-                            eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-                tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
-                         eviction_policy="evict_first")
+            _col_write(x_col, y_col, k_ok, 0, N, s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N)
 
 
 @triton.jit
@@ -392,22 +414,10 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
-    x_col = x_ptr + m_idx * s_xm + ks * s_xk
+    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split
-    n_hi = tl.minimum(N, n_lo + n_per_split)
-    m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
-    s_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-        mask = (ns < n_hi)[:, None] & k_ok[None, :]
-        x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
-        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
-        m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
-    m, s = tl.reduce((m_l, s_l), 0, _online_fn)
+    m, s = _col_stats(x_ptr + m_idx * s_xm + ks * s_xk, k_ok, n_lo, tl.minimum(N, n_lo + n_per_split), s_xn, PRE,
+                      CAST, ACC, BLOCK_N, BLOCK_K, "")
     offs = (m_idx * K + ks) * n_split + tl.program_id(1)
     tl.store(pm_ptr + offs, m, mask=k_ok)
     tl.store(ps_ptr + offs, s, mask=k_ok)
@@ -422,16 +432,13 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
     result in every program of a column block), then writes its slice (logsumexp: one value per k, a grid of one
     slice). Slices are taken in reverse launch order: the first programs to run write the slices the first launch
     read last, the likeliest to still be in L2."""
-    if DIV > 1:
+    if DIV > 1:  # (as _cols_kernel)
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
         s_ym = s_ym // DIV * DIV
         s_yn = s_yn // DIV * DIV
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
+    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
     parts = tl.arange(0, SPLIT_P2)
     p_mask = (parts < n_split)[:, None] & k_ok[None, :]
     p_offs = (m_idx * K + ks)[None, :] * n_split + parts[:, None]
@@ -441,17 +448,9 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
     if MODE == 2:
         tl.store(y_ptr + m_idx * s_ym + ks * s_yk, _lse(m, s), mask=k_ok)
     else:
-        x_col = x_ptr + m_idx * s_xm + ks * s_xk
-        y_col = y_ptr + m_idx * s_ym + ks * s_yk
         n_lo = (tl.num_programs(1) - 1 - tl.program_id(1)).to(tl.int64) * n_per_split
-        n_hi = tl.minimum(N, n_lo + n_per_split)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
-            ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
-            mask = (ns < n_hi)[:, None] & k_ok[None, :]
-            x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
-                        eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-            tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
-                     eviction_policy="evict_first")
+        _col_write(x_ptr + m_idx * s_xm + ks * s_xk, y_ptr + m_idx * s_ym + ks * s_yk, k_ok, n_lo,
+                   tl.minimum(N, n_lo + n_per_split), s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N)
 
 
 SPECS = {
