@@ -117,7 +117,7 @@ def bn_probe(shape, dtype, bw) -> None:
         for name, kern, arg, ns in (("plain", _bn_plain, x, 1), ("cp.async 2", _bn_plain, x, 2),
                                     ("cp.async 3", _bn_plain, x, 3), ("tma 2", _bn_tma, desc, 2),
                                     ("tma 3", _bn_tma, desc, 3), ("tma 4", _bn_tma, desc, 4)):
-            def run(kern=kern, arg=arg, ns=ns):
+            def run(kern=kern, arg=arg, ns=ns, out=out, per=per, split=split, bm=bm, bn_=bn_, warps=warps):
                 kern[(C, split)](arg, out, B, S, C, per, SPLIT=split, BM=bm, BN=bn_, NS=ns, num_warps=warps)
             try:
                 run()
