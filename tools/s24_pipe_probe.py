@@ -219,6 +219,98 @@ def ln_probe(shape, dtype, bw) -> None:
     print(f"ln {shape} {str(dtype)[6:]} % of copy: " + "  ".join(cells))
 
 
+# --- the same two sweeps with layer_norm's affine: where do weight and bias cost (tritred 75 -> 63 % on bf16)?
+
+
+@triton.jit
+def _ln_affine(x_ptr, w_ptr, b_ptr, y_ptr, N, BN: tl.constexpr, BN2: tl.constexpr, ROWS: tl.constexpr,
+               WB_LAST: tl.constexpr, AFFINE: tl.constexpr):
+    # ROWS rows per program: one load of a weight and bias chunk serves them all. BN2: the second sweep's chunk.
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64) * N
+    acc = tl.zeros([ROWS, BN], tl.float32)
+    acc2 = tl.zeros([ROWS, BN], tl.float32)
+    cols = tl.arange(0, BN)
+    for i in range(0, N // BN):
+        x = tl.load(x_ptr + rows[:, None] + i * BN + cols[None, :], eviction_policy="evict_last").to(tl.float32)
+        acc += x
+        acc2 += x * x
+    mean = tl.sum(acc, 1) / N
+    rstd = 1 / tl.sqrt(tl.maximum(tl.sum(acc2, 1) / N - mean * mean, 0) + 1e-5)
+    cols2 = tl.arange(0, BN2)
+    for i in range(0, N // BN2):
+        c = (N // BN2 - 1 - i) * BN2 + cols2
+        x = tl.load(x_ptr + rows[:, None] + c[None, :], eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None]
+        if AFFINE:
+            if WB_LAST:
+                w = tl.load(w_ptr + c, eviction_policy="evict_last")
+                b = tl.load(b_ptr + c, eviction_policy="evict_last")
+            else:
+                w = tl.load(w_ptr + c)
+                b = tl.load(b_ptr + c)
+            y = y * w.to(tl.float32)[None, :] + b.to(tl.float32)[None, :]
+        tl.store(y_ptr + rows[:, None] + c[None, :], y, eviction_policy="evict_first")
+
+
+def ln_affine_probe(shape, dtype, bw) -> None:
+    R, N = shape
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    y = torch.empty_like(x)
+    w = torch.rand(N, device="cuda", dtype=dtype)
+    b = torch.rand(N, device="cuda", dtype=dtype)
+    nbytes = 2 * x.numel() * x.element_size() + 2 * N * x.element_size()
+    ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double()).to(dtype)
+
+    def pct(ms):
+        return f"{nbytes / ms / 1e6 / bw * 100:4.0f}"
+
+    cells = [f"tritred(w,b) {pct(timed(lambda: tr.layer_norm(x, (N,), w, b)))}",
+             f"tritred {pct(timed(lambda: tr.layer_norm(x, (N,))))}"]
+    e = x.element_size()
+    for name, bn_, bn2, rows, last, aff, warps in (
+            ("no affine", 32768 // e, 32768 // e, 1, False, False, 32),
+            ("affine", 32768 // e, 32768 // e, 1, False, True, 32),
+            ("affine wb-last", 32768 // e, 32768 // e, 1, True, True, 32),
+            ("affine 2nd sweep half", 32768 // e, 16384 // e, 1, False, True, 32),
+            ("affine 2nd sweep quarter", 32768 // e, 8192 // e, 1, False, True, 32),
+            ("affine 2 rows", 16384 // e, 16384 // e, 2, False, True, 32),
+            ("affine 2 rows 16w", 8192 // e, 8192 // e, 2, False, True, 16),
+            ("affine 2 rows wb-last", 16384 // e, 16384 // e, 2, True, True, 32),
+            ("affine 4 rows", 8192 // e, 8192 // e, 4, False, True, 32),
+            ("affine 16w", 16384 // e, 16384 // e, 1, False, True, 16),
+            ("no affine 16w", 16384 // e, 16384 // e, 1, False, False, 16)):
+        if N % bn_ or N % bn2 or R % rows:
+            continue
+        def run(bn_=bn_, bn2=bn2, rows=rows, last=last, aff=aff, warps=warps):
+            _ln_affine[(R // rows,)](x, w, b, y, N, BN=bn_, BN2=bn2, ROWS=rows, WB_LAST=last, AFFINE=aff,
+                                     num_warps=warps)
+        try:
+            y.fill_(float("nan"))
+            run()
+            tol = 3e-2 if e == 2 else 1e-3
+            want = ref if aff else torch.nn.functional.layer_norm(x.double(), (N,)).to(dtype)
+            ok = torch.allclose(y.float(), want.float(), atol=tol, rtol=tol)
+            cells.append(f"{name} {pct(timed(run))}{'' if ok else ' WRONG'}")
+        except Exception as ex:  # noqa: BLE001
+            cells.append(f"{name} failed ({type(ex).__name__}: {str(ex)[:60]})")
+    print(f"ln affine {shape} {str(dtype)[6:]} % of copy: " + "  ".join(cells))
+
+
+def bn_rows_probe(shape, dtype, bw) -> None:
+    """batch_norm's statistics as rows: NCHW is B * C rows of S contiguous elements; the product's row var_mean
+    (then a merge of B partials per channel, not timed here) against its two-axes var_mean over (0, 2, 3)."""
+    B, C, H, W = shape
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    read = x.numel() * x.element_size()
+    rows = x.view(B * C, H * W)
+    t_rows = timed(lambda: tr.var_mean(rows, 1))
+    t_axes = timed(lambda: tr.var_mean(x, (0, 2, 3)))
+    t_sum = timed(lambda: tr.sum(x, (0, 2, 3)))
+    print(f"bn stats as reads {shape} {str(dtype)[6:]} % of copy: row var_mean over S "
+          f"{read / t_rows / 1e6 / bw * 100:.0f}  var_mean (0,2,3) {read / t_axes / 1e6 / bw * 100:.0f}  "
+          f"sum (0,2,3) {read / t_sum / 1e6 / bw * 100:.0f}")
+
+
 # --- short rows: a persistent grid summing whole rows, the next rows' loads staged ahead
 
 
@@ -297,6 +389,14 @@ def main() -> None:
         for shape, dtype in (((64, 256, 56, 56), torch.bfloat16), ((64, 256, 56, 56), torch.float32),
                              ((256, 64, 56, 56), torch.bfloat16)):
             bn_probe(shape, dtype, bw)
+    if "lnw" in which:
+        for shape, dtype in (((1024, 131072), torch.bfloat16), ((1024, 131072), torch.float32),
+                             ((4096, 32768), torch.bfloat16), ((2048, 65536), torch.bfloat16)):
+            ln_affine_probe(shape, dtype, bw)
+    if "bnrows" in which:
+        for shape, dtype in (((64, 256, 56, 56), torch.bfloat16), ((256, 64, 56, 56), torch.bfloat16),
+                             ((64, 256, 56, 56), torch.float32), ((32, 2048, 7, 7), torch.bfloat16)):
+            bn_rows_probe(shape, dtype, bw)
     if "ln" in which:
         for shape, dtype in (((1024, 131072), torch.bfloat16), ((1024, 131072), torch.float32)):
             ln_probe(shape, dtype, bw)
