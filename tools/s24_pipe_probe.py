@@ -224,21 +224,26 @@ def ln_probe(shape, dtype, bw) -> None:
 
 @triton.jit
 def _ln_affine(x_ptr, w_ptr, b_ptr, y_ptr, N, BN: tl.constexpr, BN2: tl.constexpr, ROWS: tl.constexpr,
-               WB_LAST: tl.constexpr, AFFINE: tl.constexpr):
+               WB_LAST: tl.constexpr, AFFINE: tl.constexpr, ROT: tl.constexpr = False):
     # ROWS rows per program: one load of a weight and bias chunk serves them all. BN2: the second sweep's chunk.
+    # ROT: each program starts its sweeps at its own chunk (program id mod chunks), so that the programs in
+    # flight read different parts of the weight and bias (all programs on the same lines: one L2 slice's rate?).
+    o = tl.program_id(0) % (N // BN) if ROT else 0
+    o2 = o * (BN // BN2)
     rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64) * N
     acc = tl.zeros([ROWS, BN], tl.float32)
     acc2 = tl.zeros([ROWS, BN], tl.float32)
     cols = tl.arange(0, BN)
     for i in range(0, N // BN):
-        x = tl.load(x_ptr + rows[:, None] + i * BN + cols[None, :], eviction_policy="evict_last").to(tl.float32)
+        j = (i + o) % (N // BN)
+        x = tl.load(x_ptr + rows[:, None] + j * BN + cols[None, :], eviction_policy="evict_last").to(tl.float32)
         acc += x
         acc2 += x * x
     mean = tl.sum(acc, 1) / N
     rstd = 1 / tl.sqrt(tl.maximum(tl.sum(acc2, 1) / N - mean * mean, 0) + 1e-5)
     cols2 = tl.arange(0, BN2)
     for i in range(0, N // BN2):
-        c = (N // BN2 - 1 - i) * BN2 + cols2
+        c = (o2 + N // BN2 - 1 - i) % (N // BN2) * BN2 + cols2
         x = tl.load(x_ptr + rows[:, None] + c[None, :], eviction_policy="evict_first").to(tl.float32)
         y = (x - mean[:, None]) * rstd[:, None]
         if AFFINE:
@@ -270,6 +275,9 @@ def ln_affine_probe(shape, dtype, bw) -> None:
     for name, bn_, bn2, rows, last, aff, warps in (
             ("no affine", 32768 // e, 32768 // e, 1, False, False, 32),
             ("affine", 32768 // e, 32768 // e, 1, False, True, 32),
+            ("affine rot", 32768 // e, 32768 // e, 1, False, True, 32),
+            ("no affine rot", 32768 // e, 32768 // e, 1, False, False, 32),
+            ("affine rot 16w", 16384 // e, 16384 // e, 1, False, True, 16),
             ("affine wb-last", 32768 // e, 32768 // e, 1, True, True, 32),
             ("affine 2nd sweep half", 32768 // e, 16384 // e, 1, False, True, 32),
             ("affine 2nd sweep quarter", 32768 // e, 8192 // e, 1, False, True, 32),
@@ -281,9 +289,9 @@ def ln_affine_probe(shape, dtype, bw) -> None:
             ("no affine 16w", 16384 // e, 16384 // e, 1, False, False, 16)):
         if N % bn_ or N % bn2 or R % rows:
             continue
-        def run(bn_=bn_, bn2=bn2, rows=rows, last=last, aff=aff, warps=warps):
+        def run(bn_=bn_, bn2=bn2, rows=rows, last=last, aff=aff, warps=warps, rot="rot" in name):
             _ln_affine[(R // rows,)](x, w, b, y, N, BN=bn_, BN2=bn2, ROWS=rows, WB_LAST=last, AFFINE=aff,
-                                     num_warps=warps)
+                                     ROT=rot, num_warps=warps)
         try:
             y.fill_(float("nan"))
             run()
@@ -294,6 +302,24 @@ def ln_affine_probe(shape, dtype, bw) -> None:
         except Exception as ex:  # noqa: BLE001
             cells.append(f"{name} failed ({type(ex).__name__}: {str(ex)[:60]})")
     print(f"ln affine {shape} {str(dtype)[6:]} % of copy: " + "  ".join(cells))
+
+
+def bn_config_ab() -> None:
+    """batch_norm training with one statistics program per (channel, image) plane: a [1, 4096] tile masked to
+    the plane (the row var_mean over S read at 74 % where the statistics launch reads at 65 %)."""
+    from sweep import alternate
+    from tritred_core import LaunchConfig
+
+    for shape in ((64, 256, 56, 56), (256, 64, 56, 56), (32, 96, 55, 55), (128, 512, 14, 14)):
+        B, S = shape[0], shape[2] * shape[3]
+        bn_ = triton.next_power_of_2(S)
+        variants = [("built-in", None)]
+        for per, w in ((1, 4), (1, 8), (2, 8), (4, 8), (1, 2)):
+            variants.append((f"[1,{bn_}] {per} plane(s) w{w}", LaunchConfig(
+                strategy="split", BLOCK_M=1, BLOCK_N=bn_, BLOCK_K=1, split=triton.cdiv(B, per), num_warps=w)))
+        for dtype in (torch.bfloat16, torch.float32):
+            res = alternate("batch_norm", shape, dtype, None, variants)
+            print(f"bn train {shape} {str(dtype)[6:]}: " + "  ".join(f"{k} {v:.1f}" for k, v in res.items()))
 
 
 def bn_rows_probe(shape, dtype, bw) -> None:
@@ -393,6 +419,8 @@ def main() -> None:
         for shape, dtype in (((1024, 131072), torch.bfloat16), ((1024, 131072), torch.float32),
                              ((4096, 32768), torch.bfloat16), ((2048, 65536), torch.bfloat16)):
             ln_affine_probe(shape, dtype, bw)
+    if "bncfg" in which:
+        bn_config_ab()
     if "bnrows" in which:
         for shape, dtype in (((64, 256, 56, 56), torch.bfloat16), ((256, 64, 56, 56), torch.bfloat16),
                              ((64, 256, 56, 56), torch.float32), ((32, 2048, 7, 7), torch.bfloat16)):
