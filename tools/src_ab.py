@@ -60,6 +60,13 @@ CASES = {  # name -> [(op, shape, dtype, dim)]
         ("mean", (1000, 50000), BF, 0), ("mean", (32, 1000, 777), BF, 1), ("amax", (48, 3000, 640), F32, 1),
         ("sum", (16384, 4096), BF, 0),  # (control: unchanged)
     ],
+    "lnrot": [  # (layer_norm loops: each program's sweeps rotated to start at its own chunk)
+        ("layer_norm", (1024, 131072), BF, -1), ("layer_norm", (1024, 131072), F32, -1),
+        ("layer_norm", (2048, 65536), BF, -1), ("layer_norm", (4096, 32768), BF, -1),
+        ("layer_norm", (4096, 32768), F32, -1), ("layer_norm", (16384, 5120), BF, -1),
+        ("layer_norm", (8192, 12288), BF, -1), ("layer_norm", (512, 151936), BF, -1),
+        ("layer_norm", (16384, 4096), BF, -1),  # (control: single pass, unchanged)
+    ],
 }
 
 
