@@ -6,7 +6,9 @@ DRAM and L2 bytes and throughput, L2 hit rate, achieved occupancy, warp stall re
 
 Cases (the argument): bn-bf16, bn-fp32 (batch_norm training 64x256x56x56: ``_stats_kernel`` and
 ``_apply_kernel``), ln-bf16-wb, ln-bf16 (layer_norm 1024x131072 with and without weight and bias), sum-bf16,
-sum-fp32 (sum dim=-1 of 16384x4096), var-rows-bf16 (var_mean of the 16384x3136 planes of batch_norm's input).
+sum-fp32 (sum dim=-1 of 16384x4096), lnp-1row, lnp-2rows
+(the probe's two sweeps with the affine, one or two rows a program), var-rows-bf16 (var_mean of the
+16384x3136 planes of batch_norm's input).
 
 Usage on a CUDA machine: python tools/s24_ncu.py CASE   (alone it only runs the op)
 """
@@ -42,6 +44,16 @@ def main() -> None:
 
         def run():
             return tr.sum(x, -1)
+    elif case.startswith("lnp"):  # the probe's two sweeps with the affine (s24_pipe_probe._ln_affine), bf16
+        from s24_pipe_probe import _ln_affine
+        x = torch.randn(1024, 131072, device="cuda", dtype=bf)
+        y = torch.empty_like(x)
+        w, b = torch.rand(131072, device="cuda", dtype=bf), torch.rand(131072, device="cuda", dtype=bf)
+        rows = 2 if case == "lnp-2rows" else 1
+
+        def run():
+            _ln_affine[(1024 // rows,)](x, w, b, y, 131072, BN=16384 // rows, BN2=16384 // rows, ROWS=rows,
+                                        WB_LAST=False, AFFINE=True, num_warps=32)
     elif case == "var-rows-bf16":
         x = torch.randn(64 * 256, 56 * 56, device="cuda", dtype=bf)
 

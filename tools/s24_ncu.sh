@@ -21,3 +21,5 @@ run ln-bf16 "_layer_norm_kernel" 2 1
 run sum-bf16 "_rows_kernel" 2 1
 run sum-fp32 "_rows_kernel" 2 1
 run var-rows-bf16 "_stats_rows_kernel" 2 1
+run lnp-1row "_ln_affine" 2 1
+run lnp-2rows "_ln_affine" 2 1
