@@ -67,6 +67,15 @@ CASES = {  # name -> [(op, shape, dtype, dim)]
         ("layer_norm", (8192, 12288), BF, -1), ("layer_norm", (512, 151936), BF, -1),
         ("layer_norm", (16384, 4096), BF, -1),  # (control: single pass, unchanged)
     ],
+    "bnhints": [  # (batch_norm training: L2 hints, statistics evict-last, normalize evict-first)
+        ("batch_norm", (64, 256, 56, 56), BF, None), ("batch_norm", (64, 256, 56, 56), F32, None),
+        ("batch_norm", (256, 64, 56, 56), BF, None), ("batch_norm", (256, 64, 56, 56), F32, None),
+        ("batch_norm", (32, 96, 55, 55), BF, None), ("batch_norm", (128, 512, 14, 14), BF, None),
+        ("batch_norm", (16, 64, 16, 32, 32), BF, None), ("batch_norm", (64, 128, 28, 28), F32, None),
+        ("batch_norm", (32, 128, 112, 112), F16, None),
+        ("batch_norm", (64, 256, 56, 56), BF, "eval"), ("batch_norm", (64, 256, 56, 56), F32, "eval"),
+        ("batch_norm", (32, 2048, 7, 7), BF, None),  # (control: one launch, unchanged)
+    ],
 }
 
 
@@ -83,7 +92,8 @@ def child(src: str, cases: str) -> None:
         run, ref, nbytes = make_call(op, tuple(shape), getattr(torch, dtype), dim)
         ok = close(run(), ref())
         ms = do_bench(run, return_mode="median")
-        out[f"{op} {'x'.join(map(str, shape))} {dtype}"] = (100 * nbytes / (ms * 1e-3) / 1e9 / 4263.0, ok)
+        name = f"{op} {'x'.join(map(str, shape))} {dtype}{' eval' if dim == 'eval' else ''}"
+        out[name] = (100 * nbytes / (ms * 1e-3) / 1e9 / 4263.0, ok)
     print(json.dumps(out))
 
 
