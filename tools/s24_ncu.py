@@ -32,7 +32,7 @@ def main() -> None:
 
         def run():
             return tr.batch_norm(x, rm, rv, w, b, training=True)
-    elif case.startswith("ln"):
+    elif case.startswith("ln-"):
         x = torch.randn(1024, 131072, device="cuda", dtype=bf)
         w = torch.rand(131072, device="cuda", dtype=bf) if case.endswith("wb") else None
         b = torch.rand(131072, device="cuda", dtype=bf) if case.endswith("wb") else None
