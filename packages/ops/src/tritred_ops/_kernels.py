@@ -211,6 +211,16 @@ def arg_finish(v, pos, past, axis: tl.constexpr, IS_MAX: tl.constexpr):
 
 
 @triton.jit
+def col_block(K, BLOCK_K: tl.constexpr):
+    """(m, its BLOCK_K adjacent k, their mask) of column program ``program_id(0)`` of the column kernels: the k
+    blocks of one m are adjacent program ids; m and k are int64 (the offsets they scale may pass 2^31)."""
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    m = (tl.program_id(0) // k_blocks).to(tl.int64)
+    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    return m, ks, ks < K
+
+
+@triton.jit
 def aligned_rows(x_off, ALIGN: tl.constexpr):
     """(the ALIGN-element boundary at or below each row start ``x_off``, the row start's lane from there);
     ALIGN = 0: (``x_off``, 0), tiles start at the row start.

@@ -43,6 +43,7 @@ from ._kernels import (
     arg_finish,
     arg_reduce,
     arg_step,
+    col_block,
     combine,
     div_exact,
     f32_split,
@@ -209,11 +210,8 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
         s_om = s_om // DIV * DIV
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m = tl.program_id(0) // k_blocks
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
-    x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
+    m, ks, k_ok = col_block(K, BLOCK_K)
+    x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     acc = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
@@ -229,11 +227,11 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
             acc = combine(acc, x, OP)
     r = tile_reduce(acc, 0, OP)
     if SPLIT > 1:
-        tl.store(out_ptr + (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
+        tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
         if MEAN:
             r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
-        tl.store(out_ptr + m.to(tl.int64) * s_om + ks * s_ok, r, mask=k_ok)
+        tl.store(out_ptr + m * s_om + ks * s_ok, r, mask=k_ok)
 
 
 @triton.jit
@@ -370,11 +368,8 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
     """As the rows loop of :func:`_arg_rows_kernel`, over [BLOCK_N, BLOCK_K] tiles along the contiguous k.
     No DIV hint (``_common.col_hint``): with it, max over dim 0 of 16384x1000 bf16 lost 27 -> 22 % of copy
     bandwidth on the H200 (tools/div_ab.py --cols), where the other column kernels gained or held."""
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m = tl.program_id(0) // k_blocks
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
-    x_col = x_ptr + m.to(tl.int64) * s_xm + ks * s_xk
+    m, ks, k_ok = col_block(K, BLOCK_K)
+    x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     acc_v = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
@@ -389,12 +384,12 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
     rv, ri = arg_finish(acc_v, n_lo + acc_c.to(tl.int64) * BLOCK_N + lanes[:, None], n_hi, 0, IS_MAX)
     rv = tl.load(x_col + ri * s_xn, mask=k_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     if SPLIT > 1:
-        offs = (m.to(tl.int64) * K + ks) * SPLIT + tl.program_id(1)
+        offs = (m * K + ks) * SPLIT + tl.program_id(1)
         tl.store(val_ptr + offs, rv, mask=k_ok)
         tl.store(idx_ptr + offs, ri, mask=k_ok)
     else:
-        tl.store(val_ptr + m.to(tl.int64) * s_om + ks * s_ok, rv, mask=k_ok)
-        tl.store(idx_ptr + m.to(tl.int64) * s_om + ks * s_ok, ri, mask=k_ok)
+        tl.store(val_ptr + m * s_om + ks * s_ok, rv, mask=k_ok)
+        tl.store(idx_ptr + m * s_om + ks * s_ok, ri, mask=k_ok)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from . import _common as C
 from ._kernels import (
     acc_dtype,
     aligned_rows,
+    col_block,
     edge_cols,
     group_barrier,
     inner_mask,
@@ -330,15 +331,6 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
 
 
 @triton.jit
-def _col_block(K, BLOCK_K: tl.constexpr):
-    """(m, its BLOCK_K adjacent k, their mask) of column program ``program_id(0)``: k blocks of one m are adjacent."""
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m_idx = (tl.program_id(0) // k_blocks).to(tl.int64)
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    return m_idx, ks, ks < K
-
-
-@triton.jit
 def _col_stats(x_col, k_ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVICT: tl.constexpr):
     """Online (max, sum of exp) of the columns at ``x_col`` over rows [n_lo, n_hi): one pair per lane of the
@@ -380,7 +372,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         s_xn = s_xn // DIV * DIV
         s_ym = s_ym // DIV * DIV
         s_yn = s_yn // DIV * DIV
-    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
+    m_idx, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m_idx * s_xm + ks * s_xk
     y_col = y_ptr + m_idx * s_ym + ks * s_yk
     if SINGLE:
@@ -416,7 +408,7 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
-    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
+    m_idx, ks, k_ok = col_block(K, BLOCK_K)
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split
     m, s = _col_stats(x_ptr + m_idx * s_xm + ks * s_xk, k_ok, n_lo, tl.minimum(N, n_lo + n_per_split), s_xn, PRE,
                       CAST, ACC, BLOCK_N, BLOCK_K, "")
@@ -440,7 +432,7 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
         s_xn = s_xn // DIV * DIV
         s_ym = s_ym // DIV * DIV
         s_yn = s_yn // DIV * DIV
-    m_idx, ks, k_ok = _col_block(K, BLOCK_K)
+    m_idx, ks, k_ok = col_block(K, BLOCK_K)
     parts = tl.arange(0, SPLIT_P2)
     p_mask = (parts < n_split)[:, None] & k_ok[None, :]
     p_offs = (m_idx * K + ks)[None, :] * n_split + parts[:, None]

@@ -28,6 +28,7 @@ from ._kernels import (
     aligned_rows,
     chan_fn,
     chunk_stats,
+    col_block,
     div_exact,
     f32_split,
     join_chunk,
@@ -172,10 +173,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
         s_om = s_om // DIV * DIV
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    m = (tl.program_id(0) // k_blocks).to(tl.int64)
-    ks = (tl.program_id(0) % k_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
+    m, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
