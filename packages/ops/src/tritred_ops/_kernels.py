@@ -211,6 +211,14 @@ def arg_finish(v, pos, past, axis: tl.constexpr, IS_MAX: tl.constexpr):
 
 
 @triton.jit
+def row_block(blk, R, K, BLOCK_M: tl.constexpr):
+    """(rows, row_ok, m, k) of row block ``blk`` of the row kernels: its BLOCK_M row indices (int64: the offsets
+    they scale may pass 2^31), which of them are among the R rows, and each row's (m, k) in the M x N x K view."""
+    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return rows, rows < R, rows // K, rows % K
+
+
+@triton.jit
 def col_block(K, BLOCK_K: tl.constexpr):
     """(m, its BLOCK_K adjacent k, their mask) of column program ``program_id(0)`` of the column kernels: the k
     blocks of one m are adjacent program ids; m and k are int64 (the offsets they scale may pass 2^31)."""

@@ -30,6 +30,7 @@ from ._kernels import (
     inner_mask,
     join_chunk,
     merge_lanes,
+    row_block,
     row_masks,
     shifted_out,
     shifted_row_stats,
@@ -165,10 +166,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
                       PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
-    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < R
-    m_idx = rows // K
-    k_idx = rows % K
+    rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
     # odd widths (ALIGN): tiles start at the 16-byte boundary below each row

@@ -51,6 +51,7 @@ from ._kernels import (
     load_loop,
     loop_evicts,
     pre_cast,
+    row_block,
     row_masks,
     tile_reduce,
     tl_dtype,
@@ -139,10 +140,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
     boundary below each row (see ``aligned_rows``)."""
-    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < R
-    m = rows // K
-    k = rows % K
+    rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off

@@ -37,6 +37,7 @@ from ._kernels import (
     inner_mask,
     max_fn,
     pre_cast,
+    row_block,
     row_masks,
     shifted_out,
     single_load_evict,
@@ -193,10 +194,7 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
                 EVICT: tl.constexpr, GROUP: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
-    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < R
-    m_idx = rows // K
-    k_idx = rows % K
+    rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
     # odd widths (ALIGN): tiles start at the 16-byte boundary below each row (see aligned_rows)

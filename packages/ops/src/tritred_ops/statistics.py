@@ -35,6 +35,7 @@ from ._kernels import (
     load_loop,
     loop_evicts,
     merge_lanes,
+    row_block,
     shifted_row_stats,
     single_tile,
     sqrt_exact,
@@ -97,10 +98,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr,
                       TAIL: tl.constexpr = 0):
-    rows = tl.cast(blk, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < R
-    m = rows // K
-    k = rows % K
+    rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
     # odd widths (ALIGN; not with SPLIT): tiles start at the 16-byte boundary below each row
     x_off, lead = aligned_rows(x_off, ALIGN)
