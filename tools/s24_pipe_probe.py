@@ -46,12 +46,17 @@ def timed(fn) -> float:
 
 
 @triton.jit
-def _bn_plain(x_ptr, out_ptr, B, S, C, tiles_per_split, SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-              NS: tl.constexpr):
-    c = tl.program_id(0)
+def _bn_range(B, S, tiles_per_split, BM: tl.constexpr, BN: tl.constexpr):
+    """(channel, spatial chunks, first tile, tile past the last) of program (channel, split)."""
     s_chunks = tl.cdiv(S, BN)
     t_lo = tl.program_id(1) * tiles_per_split
-    t_hi = tl.minimum(tl.cdiv(B, BM) * s_chunks, t_lo + tiles_per_split)
+    return tl.program_id(0), s_chunks, t_lo, tl.minimum(tl.cdiv(B, BM) * s_chunks, t_lo + tiles_per_split)
+
+
+@triton.jit
+def _bn_plain(x_ptr, out_ptr, B, S, C, tiles_per_split, SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+              NS: tl.constexpr):
+    c, s_chunks, t_lo, t_hi = _bn_range(B, S, tiles_per_split, BM, BN)
     i = tl.arange(0, BM * BN)
     lane = (i // BN).to(tl.int64) * C * S + (i % BN)
     base = x_ptr + c.to(tl.int64) * S
@@ -71,10 +76,7 @@ def _bn_plain(x_ptr, out_ptr, B, S, C, tiles_per_split, SPLIT: tl.constexpr, BM:
 @triton.jit
 def _bn_tma(desc, out_ptr, B, S, C, tiles_per_split, SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
             NS: tl.constexpr):
-    c = tl.program_id(0)
-    s_chunks = tl.cdiv(S, BN)
-    t_lo = tl.program_id(1) * tiles_per_split
-    t_hi = tl.minimum(tl.cdiv(B, BM) * s_chunks, t_lo + tiles_per_split)
+    c, s_chunks, t_lo, t_hi = _bn_range(B, S, tiles_per_split, BM, BN)
     acc = tl.zeros([BM, BN], tl.float32)
     acc2 = tl.zeros([BM, BN], tl.float32)
     for t in tl.range(t_lo, t_hi, num_stages=NS):
