@@ -168,6 +168,14 @@ def test_explain_rejects_dim_for_normalize_ops(cli: Callable[..., Any]) -> None:
     assert r.exit_code == 0 and json.loads(r.output)["dim"] is None
 
 
+def test_explain_names_batch_norms_axes(cli: Callable[..., Any]) -> None:
+    r = cli("explain", "batch_norm", "--shape", "256x64x56x56", "--device", "h200")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())  # (rich wraps the table title)
+    assert "K = channels" in text and "channels (K)" in text and "outputs (M*K)" not in text, r.output
+    assert "outputs (M*K)" in cli("explain", "layer_norm", "--shape", "8x16x32").output
+
+
 def test_explain_says_when_a_reduction_goes_in_stages(cli: Callable[..., Any]) -> None:
     r = cli("explain", "sum", "--shape", "8x64x14x14", "--dim", "0,2,3")
     assert r.exit_code == 0 and "the call's 64 outputs come in stages" in r.output, r.output

@@ -312,8 +312,12 @@ def explain_cmd(
               f"\ncall: shape {shp}, dtype {dtype}" + ("" if normalize else f", dim {d}")
               + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
               markup=True)
-    con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
-                            {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
+    if op == "batch_norm":  # (its Problem maps the channels to K: statistics over batch and spatial, per channel)
+        con.print(_fields_table("Problem (batch_norm: M = batch, N = spatial, K = channels; statistics over M and "
+                                "N, one per channel)", problem, {"channels (K)": problem.K}))
+    else:
+        con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
+                                {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
     con.print(_fields_table("DeviceInfo", info))
     con.print(_fields_table("LaunchConfig", config))
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
