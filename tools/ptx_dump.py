@@ -57,7 +57,7 @@ def _normalized(path: str) -> list[str]:
     for line in text:
         if not line.strip() or _DROP.match(line):
             continue
-        line = re.sub(r"%(r|rd|f|fd|p|rs|h|hh|r[a-z]?)\d+", r"%\1", line)  # register numbers
+        line = re.sub(r"%([a-z]+)\d+", r"%\1", line)  # register numbers
         line = re.sub(r"\$L__\w+", "$L", line)  # labels
         line = re.sub(r"_param_\d+", "_param", line)
         line = re.sub(r"\b_\w+_kernel\w*", "KERNEL", line)  # parameter names carry the function's name
