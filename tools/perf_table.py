@@ -66,8 +66,9 @@ def main(paths: list[str]) -> None:
         row += [best[0] if best else "-", f"{ratio:.2f}x" if ratio else "-"]
         cfg = c.get("tritred_config") or {}
         tail = f"+{cfg['BLOCK_TAIL']}" if cfg.get("BLOCK_TAIL") else ""
+        rt = f" t{cfg['threads_per_row']}" if cfg.get("threads_per_row") else ""  # (threads per row)
         row.append(f"{cfg.get('strategy', '')} M{cfg.get('BLOCK_M')} N{cfg.get('BLOCK_N')}{tail} K{cfg.get('BLOCK_K')} "
-                   f"w{cfg.get('num_warps')} s{cfg.get('split')}")
+                   f"w{cfg.get('num_warps')} s{cfg.get('split')}{rt}")
         print("| " + " | ".join(row) + " |")
         if t["status"] == "ok":
             pcts.append(t["pct_copy"])

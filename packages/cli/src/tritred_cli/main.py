@@ -374,14 +374,15 @@ def tune_cmd(
     problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
     con = _console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
-    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "ms", ""):
+    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "threads/row",
+                "ms", ""):
         table.add_column(col, justify="right" if col not in ("strategy", "") else "left", no_wrap=col == "strategy",
                          min_width=len("single_pass") if col == "strategy" else None)
     for t in trials:
         c = t.config
         table.add_row(c.strategy, str(c.BLOCK_M), f"{c.BLOCK_N}+{c.BLOCK_TAIL}" if c.BLOCK_TAIL else str(c.BLOCK_N),
                       str(c.BLOCK_K), str(c.num_warps),
-                      str(c.num_stages), str(c.num_programs), str(c.split),
+                      str(c.num_stages), str(c.num_programs), str(c.split), str(c.threads_per_row or "-"),
                       f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"),
                       "current" if t.current else "")
     con.print(table)
@@ -391,7 +392,7 @@ def tune_cmd(
     con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_TAIL={best.BLOCK_TAIL} "
               f"BLOCK_K={best.BLOCK_K} "
               f"num_warps={best.num_warps} num_stages={best.num_stages} num_programs={best.num_programs} "
-              f"split={best.split}; {where}")
+              f"split={best.split} threads_per_row={best.threads_per_row}; {where}")
 
 
 # -- check ---------------------------------------------------------------------------------------------------------

@@ -123,6 +123,11 @@ class LaunchConfig(_Frozen):
     ``BLOCK_TAIL`` (single_pass rows only; 0: none): a second, power-of-two tile of at most ``BLOCK_N`` lanes after
     the first, so that a row just past a power of two (2049 elements) is held in BLOCK_N + BLOCK_TAIL lanes, not
     in a tile twice its width, half of it masked.
+    ``threads_per_row`` (single_pass rows only; 0: the kernel's own layout, a warp or more across each row): each
+    row spread over that many threads (a power of two <= 32), its other elements in the same threads' registers, so
+    that a row's sums take log2(threads_per_row) shuffle levels and its per-row arithmetic is shared by fewer
+    threads. Taken by the single passes of var/std/var_mean/std_mean over unit-stride rows (the built-in choice for
+    short 2-byte rows); the other kernels raise ValueError for it.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """
@@ -136,6 +141,7 @@ class LaunchConfig(_Frozen):
     num_programs: int = Field(default=0, ge=0)
     split: int = Field(default=1, ge=1)
     BLOCK_TAIL: int = Field(default=0, ge=0)
+    threads_per_row: int = Field(default=0, ge=0)
     decided_by: str | None = None
     tuned: bool = False
 
@@ -172,6 +178,15 @@ class LaunchConfig(_Frozen):
             if self.BLOCK_TAIL > self.BLOCK_N:
                 raise ValueError(f"BLOCK_TAIL={self.BLOCK_TAIL} must be <= BLOCK_N={self.BLOCK_N} (a tail wider "
                                  f"than the first tile is a wider first tile)")
+        if self.threads_per_row:
+            if self.strategy != "single_pass":
+                raise ValueError(f"threads_per_row={self.threads_per_row} needs strategy='single_pass' "
+                                 f"(got {self.strategy!r})")
+            if not _is_pow2(self.threads_per_row) or self.threads_per_row > 32:
+                raise ValueError(f"threads_per_row must be 0 or a power of two <= 32, got {self.threads_per_row}")
+            if self.BLOCK_TAIL:
+                raise ValueError("threads_per_row and BLOCK_TAIL cannot be combined (a tail tile keeps the "
+                                 "kernel's own layout)")
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self

@@ -503,6 +503,31 @@ def no_tail(cfg: LaunchConfig, op: str) -> None:
             f"in one tile")
 
 
+#: The ops whose kernels take ``threads_per_row`` (their single passes over unit-stride rows).
+ROW_THREADS_OPS = frozenset({"var", "std", "var_mean", "std_mean"})
+
+
+def no_row_threads(cfg: LaunchConfig, op: str, where: str = "") -> None:
+    """Raise ValueError for a ``threads_per_row`` given to a kernel that keeps its own layout: every op but
+    var/std/var_mean/std_mean, and their column, loop and split kernels (``where`` names the path)."""
+    if cfg.threads_per_row:
+        raise ValueError(
+            f"{op}: threads_per_row={cfg.threads_per_row} (config from {cfg.decided_by or 'the launch-config hook'}) "
+            f"is not supported by this call's kernel{where}: only the single passes of var/std/var_mean/std_mean "
+            f"over unit-stride rows spread a row over a few threads")
+
+
+def row_cols(cfg: LaunchConfig, x: torch.Tensor, op: str, rows: bool, single: bool, split: int) -> int:
+    """COLS of a statistics single pass with ``cfg.threads_per_row``: the columns that the row's threads hold
+    side by side, one 16-byte vector each (at most the tile's width); 0 without it. Raises ValueError where it is
+    asked of a path that keeps its own layout (columns, loops, split slices)."""
+    if not cfg.threads_per_row:
+        return 0
+    if not (rows and single and split == 1):
+        no_row_threads(cfg, op, " (columns, loops and split slices)")
+    return min(cfg.BLOCK_N, cfg.threads_per_row * max(1, 16 // x.element_size()))
+
+
 def even_rows(view: View, cfg: LaunchConfig, single: bool, align: int) -> bool:
     """EVEN for the single-pass row kernels: each row fills its tile exactly (N == BLOCK_N, unshifted), so every
     lane of a row is one of its elements and the kernel needs no select per element (``_kernels.chunk_stats``)."""
@@ -545,7 +570,10 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
 
     def ask() -> LaunchConfig:
         p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
-        return get_registry().launch_config(spec, p, device_info(x.device))
+        cfg = get_registry().launch_config(spec, p, device_info(x.device))
+        if spec.name not in ROW_THREADS_OPS:
+            no_row_threads(cfg, spec.name)
+        return cfg
     return _cached(key, ask)  # type: ignore[no-any-return]
 
 

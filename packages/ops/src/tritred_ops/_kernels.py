@@ -540,6 +540,44 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
 
 
 @triton.jit
+def short_rows_stats(x_row, N, row_ok, s_xn, n, ACC: tl.constexpr, BLOCK_N: tl.constexpr, COLS: tl.constexpr,
+                     EVEN: tl.constexpr, CORRECT: tl.constexpr, EVICT: tl.constexpr):
+    """(mean, correction, M2) of rows ``x_row`` (``[BLOCK_M]`` pointers) of ``n`` elements held as a
+    ``[BLOCK_M, BLOCK_N // COLS, COLS]`` tile: a row's COLS neighbouring columns across COLS / vector threads, its
+    other column groups in those threads' registers (``threads_per_row`` of the config). The same corrected (or,
+    CORRECT=False, plain) two-pass as :func:`chunk_stats`, each sum taken over the register axis first, then across
+    the row's few threads.
+
+    Why: Triton lays a [BLOCK_M, BLOCK_N] tile of short rows with a warp across each row (the contiguous axis),
+    so every row's sums take five shuffle levels for 8 elements a thread, and the per-row divisions are computed
+    by all 32 threads of each of a program's rows. bfloat16 var of 262144x256: 16.5 SASS instructions per element
+    (sm_90a, offline) against 8.5 with 8 threads a row, 70 -> 85 % of the H200's copy bandwidth
+    (tools/s25_probe.py). The first axis of the tile is the rows' so that the compiler, which sees no stride
+    between rows, spreads rows over threads and keeps the column groups in registers.
+    """
+    cols = tl.arange(0, BLOCK_N // COLS)[None, :, None] * COLS + tl.arange(0, COLS)[None, None, :]
+    if EVEN:
+        mask = row_ok[:, None, None]
+    else:
+        mask = row_ok[:, None, None] & (cols < N)
+    x = tl.load(x_row[:, None, None] + cols.to(tl.int64) * s_xn, mask=mask, other=0,
+                eviction_policy=EVICT).to(ACC)
+    mean = div_exact(tl.sum(tl.sum(x, 1), 1), n, ACC)
+    d = x - mean[:, None, None]
+    if not EVEN:
+        d = tl.where(mask, d, 0.0)
+    if CORRECT:
+        c1, ss1 = tl.reduce((d, d * d), 1, add_pair)
+        c, ss = tl.reduce((c1, ss1), 1, add_pair)
+        corr = div_exact(c, n, ACC)
+        m2 = ss - c * corr
+    else:
+        m2 = tl.sum(tl.sum(d * d, 1), 1)
+        corr = tl.zeros_like(mean)
+    return mean, corr, m2
+
+
+@triton.jit
 def single_tile(x_row, cols, lead, N, row_ok, s_xn, ACC: tl.constexpr, ALIGN: tl.constexpr, EVICT: tl.constexpr):
     """A statistics single pass's tile of the rows at tile columns ``cols`` (the row's BLOCK_N lanes, or its TAIL),
     in ACC with lanes outside each row 0 (as :func:`chunk_stats` and :func:`tiles_stats` want them), and its

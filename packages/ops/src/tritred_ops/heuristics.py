@@ -27,7 +27,9 @@ The sixteenth session's: column blocks for one to eight programs per SM run unsp
 as torch.compile's (tools/cols_tiles_ab.py). The nineteenth session's: batch_norm's statistics launch loads each
 tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_times.py).
 The twenty-second session's: rows just past a power of two of 512-8192 (2049, 4097) are single passes of two tiles,
-that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py).
+that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py). The twenty-fifth
+session's: var/std of 2-byte rows of 128-512 elements spread each row over a few threads (``threads_per_row``,
+:func:`_short_stats_rows`; tools/s25_probe.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
@@ -264,6 +266,26 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
     # 81 -> 74 % at 16 programs per SM); they remain a config a plugin or `tritred tune` can pick.
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                         num_warps=min(warps, caps.max_warps), num_stages=stages)
+
+
+def _short_stats_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """var/std/var_mean/std_mean of 2-byte rows of 128, 256 or 512 elements (whole power-of-two tiles): each row
+    over N / 32 threads holding 32 of its elements (``threads_per_row``), 4 warps; None elsewhere.
+
+    The rows' own layout puts a warp across each row, and these passes are then instruction-bound: five shuffle
+    levels per sum for 8 elements a thread, and every per-row division computed by 32 threads (offline SASS,
+    sm_90a, var of 262144x256 bf16: 16.5 instructions per element, 8.5 with 8 threads a row). H200,
+    ``tools/s25_probe.py``, var against the rule before: 262144x256 bf16 70.2 -> 85.4 % (one-warp tiles of 4 rows
+    before), 524288x128 70.9 -> 85.5, 131072x512 83.1 -> 85.4; 65536x1024 (a warp a row either way) 85.5 -> 85.5;
+    float32 within a point (88.5 -> 89.5 on 262144x256): not taken for it. Rows whose tile is partly masked lost
+    (200000x300 bf16 64 -> 38 %, the per-element column mask), as did 768 (86 -> 82 %, one-warp tiles of 1024).
+    """
+    N = problem.N
+    if not caps.gpu or _itemsize(problem) != 2 or N not in (128, 256, 512):
+        return None
+    warps = 4
+    return LaunchConfig(strategy="single_pass", BLOCK_M=32 * 32 * warps // N, BLOCK_N=N, num_warps=warps,
+                        threads_per_row=N // 32)
 
 
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
@@ -531,6 +553,9 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             if masked is not None:
                 return masked
         if name in ("var", "std", "var_mean", "std_mean") and N <= single_cap:
+            short = _short_stats_rows(problem, caps)
+            if short is not None:
+                return short
             unrolled = _unrolled_loop(problem, caps, statistics=True)
             if unrolled is not None:
                 return unrolled

@@ -37,6 +37,7 @@ from ._kernels import (
     merge_lanes,
     row_block,
     shifted_row_stats,
+    short_rows_stats,
     single_tile,
     sqrt_exact,
     tiles_stats,
@@ -69,14 +70,16 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
                        SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        EVICT_LOOP: tl.constexpr = False, EVEN: tl.constexpr = False, PARTIAL: tl.constexpr = False,
-                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, TAIL: tl.constexpr = 0):
+                       DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, TAIL: tl.constexpr = 0,
+                       COLS: tl.constexpr = 0):
     """Rows of the reduced axis; PERSIST > 0: a persistent grid looping over row blocks (not with SPLIT);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. PARTIAL (not with SPLIT): each row's
     (mean, M2) is stored at its row index for the combine kernel instead of finished (two reduced axes). DIV: N
     and the row stride are multiples of DIV. UNROLL (loop, no split): rows of exactly UNROLL full chunks, the
     loop unrolled (``_common.unrolled_chunks``). TAIL (single pass): the row's lanes past BLOCK_N in a second
-    tile of TAIL lanes (``BLOCK_TAIL``)."""
+    tile of TAIL lanes (``BLOCK_TAIL``). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns
+    across a few threads, its other columns in their registers (``threads_per_row``, :func:`short_rows_stats`)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -84,11 +87,11 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
                               divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN,
-                              EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL)
+                              EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL, COLS)
     else:
         _stats_rows_block(x_ptr, out_ptr, mean_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok,
                           n_per_split, divisor, divisor_lo, ACC, STD, WANT_MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N,
-                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL)
+                          ALIGN, EVICT_LOOP, EVEN, PARTIAL, UNROLL, TAIL, COLS)
 
 
 @triton.jit
@@ -97,7 +100,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       EVICT_LOOP: tl.constexpr, EVEN: tl.constexpr, PARTIAL: tl.constexpr, UNROLL: tl.constexpr,
-                      TAIL: tl.constexpr = 0):
+                      TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0):
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
     # odd widths (ALIGN; not with SPLIT): tiles start at the 16-byte boundary below each row
@@ -105,7 +108,12 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
-    if SINGLE:  # the row is one register tile: exact corrected two-pass
+    if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
+        cnt = tl.full([BLOCK_M], N, ACC)
+        mean, corr, m2 = short_rows_stats(x_row, N, row_ok, s_xn, cnt, ACC, BLOCK_N, COLS, EVEN,
+                                          x_ptr.dtype.element_ty != tl.bfloat16, "evict_first")
+        mean = tl.where(corr == corr, mean + corr, mean)
+    elif SINGLE:  # the row is one register tile: exact corrected two-pass
         lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
         x, mask, _ = single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, ACC, ALIGN, "evict_first")
         cnt = tl.full([BLOCK_M], N, ACC)
@@ -256,18 +264,20 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         p_mean = rec.empty((R, split), acc, x.device)
     else:
         p_m2, p_mean = out, mean_out
+    name = ("std" if std else "var") + ("_mean" if want_mean else "")
+    cols = C.row_cols(cfg, x, name, C.rows_layout(view), single, split)
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
-        align = C.row_align(x, view, cfg, single, True) if split == 1 else 0
+        align = C.row_align(x, view, cfg, single, True) if split == 1 and not cols else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
             EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
             UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
-            TAIL=C.single_tail(cfg, view, single), **consts)
+            TAIL=C.single_tail(cfg, view, single), COLS=cols, **consts)
     else:
-        C.no_tail(cfg, ("std" if std else "var") + ("_mean" if want_mean else ""))
+        C.no_tail(cfg, name)
         rec.launch(
             _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
@@ -317,13 +327,14 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
     programs, persist = C.row_programs(cfg, R)
-    align = C.row_align(x, view, cfg, single, True)
+    cols = C.row_cols(cfg, x, ("std" if std else "var") + ("_mean" if want_mean else ""), True, single, 1)
+    align = 0 if cols else C.row_align(x, view, cfg, single, True)
     rec.launch(
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
         EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
-        TAIL=C.single_tail(cfg, view, single),
+        TAIL=C.single_tail(cfg, view, single), COLS=cols,
         UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), **consts)
     block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(

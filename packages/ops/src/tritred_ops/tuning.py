@@ -89,7 +89,8 @@ PERSISTENT_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "
 
 def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
     """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts,
-    persistent row grids of 2 or 4 programs per SM, and single passes with or without a tail tile."""
+    persistent row grids of 2 or 4 programs per SM, single passes with or without a tail tile, and statistics
+    rows with or without a few threads a row (``threads_per_row``)."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
 
@@ -99,6 +100,8 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
             fields["split"] = 1
         if fields["strategy"] != "single_pass":
             fields["BLOCK_TAIL"] = 0  # (a tail base's loop and split neighbours: a tail is for single passes)
+        if fields["strategy"] != "single_pass" or fields["BLOCK_TAIL"]:
+            fields["threads_per_row"] = 0  # (likewise: rows over a few threads are single passes of one tile)
         try:
             cfg = LaunchConfig(**fields)
             cfg.check_fits(problem)
@@ -127,6 +130,12 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
             add(BLOCK_N=C.next_pow2(N), BLOCK_TAIL=0)
         elif base.BLOCK_N >= 32 and N + 15 - base.BLOCK_N // 2 <= base.BLOCK_N // 2:
             add(BLOCK_N=base.BLOCK_N // 2, BLOCK_TAIL=max(16, C.next_pow2(N + 15 - base.BLOCK_N // 2)))
+    if base.strategy == "single_pass" and problem.inner and problem.op in C.ROW_THREADS_OPS:
+        # each row over a few threads (threads_per_row: 32 elements a thread), or the kernel's own layout
+        if base.threads_per_row:
+            add(threads_per_row=0)
+        elif not base.BLOCK_TAIL:
+            add(threads_per_row=min(32, max(1, base.BLOCK_N // 32)))
     if base.strategy != "single_pass":
         add(num_stages=3 if base.num_stages == 1 else 1)
     if base.strategy == "split":
