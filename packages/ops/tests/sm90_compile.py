@@ -81,6 +81,10 @@ def calls():
     yield "std rows split", lambda: tr.std(r(4, 200000), -1)
     yield "var columns", lambda: tr.var(r(4096, 512, dtype=bf), 0)
     yield "var two axes unrolled", lambda: tr.var(r(2, 4, 5120, dtype=bf).view(2, 4, 64, 80), (0, 2, 3))
+    # short 2-byte rows, each over a few threads (threads_per_row): bf16 plain two-pass, fp16 corrected, two axes
+    yield "var_mean rows over 8 threads each", lambda: tr.var_mean(r(64, 256, dtype=bf), -1)
+    yield "std float16 rows over 4 threads each", lambda: tr.std(r(64, 128, dtype=torch.float16), -1)
+    yield "var two axes, rows over 16 threads each", lambda: tr.var(r(4, 6, 16, 32, dtype=bf), (0, 2, 3))
     yield "softmax rows single", lambda: tr.softmax(r(64, 1000, dtype=bf), -1)
     yield "log_softmax rows loop", lambda: tr.log_softmax(r(8, 50257, dtype=bf), -1)
     # the narrower loops of 2-byte rows whose rows in flight fit the L2 (uninitialized: compiled, never run)

@@ -55,6 +55,25 @@ def test_candidates_with_and_without_a_tail_tile():
         c.check_fits(problem)
 
 
+def test_statistics_candidates_with_and_without_a_few_threads_a_row():
+    """A statistics single pass gets the neighbour that spreads each row over a few threads (threads_per_row: 32
+    elements a thread), and such a base gets the kernel's own layout back; loop neighbours drop it (single passes
+    only), and the plain reductions get none."""
+    from tritred_core import LaunchConfig
+
+    problem = Problem(op="var", dtype="bfloat16", M=262144, N=256, K=1, stride_m=256, stride_n=1)
+    one = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), problem)
+    assert any(c.threads_per_row == 8 and c.BLOCK_N == 256 for c in one)
+    few = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_M=16, BLOCK_N=256, num_warps=4,
+                                         threads_per_row=8), problem)
+    assert any(c.threads_per_row == 0 and c.strategy == "single_pass" for c in few)
+    assert any(c.strategy == "multi_pass" for c in few)
+    assert all(c.threads_per_row == 0 for c in few if c.strategy != "single_pass")
+    plain = Problem(op="sum", dtype="bfloat16", M=262144, N=256, K=1, stride_m=256, stride_n=1)
+    assert all(c.threads_per_row == 0 for c in tuning.candidates(
+        LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), plain))
+
+
 def test_batch_norm_candidates_include_split_rows_for_nchw():
     """tune measures batch_norm's one-read strategy (a channel's tiles held together) on NCHW inputs: tiles of
     4096 and 8192 elements, 256 wide along the spatial axis; channels-last inputs get none (strided per channel)."""
