@@ -12,7 +12,10 @@
 Every variant is checked against float64 torch first, then timed twice in alternation with the product
 (``triton.testing.do_bench`` median, the better round kept), in % of the copy bandwidth measured in this process.
 
-Usage on a CUDA machine: python tools/s25_probe.py [var] [bn]
+3. The adopted rule (``heuristics._short_stats_rows``) against the configs it replaced (``rule``), and layer_norm's
+   short rows as such a tile (``ln``; a probe kernel, ``_short_ln_kernel``, against the product).
+
+Usage on a CUDA machine: python tools/s25_probe.py [var] [bn] [rule] [ln]
 """
 
 from __future__ import annotations
@@ -66,6 +69,43 @@ def short_var(x: torch.Tensor, block_m: int, c: int, warps: int) -> torch.Tensor
                                                  BLOCK_M=block_m, BLOCK_N=bn, C=c,
                                                  CORRECT=x.dtype != torch.bfloat16, EVEN=bn == N, num_warps=warps)
     return out
+
+
+@triton.jit
+def _short_ln_kernel(x_ptr, w_ptr, b_ptr, y_ptr, R, N, s_xm, eps, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, C: tl.constexpr, PRELOAD: tl.constexpr):
+    """layer_norm of whole power-of-two rows (N == BLOCK_N) as a [BLOCK_M, BLOCK_N // C, C] tile (as
+    _short_var_kernel), the corrected two-pass of the product's single pass, weight and bias as [1, R, C]."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < R
+    cols = tl.arange(0, BLOCK_N // C)[None, :, None] * C + tl.arange(0, C)[None, None, :]
+    mask = row_ok[:, None, None]
+    x = tl.load(x_ptr + rows[:, None, None] * s_xm + cols, mask=mask, other=0, eviction_policy="evict_last").to(ACC)
+    if PRELOAD:
+        w = tl.load(w_ptr + cols)
+        b = tl.load(b_ptr + cols)
+    n = tl.full([BLOCK_M], N, ACC)
+    mean0 = div_exact(tl.sum(tl.sum(x, 1), 1), n, ACC)
+    d = x - mean0[:, None, None]
+    c1, s1 = tl.reduce((d, d * d), 1, add_pair)
+    c, ss = tl.reduce((c1, s1), 1, add_pair)
+    corr = div_exact(c, n, ACC)
+    m2 = ss - c * corr
+    rstd = div_exact(1.0, tl.sqrt_rn(div_exact(m2, n, ACC) + eps), ACC)
+    if not PRELOAD:
+        w = tl.load(w_ptr + cols)
+        b = tl.load(b_ptr + cols)
+    y = (d - corr[:, None, None]) * rstd[:, None, None] * w.to(ACC) + b.to(ACC)
+    tl.store(y_ptr + rows[:, None, None] * s_xm + cols, y, mask=mask)
+
+
+def short_ln(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, block_m: int, c: int, warps: int,
+             preload: bool = False) -> torch.Tensor:
+    R, N = x.shape
+    y = torch.empty_like(x)
+    _short_ln_kernel[(triton.cdiv(R, block_m),)](x, w, b, y, R, N, x.stride(0), 1e-5, ACC=tl.float32,
+                                                BLOCK_M=block_m, BLOCK_N=N, C=c, PRELOAD=preload, num_warps=warps)
+    return y
 
 
 @triton.jit
@@ -242,6 +282,66 @@ def probe_bn(copy: float) -> None:
               + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
+def probe_rule() -> None:
+    """The product's rule (threads_per_row) against the configs it replaced, and float32 with it forced."""
+    from sweep import alternate as alternate_cfg
+    from tritred_core import LaunchConfig
+
+    def few(n: int, warps: int = 4) -> LaunchConfig:
+        return LaunchConfig(strategy="single_pass", BLOCK_M=32 * 32 * warps // n, BLOCK_N=n, num_warps=warps,
+                            threads_per_row=max(1, n // 32))
+    old = {128: LaunchConfig(strategy="single_pass", BLOCK_M=8, BLOCK_N=128, num_warps=1),
+           256: LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1),
+           512: LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=512, num_warps=1)}
+    bf, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    for op, shape, dtype, dim in (("var", (262144, 256), bf, -1), ("std", (262144, 256), bf, -1),
+                                  ("var", (524288, 128), bf, -1), ("var", (131072, 512), bf, -1),
+                                  ("var", (262144, 256), f16, -1), ("var", (64, 256, 16, 16), bf, (0, 2, 3)),
+                                  ("var", (262144, 256), f32, -1), ("var", (524288, 128), f32, -1),
+                                  ("var", (131072, 512), f32, -1)):
+        n = shape[-1] if dim == -1 else shape[2] * shape[3]
+        variants = [("built-in", None), ("before", old[n])]
+        if dtype == f32:
+            variants += [("t/row w4", few(n)), ("t/row w2", few(n, 2)), ("t/row w1", few(n, 1))]
+        res = alternate_cfg(op, shape, dtype, dim, variants)
+        print(f"rule {op} {'x'.join(map(str, shape))} {str(dtype)[6:]} dim={dim}: "
+              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
+def probe_ln(copy: float) -> None:
+    for dtype in (torch.bfloat16, torch.float32):
+        vec = 16 // torch.empty((), dtype=dtype).element_size()
+        for R, N in ((262144, 256), (131072, 512), (65536, 1024), (524288, 128)):
+            x = torch.randn(R, N, device="cuda", dtype=dtype)
+            w = torch.randn(N, device="cuda", dtype=dtype)
+            b = torch.randn(N, device="cuda", dtype=dtype)
+            ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double())
+            fns = {"product": lambda x=x, w=w, b=b: tr.layer_norm(x, (N,), w, b)}
+            for per_thread in (16, 32):
+                for warps in (2, 4, 8):
+                    c = N * vec // per_thread
+                    if c > N or c < vec:
+                        continue
+                    block_m = per_thread * 32 * warps // N
+                    if block_m < 1:
+                        continue
+                    for pre in (False, True):
+                        label = f"M{block_m} C{c} w{warps}{' pre' if pre else ''}"
+
+                        def fn(x=x, w=w, b=b, block_m=block_m, c=c, warps=warps, pre=pre):
+                            return short_ln(x, w, b, block_m, c, warps, pre)
+                        err = rel_err(fn(), ref)
+                        if err < (1e-2 if dtype == torch.bfloat16 else 1e-5):
+                            fns[label] = fn
+                        else:
+                            print(f"   WRONG {label} {err:.1e}")
+            err = rel_err(fns["product"](), ref)
+            res = alternate(fns, 2 * x.numel() * x.element_size() + 2 * N * x.element_size(), copy)
+            top = sorted(res.items(), key=lambda kv: -kv[1])[:5]
+            print(f"layer_norm {R}x{N} {str(dtype)[6:]}: product {res['product']:.1f} (err {err:.1e})  best "
+                  + "  ".join(f"{k} {v:.1f}" for k, v in top), flush=True)
+
+
 def main() -> None:
     steps = sys.argv[1:] or ["var", "bn"]
     copy = copy_gbps()
@@ -250,6 +350,10 @@ def main() -> None:
         probe_var(copy)
     if "bn" in steps:
         probe_bn(copy)
+    if "rule" in steps:
+        probe_rule()
+    if "ln" in steps:
+        probe_ln(copy)
 
 
 if __name__ == "__main__":
