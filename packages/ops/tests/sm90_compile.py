@@ -85,6 +85,10 @@ def calls():
     yield "var_mean rows over 8 threads each", lambda: tr.var_mean(r(64, 256, dtype=bf), -1)
     yield "std float16 rows over 4 threads each", lambda: tr.std(r(64, 128, dtype=torch.float16), -1)
     yield "var two axes, rows over 16 threads each", lambda: tr.var(r(4, 6, 16, 32, dtype=bf), (0, 2, 3))
+    yield "layer_norm rows over 8 threads each", lambda: tr.layer_norm(r(64, 256, dtype=bf), (256,),
+                                                                      r(256, dtype=bf), r(256, dtype=bf))
+    yield "layer_norm float32 rows over 32 threads each, stats, no bias", lambda: tr.layer_norm_with_stats(
+        r(64, 1024), (1024,), r(1024))
     yield "softmax rows single", lambda: tr.softmax(r(64, 1000, dtype=bf), -1)
     yield "log_softmax rows loop", lambda: tr.log_softmax(r(8, 50257, dtype=bf), -1)
     # the narrower loops of 2-byte rows whose rows in flight fit the L2 (uninitialized: compiled, never run)

@@ -1,15 +1,17 @@
-"""Statistics single passes with each row over a few threads (``threads_per_row``): a [BLOCK_M, BLOCK_N // COLS,
-COLS] tile per program (``_kernels.short_rows_stats``).
+"""Single passes with each row over a few threads (``threads_per_row``): a [BLOCK_M, BLOCK_N // COLS, COLS] tile
+per program (``_kernels.short_rows_tile``, ``short_rows_stats``).
 
-var/std/var_mean/std_mean against float64 torch for every dtype, on whole and partly masked tiles, more rows per
-program than the call has, rows over 1 to 32 threads, strided rows, two reduced axes (per-row partials), NaN and
-inf, rows far from 0; the other ops and the statistics paths that keep their own layout refuse the config.
+var/std/var_mean/std_mean and layer_norm against float64 torch for every dtype, on whole and partly masked tiles,
+more rows per program than the call has, rows over 1 to 32 threads, strided rows, two reduced axes (per-row
+partials), NaN and inf, rows far from 0, layer_norm with and without weight and bias and its stored statistics;
+the other ops and the paths that keep their own layout refuse the config.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 import tritred_ops as tr
 from ops_helpers import assert_close, randn
 
@@ -103,7 +105,37 @@ def test_replay_takes_new_data(force, device):
         _check("std", randn((10, 64), torch.bfloat16, device), -1, 64, "replay")
 
 
-@pytest.mark.parametrize("name", ["sum", "softmax", "logsumexp", "layer_norm", "max", "batch_norm"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+def test_layer_norm_rows_over_a_few_threads(dtype, force, device, cols_spy):
+    """layer_norm's single pass with rows over 1 to 32 threads: whole and masked tiles, padded rows, weight and
+    bias each present or not, rows far from 0 and a constant row (all 0 out, as torch), and the per-row mean and
+    rstd that ``layer_norm_with_stats`` stores."""
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    for threads, block_m, warps in ((8, 4, 1), (2, 16, 1), (32, 2, 1), (4, 8, 2)):
+        force("layer_norm", strategy="single_pass", BLOCK_M=block_m, BLOCK_N=64, num_warps=warps,
+              threads_per_row=threads)
+        for n in (64, 45):
+            padded = randn((9, 70), dtype, device, offset=1.0)
+            padded[3, :n] += 1e3
+            padded[4, :n] = 0.75
+            w, b = randn((n,), dtype, device), randn((n,), dtype, device)
+            for x in (padded[:, :n].contiguous(), padded[:, :n]):
+                for wb in ((w, b), (None, b), (w, None), (None, None)):
+                    cols_spy.clear()
+                    what = f"layer_norm {dtype} {n} t{threads} M{block_m} {x.stride()} {[t is None for t in wb]}"
+                    out = tr.layer_norm(x, (n,), *wb)
+                    ref = F.layer_norm(x.double().cpu(), (n,), *(t.double().cpu() if t is not None else None
+                                                                for t in wb))
+                    assert cols_spy == [min(64, threads * vec)], cols_spy
+                    assert not out.isnan().any(), f"unwritten elements: {what}"
+                    assert_close(out, ref, n=n, scale=8.0, what=what)
+            y, mean, rstd = tr.layer_norm_with_stats(padded[:, :n], (n,), w, b)
+            xd = padded[:, :n].double().cpu()
+            assert_close(mean, xd.mean(-1), n=n, scale=1e3, what="mean")
+            assert_close(rstd, 1 / torch.sqrt(xd.var(-1, correction=0) + 1e-5), n=n, scale=8.0, what="rstd")
+
+
+@pytest.mark.parametrize("name", ["sum", "softmax", "logsumexp", "max", "batch_norm"])
 def test_other_kernels_refuse_it(name, force, device):
     """threads_per_row given to an op whose kernels keep their own layout raises ValueError naming the op and who
     gave the config."""
@@ -112,8 +144,6 @@ def test_other_kernels_refuse_it(name, force, device):
     with pytest.raises(ValueError, match=f"{name}: threads_per_row=8 \\(config from test-force-{name}"):
         if name == "batch_norm":
             tr.batch_norm(randn((4, 3, 5, 5), torch.float32, device), None, None, training=True)
-        elif name == "layer_norm":
-            tr.layer_norm(x, (64,))
         elif name == "max":
             tr.max(x, -1)
         else:
@@ -125,6 +155,7 @@ def test_statistics_columns_refuse_it(force, device):
     force("var", strategy="single_pass", BLOCK_M=1, BLOCK_N=64, num_warps=1, threads_per_row=8)
     with pytest.raises(ValueError, match="var: threads_per_row=8 .*columns, loops and split slices"):
         tr.var(randn((64, 6), torch.float32, device), 0)
+
 
 
 def test_config_validation():

@@ -504,23 +504,24 @@ def no_tail(cfg: LaunchConfig, op: str) -> None:
 
 
 #: The ops whose kernels take ``threads_per_row`` (their single passes over unit-stride rows).
-ROW_THREADS_OPS = frozenset({"var", "std", "var_mean", "std_mean"})
+ROW_THREADS_OPS = frozenset({"var", "std", "var_mean", "std_mean", "layer_norm"})
 
 
 def no_row_threads(cfg: LaunchConfig, op: str, where: str = "") -> None:
     """Raise ValueError for a ``threads_per_row`` given to a kernel that keeps its own layout: every op but
-    var/std/var_mean/std_mean, and their column, loop and split kernels (``where`` names the path)."""
+    var/std/var_mean/std_mean and layer_norm, and their column, loop and split kernels (``where`` names the
+    path)."""
     if cfg.threads_per_row:
         raise ValueError(
             f"{op}: threads_per_row={cfg.threads_per_row} (config from {cfg.decided_by or 'the launch-config hook'}) "
             f"is not supported by this call's kernel{where}: only the single passes of var/std/var_mean/std_mean "
-            f"over unit-stride rows spread a row over a few threads")
+            f"and layer_norm over rows spread a row over a few threads")
 
 
 def row_cols(cfg: LaunchConfig, x: torch.Tensor, op: str, rows: bool, single: bool, split: int) -> int:
-    """COLS of a statistics single pass with ``cfg.threads_per_row``: the columns that the row's threads hold
-    side by side, one 16-byte vector each (at most the tile's width); 0 without it. Raises ValueError where it is
-    asked of a path that keeps its own layout (columns, loops, split slices)."""
+    """COLS of a statistics or layer_norm single pass with ``cfg.threads_per_row``: the columns that the row's
+    threads hold side by side, one 16-byte vector each (at most the tile's width); 0 without it. Raises ValueError
+    where it is asked of a path that keeps its own layout (columns, loops, split slices)."""
     if not cfg.threads_per_row:
         return 0
     if not (rows and single and split == 1):

@@ -540,20 +540,19 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
 
 
 @triton.jit
-def short_rows_stats(x_row, N, row_ok, s_xn, n, ACC: tl.constexpr, BLOCK_N: tl.constexpr, COLS: tl.constexpr,
-                     EVEN: tl.constexpr, CORRECT: tl.constexpr, EVICT: tl.constexpr):
-    """(mean, correction, M2) of rows ``x_row`` (``[BLOCK_M]`` pointers) of ``n`` elements held as a
-    ``[BLOCK_M, BLOCK_N // COLS, COLS]`` tile: a row's COLS neighbouring columns across COLS / vector threads, its
-    other column groups in those threads' registers (``threads_per_row`` of the config). The same corrected (or,
-    CORRECT=False, plain) two-pass as :func:`chunk_stats`, each sum taken over the register axis first, then across
-    the row's few threads.
+def short_rows_tile(x_row, N, row_ok, s_xn, ACC: tl.constexpr, BLOCK_N: tl.constexpr, COLS: tl.constexpr,
+                    EVEN: tl.constexpr, EVICT: tl.constexpr):
+    """Rows ``x_row`` (``[BLOCK_M]`` pointers) of ``N`` elements as a ``[BLOCK_M, BLOCK_N // COLS, COLS]`` tile in
+    ACC (lanes past N are 0): a row's COLS neighbouring columns across COLS / vector threads, its other column
+    groups in those threads' registers (``threads_per_row`` of the config). Returns (tile, tile columns, mask).
 
     Why: Triton lays a [BLOCK_M, BLOCK_N] tile of short rows with a warp across each row (the contiguous axis),
     so every row's sums take five shuffle levels for 8 elements a thread, and the per-row divisions are computed
     by all 32 threads of each of a program's rows. bfloat16 var of 262144x256: 16.5 SASS instructions per element
-    (sm_90a, offline) against 8.5 with 8 threads a row, 70 -> 85 % of the H200's copy bandwidth
-    (tools/s25_probe.py). The first axis of the tile is the rows' so that the compiler, which sees no stride
-    between rows, spreads rows over threads and keeps the column groups in registers.
+    (sm_90a, offline) against 8.5 with 8 threads a row, 70 -> 85 % of the H200's copy bandwidth; layer_norm 944
+    -> 640 instructions per program of 32 elements a thread (tools/s25_probe.py). The rows' axis comes first so
+    that the compiler, which sees no stride between rows, spreads rows over threads and keeps the column groups in
+    registers; the sums then reduce the register axis before the threads' (:func:`short_rows_stats`).
     """
     cols = tl.arange(0, BLOCK_N // COLS)[None, :, None] * COLS + tl.arange(0, COLS)[None, None, :]
     if EVEN:
@@ -562,6 +561,14 @@ def short_rows_stats(x_row, N, row_ok, s_xn, n, ACC: tl.constexpr, BLOCK_N: tl.c
         mask = row_ok[:, None, None] & (cols < N)
     x = tl.load(x_row[:, None, None] + cols.to(tl.int64) * s_xn, mask=mask, other=0,
                 eviction_policy=EVICT).to(ACC)
+    return x, cols, mask
+
+
+@triton.jit
+def short_rows_stats(x, mask, n, ACC: tl.constexpr, EVEN: tl.constexpr, CORRECT: tl.constexpr):
+    """(mean, correction, M2) of the rows of a :func:`short_rows_tile` tile of ``n`` valid lanes each: the corrected
+    (or, CORRECT=False, plain) two-pass of :func:`chunk_stats`, each sum over the register axis first (no shuffle),
+    then across the row's few threads."""
     mean = div_exact(tl.sum(tl.sum(x, 1), 1), n, ACC)
     d = x - mean[:, None, None]
     if not EVEN:

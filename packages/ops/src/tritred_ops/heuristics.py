@@ -29,7 +29,7 @@ tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_time
 The twenty-second session's: rows just past a power of two of 512-8192 (2049, 4097) are single passes of two tiles,
 that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py). The twenty-fifth
 session's: var/std of 2-byte rows of 128-512 elements spread each row over a few threads (``threads_per_row``,
-:func:`_short_stats_rows`; tools/s25_probe.py).
+:func:`_short_rows`; tools/s25_probe.py), and so do layer_norm's rows of 128-1024.
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
@@ -268,24 +268,34 @@ def _batch_norm_config(problem: Problem, caps: _Caps) -> LaunchConfig:
                         num_warps=min(warps, caps.max_warps), num_stages=stages)
 
 
-def _short_stats_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
-    """var/std/var_mean/std_mean of 2-byte rows of 128, 256 or 512 elements (whole power-of-two tiles): each row
-    over N / 32 threads holding 32 of its elements (``threads_per_row``), 4 warps; None elsewhere.
+def _short_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """Whole power-of-two rows of 128-512 elements (var/std/var_mean/std_mean: 2-byte ones) or 128-1024
+    (layer_norm: 2- and 4-byte ones), each spread over a few threads (``threads_per_row``) on 4 warps: 32 elements a
+    thread (16 for float32 layer_norm rows of up to 512); None elsewhere.
 
-    The rows' own layout puts a warp across each row, and these passes are then instruction-bound: five shuffle
-    levels per sum for 8 elements a thread, and every per-row division computed by 32 threads (offline SASS,
-    sm_90a, var of 262144x256 bf16: 16.5 instructions per element, 8.5 with 8 threads a row). H200,
-    ``tools/s25_probe.py``, var against the rule before: 262144x256 bf16 70.2 -> 85.4 % (one-warp tiles of 4 rows
-    before), 524288x128 70.9 -> 85.5, 131072x512 83.1 -> 85.4; 65536x1024 (a warp a row either way) 85.5 -> 85.5;
-    float32 within a point (88.5 -> 89.5 on 262144x256): not taken for it. Rows whose tile is partly masked lost
-    (200000x300 bf16 64 -> 38 %, the per-element column mask), as did 768 (86 -> 82 %, one-warp tiles of 1024).
+    The rows' own layout puts a warp across each row, and these single passes are then instruction-bound: five
+    shuffle levels per sum for 8 elements a thread, and every per-row division computed by 32 threads (offline
+    SASS, sm_90a: var of 262144x256 bf16 16.5 instructions per element, 8.5 with 8 threads a row; layer_norm 944
+    -> 640 per program). H200, ``tools/s25_probe.py``, against the rules before: var 262144x256 bf16 69 -> 83 %,
+    std 70 -> 85, 524288x128 70 -> 83, fp16 262144x256 69 -> 83, 131072x512 84 -> 84; float32 var within a point
+    (not taken). layer_norm, as probe kernels with weight and bias loaded with the row: 262144x256 bf16 91 -> 94,
+    131072x512 93 -> 94, 65536x1024 91 -> 94, 524288x128 81 -> 94; fp32 96-97 -> 97-98.5. Rows whose tile is
+    partly masked lost (var 200000x300 bf16 64 -> 38 %: a mask per element, no 16-byte loads), as did var's
+    768 (86 -> 82 %).
     """
-    N = problem.N
-    if not caps.gpu or _itemsize(problem) != 2 or N not in (128, 256, 512):
+    N, size = problem.N, _itemsize(problem)
+    if not caps.gpu or N & (N - 1) or not 128 <= N <= 1024 or size > 4:
+        return None
+    if name == "layer_norm":
+        per_thread = 32 if size <= 2 or N > 512 else 16
+    elif size == 2 and N <= 512:
+        per_thread = 32
+    else:
         return None
     warps = 4
-    return LaunchConfig(strategy="single_pass", BLOCK_M=32 * 32 * warps // N, BLOCK_N=N, num_warps=warps,
-                        threads_per_row=N // 32)
+    threads = min(32, N // per_thread)
+    return LaunchConfig(strategy="single_pass", BLOCK_M=32 * warps // threads, BLOCK_N=N, num_warps=warps,
+                        threads_per_row=threads)
 
 
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
@@ -548,14 +558,15 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         if odd is not None:
             return odd
         N, block_n = problem.N, next_pow2(problem.N)
+        if name in ("var", "std", "var_mean", "std_mean", "layer_norm"):
+            short = _short_rows(name, problem, caps)
+            if short is not None:
+                return short
         if name == "layer_norm" and N <= single_cap:
             masked = _layer_norm_masked_rows(problem, caps, block_n)
             if masked is not None:
                 return masked
         if name in ("var", "std", "var_mean", "std_mean") and N <= single_cap:
-            short = _short_stats_rows(problem, caps)
-            if short is not None:
-                return short
             unrolled = _unrolled_loop(problem, caps, statistics=True)
             if unrolled is not None:
                 return unrolled

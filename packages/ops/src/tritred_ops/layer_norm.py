@@ -34,6 +34,8 @@ from ._kernels import (
     row_masks,
     shifted_out,
     shifted_row_stats,
+    short_rows_stats,
+    short_rows_tile,
     single_load_evict,
     single_tile,
     sqrt_exact,
@@ -133,7 +135,7 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
                        PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0,
-                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
+                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
@@ -143,7 +145,9 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     sweep's whole chunks take no column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte
     boundary below each row; weight and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy
     ``l`` at ``w_ptr + l * s_wl``. TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL
-    lanes (``BLOCK_TAIL``: rows just past a power of two)."""
+    lanes (``BLOCK_TAIL``: rows just past a power of two). COLS (single pass, unshifted, no tail): each row's COLS
+    neighbouring columns across a few threads, its other columns in their registers, weight and bias loaded with
+    the row (``threads_per_row``, ``_kernels.short_rows_tile``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -152,11 +156,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS)
 
 
 @triton.jit
@@ -165,7 +169,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
-                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
+                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr,
+                      COLS: tl.constexpr = 0):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
@@ -174,7 +179,17 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     y_off = shifted_out(y_off, lead, ALIGN, ALIGN_Y)
     x_row = x_ptr + x_off
     y_row = y_ptr + y_off
-    if SINGLE:
+    if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
+        x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
+        # weight and bias issued with the row (H200, tools/s25_probe.py: +1-3 points over loading them after the
+        # statistics, bfloat16 too, unlike the one-warp tiles' PRELOAD_WB)
+        if HAS_W:
+            w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
+        if HAS_B:
+            b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
+        mean0, corr, m2 = short_rows_stats(x, mask, tl.full([BLOCK_M], N, ACC), ACC, EVEN, True)
+        mean = mean0 + corr
+    elif SINGLE:
         cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
         if ALIGN == 0:
             cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
@@ -247,7 +262,14 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
-    if SINGLE:
+    if SINGLE and COLS > 0:
+        y = ((x - mean0[:, None, None]) - corr[:, None, None]) * rstd[:, None, None]  # (see chunk_stats)
+        if HAS_W:
+            y = y * w_row.to(ACC)
+        if HAS_B:
+            y = y + b_row.to(ACC)
+        tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, y, mask=mask)
+    elif SINGLE:
         if ALIGN > 0 or TAIL > 0:  # (with a tail, no preloaded weight and bias: the host gives no PRELOAD_WB)
             _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
                         HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
@@ -480,7 +502,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         return y, mean, rstd
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
-    align = C.row_align(x, view, cfg, single, True)
+    cols = C.row_cols(cfg, x, op, True, single, 1)
+    align = 0 if cols else C.row_align(x, view, cfg, single, True)
     tail = C.single_tail(cfg, view, single)
     s_wl = 0
     if align and (w is not None or b is not None):
@@ -501,7 +524,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=C.row_hint(view, align),
-        TAIL=tail,
+        TAIL=tail, COLS=cols,
         UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:

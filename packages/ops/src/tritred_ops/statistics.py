@@ -38,6 +38,7 @@ from ._kernels import (
     row_block,
     shifted_row_stats,
     short_rows_stats,
+    short_rows_tile,
     single_tile,
     sqrt_exact,
     tiles_stats,
@@ -110,8 +111,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
         cnt = tl.full([BLOCK_M], N, ACC)
-        mean, corr, m2 = short_rows_stats(x_row, N, row_ok, s_xn, cnt, ACC, BLOCK_N, COLS, EVEN,
-                                          x_ptr.dtype.element_ty != tl.bfloat16, "evict_first")
+        x, _, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, "evict_first")
+        mean, corr, m2 = short_rows_stats(x, mask, cnt, ACC, EVEN, x_ptr.dtype.element_ty != tl.bfloat16)
         mean = tl.where(corr == corr, mean + corr, mean)
     elif SINGLE:  # the row is one register tile: exact corrected two-pass
         lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
