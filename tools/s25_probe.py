@@ -15,7 +15,7 @@ Every variant is checked against float64 torch first, then timed twice in altern
 3. The adopted rule (``heuristics._short_stats_rows``) against the configs it replaced (``rule``), and layer_norm's
    short rows as such a tile (``ln``; a probe kernel, ``_short_ln_kernel``, against the product).
 
-Usage on a CUDA machine: python tools/s25_probe.py [var] [bn] [rule] [ln]
+Usage on a CUDA machine: python tools/s25_probe.py [var] [bn] [rule] [ln] [lnrule]
 """
 
 from __future__ import annotations
@@ -308,6 +308,21 @@ def probe_rule() -> None:
               + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
+def probe_ln_rule() -> None:
+    """layer_norm's rule (threads_per_row, weight and bias with the row) against the one-warp tiles it replaced."""
+    from sweep import alternate as alternate_cfg
+    from tritred_core import LaunchConfig
+
+    bf, f32 = torch.bfloat16, torch.float32
+    for shape, dtype in (((262144, 256), bf), ((65536, 1024), bf), ((524288, 128), bf), ((131072, 512), bf),
+                         ((262144, 256), f32), ((65536, 1024), f32), ((524288, 128), f32)):
+        n = shape[-1]
+        before = LaunchConfig(strategy="single_pass", BLOCK_M=1024 // n, BLOCK_N=n, num_warps=1)
+        res = alternate_cfg("layer_norm", shape, dtype, -1, [("built-in", None), ("before", before)])
+        print(f"lnrule layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+              + "  ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def probe_ln(copy: float) -> None:
     for dtype in (torch.bfloat16, torch.float32):
         vec = 16 // torch.empty((), dtype=dtype).element_size()
@@ -354,6 +369,8 @@ def main() -> None:
         probe_rule()
     if "ln" in steps:
         probe_ln(copy)
+    if "lnrule" in steps:
+        probe_ln_rule()
 
 
 if __name__ == "__main__":

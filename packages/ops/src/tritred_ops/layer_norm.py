@@ -60,6 +60,16 @@ def _affine(y, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr
 
 
 @triton.jit
+def _affine_load(ptr, cols, N, EVEN: tl.constexpr):
+    """weight or bias at tile columns ``cols`` (no mask where every lane is in the row, EVEN)."""
+    if EVEN:
+        v = tl.load(ptr + cols)
+    else:
+        v = tl.load(ptr + cols, mask=cols < N, other=0)
+    return v
+
+
+@triton.jit
 def _shift_affine_kernel(w_ptr, b_ptr, w_sh_ptr, b_sh_ptr, N, s_wl, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                          BLOCK: tl.constexpr):
     """Copy ``l`` of weight and bias shifted by ``l`` lanes: ``w_sh[l, j] = weight[j - l]`` (0 outside the row),
@@ -184,9 +194,9 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         # weight and bias issued with the row (H200, tools/s25_probe.py: +1-3 points over loading them after the
         # statistics, bfloat16 too, unlike the one-warp tiles' PRELOAD_WB)
         if HAS_W:
-            w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
+            w_row = _affine_load(w_ptr, cols, N, EVEN)
         if HAS_B:
-            b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
+            b_row = _affine_load(b_ptr, cols, N, EVEN)
         mean0, corr, m2 = short_rows_stats(x, mask, tl.full([BLOCK_M], N, ACC), ACC, EVEN, True)
         mean = mean0 + corr
     elif SINGLE:
