@@ -268,6 +268,16 @@ def test_config_failing_model_validation_names_the_plugin(registry: Registry, to
     assert "power of two" in str(info.value)
 
 
+def test_config_that_skipped_validation_is_validated(registry: Registry, toys: Any, spec: ReductionSpec) -> None:
+    """A config whose fields were changed past the validators (``model_copy(update=...)``: a tail tile beside
+    threads_per_row, which the kernels cannot combine) is rejected, naming the plugin."""
+    registry.register(toys.BuiltinHeuristic(), name="builtin")
+    bypass = LaunchConfig(strategy="single_pass", BLOCK_N=64, BLOCK_TAIL=16).model_copy(update={"threads_per_row": 8})
+    registry.register(toys.ConfigPlugin(lambda s, p, d: bypass), name="bypass_plugin")
+    with pytest.raises(InvalidLaunchConfigError, match="(?s)bypass_plugin.*threads_per_row and BLOCK_TAIL"):
+        registry.launch_config(spec, toys.toy_problem(N=70), FAKE_H200)
+
+
 def test_wrong_return_type_is_rejected(registry: Registry, toys: Any, spec: ReductionSpec) -> None:
     registry.register(toys.ConfigPlugin(lambda s, p, d: {"strategy": "multi_pass"}), name="dict_plugin")
     with pytest.raises(InvalidLaunchConfigError, match=r"'dict_plugin' returned dict instead of a LaunchConfig"):

@@ -79,6 +79,9 @@ class _CoreValidation:
                 f"instead of a LaunchConfig for {spec.name}"
             )
         try:
+            # validated again: ``model_copy(update=...)`` and ``model_construct`` skip the model's validators, and a
+            # combination they forbid (threads_per_row with a tail tile) would leave elements unread
+            LaunchConfig.model_validate(config.model_dump())
             config.check_fits(problem)
         except ValueError as e:
             raise InvalidLaunchConfigError(f"plugin {config.decided_by!r} returned an invalid config: {e}") from e
