@@ -25,9 +25,9 @@ import sys
 import torch
 import triton
 import triton.language as tl
+import tritred_ops as tr
 from triton.testing import do_bench
 from tritred_core import get_registry
-import tritred_ops as tr
 from tritred_ops import _kernels  # noqa: F401
 from tritred_ops._kernels import add_pair, chan_fn, chunk_stats, div_exact
 
@@ -151,7 +151,7 @@ def _stats_kernel_tg(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b
     m2_p = tl.zeros([BLOCK_K], ACC)
     cnt_p = tl.zeros([BLOCK_K], ACC)
     tot_p = tl.zeros([BLOCK_K], ACC)
-    for t in range(t_lo, t_hi):
+    for _ in range(t_lo, t_hi):
         b0 = bi * BLOCK_M
         s0 = si * BLOCK_N
         corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
@@ -260,7 +260,7 @@ def probe_bn(copy: float) -> None:
             reg.cache.clear()
             rm, rv = torch.zeros(Ch, device="cuda"), torch.ones(Ch, device="cuda")
 
-            def fn(rm=rm, rv=rv):
+            def fn(rm=rm, rv=rv, x=x, w=w, b=b):
                 return tr.batch_norm(x, rm, rv, w, b, training=True)
             err = rel_err(fn(), ref)
             fns[label] = fn
@@ -331,7 +331,7 @@ def probe_ln(copy: float) -> None:
             w = torch.randn(N, device="cuda", dtype=dtype)
             b = torch.randn(N, device="cuda", dtype=dtype)
             ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double())
-            fns = {"product": lambda x=x, w=w, b=b: tr.layer_norm(x, (N,), w, b)}
+            fns = {"product": lambda x=x, w=w, b=b, N=N: tr.layer_norm(x, (N,), w, b)}
             for per_thread in (16, 32):
                 for warps in (2, 4, 8):
                     c = N * vec // per_thread

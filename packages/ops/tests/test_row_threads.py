@@ -62,7 +62,8 @@ def test_non_finite_and_far_rows(name, force, device):
     constant row, a row whose first element alone is far (1e4 among randn): what torch gives."""
     force(name, strategy="single_pass", BLOCK_M=4, BLOCK_N=64, num_warps=1, threads_per_row=4)
     x = randn((8, 64), torch.float32, device)
-    x[0, 5], x[1, 63], x[2, 0], x[3, 7], x[3, 9] = float("nan"), float("inf"), float("-inf"), float("inf"), -float("inf")
+    inf = float("inf")
+    x[0, 5], x[1, 63], x[2, 0], x[3, 7], x[3, 9] = float("nan"), inf, -inf, inf, -inf
     x[4] += 1e4
     x[5] = 2.5
     x[6, 0] = 1e4
