@@ -126,8 +126,8 @@ class LaunchConfig(_Frozen):
     ``threads_per_row`` (single_pass rows only; 0: the kernel's own layout, a warp or more across each row): each
     row spread over that many threads (a power of two <= 32), its other elements in the same threads' registers, so
     that a row's sums take log2(threads_per_row) shuffle levels and its per-row arithmetic is shared by fewer
-    threads. Taken by the single passes of var/std/var_mean/std_mean over unit-stride rows (the built-in choice for
-    short 2-byte rows); the other kernels raise ValueError for it.
+    threads. Taken by the row single passes of var/std/var_mean/std_mean and layer_norm (the built-in choice for
+    short power-of-two rows); the other kernels raise ValueError for it.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """

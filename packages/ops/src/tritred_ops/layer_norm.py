@@ -3,9 +3,10 @@
 ``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass,
 exact), then
 ``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
-square root, as torch). ``multi_pass``: a first sweep keeps per-lane Welford (1962) statistics
-merged once (Chan et al. 1979),
-a second sweep normalizes and writes (the row's second read usually hits L2).
+square root, as torch); short rows (``threads_per_row``) are held with each row over a few threads, the rest of
+it in their registers, weight and bias loaded beside it. ``multi_pass``: a first sweep keeps per-lane Welford
+(1962) statistics merged once (Chan et al. 1979), a second sweep normalizes and writes (the row's second read
+usually hits L2).
 """
 
 from __future__ import annotations

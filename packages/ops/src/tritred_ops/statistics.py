@@ -1,7 +1,8 @@
 """var, std, var_mean, std_mean: one-sweep statistics, Welford lanes merged by Chan's formula.
 
 ``single_pass``: the row is one register tile, reduced by the corrected two-pass algorithm (exact for rows far
-from 0; bfloat16 rows by the plain two-pass, whose error their 8-bit significand bounds: ``_kernels.chunk_stats``).
+from 0; bfloat16 rows by the plain two-pass, whose error their 8-bit significand bounds: ``_kernels.chunk_stats``);
+short rows may each be spread over a few threads (``threads_per_row``: ``_kernels.short_rows_stats``).
 ``multi_pass``/``split``: each lane of the [BLOCK_M, BLOCK_N] tile runs Welford's (1962) update over
 the chunks, and the lanes are merged once at the end with the parallel formula of Chan, Golub & LeVeque (1979).
 Either way the input is read once and E[x^2] - E[x]^2 is never formed, so rows with a large mean keep their
