@@ -466,8 +466,11 @@ def row_align(x: torch.Tensor, view: View, cfg: LaunchConfig, single: bool, head
 
     An output with a row axis (softmax: ``view.strides[1]``) is stored with the same shift (``shifted_out``), so
     its rows must have unit stride as well; a contiguous output of a transposed input does not (its n-stride is
-    not 1: no shift). Reductions' outputs have no row axis (n-stride 0).
+    not 1: no shift). Reductions' outputs have no row axis (n-stride 0). Rows over a few threads each
+    (``threads_per_row``) have no shifted form: their partial tiles are masked.
     """
+    if cfg.threads_per_row:
+        return 0
     (sxm, sxn, _) = view.strides[0]
     vec = 16 // x.element_size()
     if vec < 2 or sxn != 1 or view.K != 1 or view.N <= 1 or sxm % 16 == 0 or x.data_ptr() % 16:

@@ -514,7 +514,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     programs, persist = C.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     cols = C.row_cols(cfg, x, op, True, single, 1)
-    align = 0 if cols else C.row_align(x, view, cfg, single, True)
+    align = C.row_align(x, view, cfg, single, True)
     tail = C.single_tail(cfg, view, single)
     s_wl = 0
     if align and (w is not None or b is not None):

@@ -270,7 +270,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
     cols = C.row_cols(cfg, x, name, C.rows_layout(view), single, split)
     if C.rows_layout(view):
         programs, persist = C.row_programs(cfg, R, split)
-        align = C.row_align(x, view, cfg, single, True) if split == 1 and not cols else 0
+        align = C.row_align(x, view, cfg, single, True) if split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
@@ -330,7 +330,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
     single = cfg.strategy == "single_pass"
     programs, persist = C.row_programs(cfg, R)
     cols = C.row_cols(cfg, x, ("std" if std else "var") + ("_mean" if want_mean else ""), True, single, 1)
-    align = 0 if cols else C.row_align(x, view, cfg, single, True)
+    align = C.row_align(x, view, cfg, single, True)
     rec.launch(
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
