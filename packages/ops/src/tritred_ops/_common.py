@@ -506,7 +506,7 @@ def no_tail(cfg: LaunchConfig, op: str) -> None:
             f"in one tile")
 
 
-#: The ops whose kernels take ``threads_per_row`` (their single passes over unit-stride rows).
+#: The ops whose kernels take ``threads_per_row`` (their row single passes).
 ROW_THREADS_OPS = frozenset({"var", "std", "var_mean", "std_mean", "layer_norm"})
 
 
