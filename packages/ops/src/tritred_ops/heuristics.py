@@ -298,6 +298,29 @@ def _short_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None
                         threads_per_row=threads)
 
 
+def _wide_stats_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """float32 var/std/var_mean/std_mean of whole power-of-two rows of 1024-8192 elements: 1024-2048-wide rows
+    one a program on N / 256 warps (two 16-byte loads a thread, as the plain reductions' whole rows), 4096-8192
+    two a program on 16 warps; None elsewhere.
+
+    The generic tile (~32 elements a thread on 4 warps) left these rows ~4 points under the plain reductions of
+    the same shapes. H200, ``tools/s26_probe.py`` (built-in against the grid of 1-16 rows x 2-32 warps at 8-32
+    elements a thread, two probes in two processes): var 65536x1024 fp32 88.8 -> 93.5 % (M4 w4 -> M1 w4),
+    32768x2048 89.1 -> 92.6 (M2 w4 -> M1 w8), 16384x4096 88.6-89.2 -> 91.7-92.1 (M1 w4 -> M2 w16), 8192x8192
+    88.5 -> 90.2 (M1 w8 -> M2 w16); 16384-wide rows kept theirs (M1 w16: level). A row over 16 warps alone lost
+    (4096: 89 -> 86), and so did tiles of more rows on more warps (4096, M4 w32: 50 %). bfloat16 gained nothing
+    beyond the run-to-run spread (+-1.5 points): not taken. Partly masked tiles are not covered (the plain
+    reductions' version of this lost up to 10 points there).
+    """
+    N = problem.N
+    if not caps.gpu or N & (N - 1) or not 1024 <= N <= 8192 or _itemsize(problem) != 4:
+        return None
+    if N <= 2048:
+        return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=min(caps.max_warps, N // 256))
+    return LaunchConfig(strategy="single_pass", BLOCK_M=max(1, min(2, next_pow2(problem.outputs))), BLOCK_N=N,
+                        num_warps=min(caps.max_warps, 16))
+
+
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
     """2-byte rows over 4096 elements that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such
     chunk): a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
@@ -562,6 +585,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             short = _short_rows(name, problem, caps)
             if short is not None:
                 return short
+        if name in ("var", "std", "var_mean", "std_mean"):
+            wide = _wide_stats_rows(problem, caps)
+            if wide is not None:
+                return wide
         if name == "layer_norm" and N <= single_cap:
             masked = _layer_norm_masked_rows(problem, caps, block_n)
             if masked is not None:
