@@ -298,27 +298,33 @@ def _short_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None
                         threads_per_row=threads)
 
 
-def _wide_stats_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
-    """float32 var/std/var_mean/std_mean of whole power-of-two rows of 1024-8192 elements: 1024-2048-wide rows
-    one a program on N / 256 warps (two 16-byte loads a thread, as the plain reductions' whole rows), 4096-8192
-    two a program on 16 warps; None elsewhere.
+def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """float32 var/std/var_mean/std_mean (rows of 1024-8192) and max/min with indices (1024-4096) of whole
+    power-of-two rows: 1024-2048-wide rows one a program on N / 256 warps (two 16-byte loads a thread, as the plain
+    reductions' whole rows), 4096-8192 two a program on 16 warps where the grid has at least ~4 waves of them;
+    None elsewhere.
 
-    The generic tile (~32 elements a thread on 4 warps) left these rows ~4 points under the plain reductions of
-    the same shapes. H200, ``tools/s26_probe.py`` (built-in against the grid of 1-16 rows x 2-32 warps at 8-32
-    elements a thread, two probes in two processes): var 65536x1024 fp32 88.8 -> 93.5 % (M4 w4 -> M1 w4),
-    32768x2048 89.1 -> 92.6 (M2 w4 -> M1 w8), 16384x4096 88.6-89.2 -> 91.7-92.1 (M1 w4 -> M2 w16), 8192x8192
-    88.5 -> 90.2 (M1 w8 -> M2 w16); 16384-wide rows kept theirs (M1 w16: level). A row over 16 warps alone lost
-    (4096: 89 -> 86), and so did tiles of more rows on more warps (4096, M4 w32: 50 %). bfloat16 gained nothing
-    beyond the run-to-run spread (+-1.5 points): not taken. Partly masked tiles are not covered (the plain
-    reductions' version of this lost up to 10 points there).
+    The generic tile (~32 elements a thread on 4 warps) left these rows 2-5 points under the plain reductions of
+    the same shapes; a row's reductions cross its warps, and two rows a program share those exchanges. H200,
+    ``tools/s26_probe.py`` (the built-in against a grid of 1-16 rows x 2-32 warps at 8-32 elements a thread, then
+    the rule against the configs it replaced, in alternation): var 65536x1024 fp32 88 -> 92-93.5 % (M4 w4 -> M1
+    w4), std 88 -> 93, 100000x1024 92 -> 95, 32768x2048 88-89 -> 92-92.6 (M2 w4 -> M1 w8), var_mean 40000x2048 90 ->
+    92, 16384x4096 88-89 -> 91-92 (M1 w4 -> M2 w16; std and var_mean alike), 8192x8192 88 -> 89.5-90 (M1 w8 -> M2
+    w16); max 65536x1024 88 -> 90, 32768x2048 88 -> 91, 16384x4096 88 -> 90. Lost: 3000x4096 (1500 programs of
+    16 warps, under 3 waves) 65 -> 60, hence the rows bound; a row over 16 warps alone (4096: 89 -> 86), tiles of
+    more rows on more warps (4096, M4 w32: 50 %). 16384-wide rows kept theirs (M1 w16: level); bfloat16 gained
+    nothing beyond the run-to-run spread (+-1.5 points), 256-512-wide rows lost (one-warp tiles stay). Partly
+    masked tiles are not covered (the plain reductions' version of this lost up to 10 points there).
     """
-    N = problem.N
-    if not caps.gpu or N & (N - 1) or not 1024 <= N <= 8192 or _itemsize(problem) != 4:
+    N, R = problem.N, problem.outputs
+    widest = 4096 if name in ("max", "min") else 8192  # (max/min's 8192 with M2: not measured)
+    if not caps.gpu or N & (N - 1) or not 1024 <= N <= widest or _itemsize(problem) != 4:
         return None
     if N <= 2048:
         return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=min(caps.max_warps, N // 256))
-    return LaunchConfig(strategy="single_pass", BLOCK_M=max(1, min(2, next_pow2(problem.outputs))), BLOCK_N=N,
-                        num_warps=min(caps.max_warps, 16))
+    if R < 32 * caps.sm_count:  # (2-row programs on 16 warps, 4 an SM: fewer than ~4 waves)
+        return None
+    return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=N, num_warps=min(caps.max_warps, 16))
 
 
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
@@ -585,8 +591,8 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             short = _short_rows(name, problem, caps)
             if short is not None:
                 return short
-        if name in ("var", "std", "var_mean", "std_mean"):
-            wide = _wide_stats_rows(problem, caps)
+        if name in ("var", "std", "var_mean", "std_mean", "max", "min"):
+            wide = _wide_rows(name, problem, caps)
             if wide is not None:
                 return wide
         if name == "layer_norm" and N <= single_cap:
