@@ -113,6 +113,14 @@ GROUPS["rulemax"] = [(op, shape, F32, -1, [(f"old M{m} w4", cfg(BLOCK_M=m, BLOCK
                      for op, shape, m in (("max", (65536, 1024), 2), ("min", (100000, 1024), 2),
                                           ("max", (32768, 2048), 1), ("max", (16384, 4096), 1),
                                           ("min", (16384, 4096), 1), ("max", (20000, 4096), 1))]
+# float32 short rows over a few threads each (threads_per_row: the bf16 rule's layout; t8 was level on 256)
+GROUPS["short32"] = [
+    ("var", (262144, 256), F32, -1, [(f"M{128 // t * w // 4} w{w} t{t}", cfg(BLOCK_M=32 * w // t, BLOCK_N=256,
+                                      num_warps=w, threads_per_row=t)) for t, w in ((4, 4), (16, 4), (16, 8), (4, 2))]),
+    ("std", (262144, 256), F32, -1, [("M8 w4 t16", cfg(BLOCK_M=8, BLOCK_N=256, num_warps=4, threads_per_row=16))]),
+    ("var", (131072, 512), F32, -1, [(f"M{32 * w // t} w{w} t{t}", cfg(BLOCK_M=32 * w // t, BLOCK_N=512,
+                                      num_warps=w, threads_per_row=t)) for t, w in ((16, 4), (32, 4), (8, 4))]),
+]
 GROUPS["more"] = [
     ("max", (16384, 4096), F32, -1, row_warps(2, 4096, (8, 16))),
     ("max", (65536, 1024), F32, -1, row_warps(1, 1024, (2, 4))),

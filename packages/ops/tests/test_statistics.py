@@ -309,3 +309,29 @@ def test_loop_rows_whose_first_element_is_far_from_their_mean(cfg, force, device
     err = (mean.double().cpu() - ref_mean).abs().max().item()
     assert err <= 1e-6 * ref_mean.abs().max().item(), f"mean: absolute error {err:.1e}"
     assert ((var.double().cpu() - ref_var) / ref_var).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("n", [1024, 2048, 4096, 8192])
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+def test_wide_float32_rows_in_the_built_in_h200_tiles(name, n, force, device):
+    """The configs the built-in gives float32 rows of 1024-8192 on an H200 (``heuristics._wide_rows``: one row on
+    N / 256 warps, or two on 16), forced here so that the interpreter and the GPU alike run them: an odd row count
+    (the last two-row tile half empty), rows far from 0, a NaN, against float64 torch."""
+    from tritred_core import Problem, get_registry
+    from tritred_core.testing import FAKE_H200
+
+    reg = get_registry()
+    problem = Problem(op=name, dtype="float32", M=65536, N=n, K=1, stride_m=n, stride_n=1, stride_k=1)
+    cfg = reg.launch_config(reg.get(name).spec, problem, FAKE_H200)
+    assert cfg.decided_by == "tritred_ops" and cfg.num_warps in (4, 8, 16), cfg
+    force(name, **cfg.model_dump(exclude={"decided_by", "tuned"}))
+    x = randn((5, n), torch.float32, device, scale=3.0)
+    x[1] += 1e3
+    x[3, n // 2] = float("nan")
+    out = getattr(tr, name)(x, -1)
+    ref = getattr(torch, name)(x.double().cpu(), -1)
+    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        assert o.dtype == torch.float32 and o.shape == (5,)
+        assert torch.equal(o.isnan().cpu(), r.isnan()), (n, o)
+        ok = ~r.isnan()
+        assert_close(o.cpu()[ok], r[ok], n=n, scale=2e3, what=f"{name} {n} {cfg}")
