@@ -121,6 +121,12 @@ GROUPS["short32"] = [
     ("var", (131072, 512), F32, -1, [(f"M{32 * w // t} w{w} t{t}", cfg(BLOCK_M=32 * w // t, BLOCK_N=512,
                                       num_warps=w, threads_per_row=t)) for t, w in ((16, 4), (32, 4), (8, 4))]),
 ]
+# var over two axes (per-plane rows, merged per channel): the rule meets power-of-two planes; old = the generic tile
+GROUPS["planes"] = [
+    ("var", (64, 256, 32, 32), F32, (0, 2, 3), [("old M4 w4", cfg(BLOCK_M=4, BLOCK_N=1024, num_warps=4))]),
+    ("var", (64, 128, 32, 64), F32, (0, 2, 3), [("old M2 w4", cfg(BLOCK_M=2, BLOCK_N=2048, num_warps=4))]),
+    ("var", (256, 64, 64, 64), F32, (0, 2, 3), [("old M1 w4", cfg(BLOCK_M=1, BLOCK_N=4096, num_warps=4))]),
+]
 GROUPS["more"] = [
     ("max", (16384, 4096), F32, -1, row_warps(2, 4096, (8, 16))),
     ("max", (65536, 1024), F32, -1, row_warps(1, 1024, (2, 4))),

@@ -95,6 +95,13 @@ def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_two_loads_a_thread
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", rows, N, warps), N
     assert _config(op, 3000, 4096, dtype="float32").num_warps <= 8  # (under ~4 waves: the generic tile)
     assert _config(op, 4224, 4096, dtype="float32").BLOCK_M == 2  # 32 rows an SM of the fake H200's 132
+    if op not in ("max", "min"):  # rows of two reduced axes (var over (0, 2, 3) of 256x64x64x64: 85 -> 82 %)
+        planes = Problem(op=op, dtype="float32", M=256, N=4096, K=64, stride_m=64 * 4096, stride_n=1, stride_k=4096)
+        reg = get_registry()
+        cfg = reg.launch_config(reg.get(op).spec, planes, FAKE_H200)
+        assert (cfg.strategy, cfg.BLOCK_M) == ("single_pass", 1), cfg
+        planes = planes.model_copy(update={"N": 1024, "stride_k": 1024, "stride_m": 64 * 1024})
+        assert reg.launch_config(reg.get(op).spec, planes, FAKE_H200).num_warps == 4  # (1024-wide: one row, 4 warps)
     for N, dtype in ((4096, "bfloat16"), (3000, "float32"), (4096, "float64"), (16384, "float32"), (512, "float32")):
         generic = _config(op, 65536, N, dtype=dtype)
         assert (generic.BLOCK_M, generic.num_warps) not in ((1, 8), (2, 16)) or N == 16384, (N, dtype)

@@ -311,10 +311,13 @@ def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     w4), std 88 -> 93, 100000x1024 92 -> 95, 32768x2048 88-89 -> 92-92.6 (M2 w4 -> M1 w8), var_mean 40000x2048 90 ->
     92, 16384x4096 88-89 -> 91-92 (M1 w4 -> M2 w16; std and var_mean alike), 8192x8192 88 -> 89.5-90 (M1 w8 -> M2
     w16); max 65536x1024 88 -> 90, 32768x2048 88 -> 91, 16384x4096 88 -> 90. Lost: 3000x4096 (1500 programs of
-    16 warps, under 3 waves) 65 -> 60, hence the rows bound; a row over 16 warps alone (4096: 89 -> 86), tiles of
-    more rows on more warps (4096, M4 w32: 50 %). 16384-wide rows kept theirs (M1 w16: level); bfloat16 gained
-    nothing beyond the run-to-run spread (+-1.5 points), 256-512-wide rows lost (one-warp tiles stay). Partly
-    masked tiles are not covered (the plain reductions' version of this lost up to 10 points there).
+    16 warps, under 3 waves) 65 -> 60, hence the rows bound, and var over (0, 2, 3) of 256x64x64x64 (4096-wide
+    planes of two reduced axes) 85 -> 82, so two-row programs are for plain rows (K = 1) only; its 1024- and
+    2048-wide planes took the one-row tiles (64x256x32x32 59 -> 61, 64x128x32x64 level). A row over 16 warps alone
+    (4096: 89 -> 86) and tiles of more rows on more warps (4096, M4 w32: 50 %) lost too. 16384-wide rows kept theirs
+    (M1 w16: level); bfloat16 gained nothing beyond the run-to-run spread (+-1.5 points), 256-512-wide rows lost
+    (one-warp tiles stay). Partly masked tiles are not covered (the plain reductions' version of this lost up to 10
+    points there).
     """
     N, R = problem.N, problem.outputs
     widest = 4096 if name in ("max", "min") else 8192  # (max/min's 8192 with M2: not measured)
@@ -322,7 +325,9 @@ def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
         return None
     if N <= 2048:
         return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=min(caps.max_warps, N // 256))
-    if R < 32 * caps.sm_count:  # (2-row programs on 16 warps, 4 an SM: fewer than ~4 waves)
+    if R < 32 * caps.sm_count or problem.K > 1:
+        # (2-row programs on 16 warps, 4 an SM: fewer than ~4 waves; or rows of two reduced axes, whose per-row
+        # partials merge afterwards: var over (0, 2, 3) of 256x64x64x64 fp32 84.9 -> 82.4 %)
         return None
     return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=N, num_warps=min(caps.max_warps, 16))
 
