@@ -6,7 +6,8 @@ max/min keep ~32 elements a thread), so this probe forces the neighbours through
 each against torch, and times them in alternation with the built-in (``sweep.alternate``: do_bench median, the
 better of two rounds, % of 4263 GB/s).
 
-Usage on a CUDA machine: python tools/s26_probe.py [GROUP ...]  (groups: stats, max, loops, cols, off)
+Usage on a CUDA machine: python tools/s26_probe.py [GROUP ...]  (groups: stats, max, loops, cols, off, grid32,
+grid16, rule, rulemax, planes, short32, more; none: all of them)
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def _grid(op: str, dtype: torch.dtype) -> list:
 
 
 def _old(n: int) -> list:
-    """The generic tile that the float32 statistics rows of ``n`` took before the rule (``_wide_stats_rows``)."""
+    """The generic tile that the float32 statistics rows of ``n`` took before the rule (``heuristics._wide_rows``)."""
     m, w = {1024: (4, 4), 2048: (2, 4), 4096: (1, 4), 8192: (1, 8)}[n]
     return [(f"old M{m} w{w}", cfg(BLOCK_M=m, BLOCK_N=n, num_warps=w))]
 

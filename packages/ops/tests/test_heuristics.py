@@ -84,7 +84,7 @@ def test_layer_norm_rows_of_128_to_1024_spread_over_a_few_threads():
 
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean", "max", "min"])
-def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_two_loads_a_thread(op):
+def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_more_warps(op):
     """H200, tools/s26_probe.py: var 65536x1024 fp32 88 -> 92-93.5 % (one row on 4 warps), 32768x2048 88 -> 92
     (one on 8), 16384x4096 88 -> 91-92 (two on 16), 8192x8192 88 -> 89.5 (two on 16); max 88 -> 90-91. Fewer than
     ~4 waves of two-row programs (3000x4096: 65 -> 60 %), bfloat16, masked tiles, float64, 16384-wide rows (and
@@ -107,6 +107,17 @@ def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_two_loads_a_thread
         assert (generic.BLOCK_M, generic.num_warps) not in ((1, 8), (2, 16)) or N == 16384, (N, dtype)
     assert _config(op, 256, 4096, K=256, dtype="float32").strategy != "single_pass"  # (columns: unchanged)
     assert _config("sum", 16384, 4096, dtype="float32").BLOCK_M == 1  # the plain reductions: unchanged
+    assert (_config(op, 131072, 512, dtype="float32").BLOCK_M, _config(op, 131072, 512, dtype="float32").num_warps) \
+        == (2, 1)  # 512-wide rows: the one-warp tiles
+    if op in ("max", "min"):  # 8192 with two rows: not measured for max/min; integers: not measured
+        wide = _config(op, 8192, 8192, dtype="float32")
+        assert (wide.BLOCK_M, wide.num_warps) == (1, 8), wide
+        assert (_config(op, 65536, 1024, dtype="int32").BLOCK_M, _config(op, 16384, 4096, dtype="int32").num_warps) \
+            == (2, 4)
+    # strided rows (a slice of every other element): not measured, the generic tile
+    strided = Problem(op=op, dtype="float32", M=16384, N=4096, K=1, stride_m=8192, stride_n=2, stride_k=0)
+    reg = get_registry()
+    assert reg.launch_config(reg.get(op).spec, strided, FAKE_H200).num_warps == 4
 
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
@@ -319,7 +330,7 @@ def test_plain_reductions_of_whole_row_tiles_give_each_thread_two_vectors(op):
             cfg = _config(op, 65536, N, dtype=dtype)
             assert cfg.BLOCK_M > 1 and cfg.num_warps == warps
     assert _config(op, 65536, 1000, dtype="float32").num_warps == 4  # partial tiles: unchanged
-    assert _config("var", 16384, 4096, dtype="bfloat16").num_warps == 4  # var's own rule (below), fp32 only
+    assert _config("var", 16384, 4096, dtype="bfloat16").num_warps == 4  # var's own rule (above), fp32 only
 
 
 def test_single_pass_load_hint_rule():

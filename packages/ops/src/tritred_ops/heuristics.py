@@ -5,7 +5,8 @@ the :class:`~tritred_core.Problem` and :class:`~tritred_core.DeviceInfo`, so its
 ``tritred explain`` and tested without a GPU.
 
 Register-tile budget: a program keeps about 4096 accumulator elements in registers with ~32 per thread (4
-warps; the plain reductions' whole-row tiles take two 16-byte loads per thread instead); rows that fit are single
+warps; the plain reductions' whole-row tiles take two 16-byte loads per thread instead, and so do float32
+var/std and max/min rows of 1024-2048, 4096-8192-wide ones two rows on 16 warps); rows that fit are single
 pass (up to 8192 for reductions, 16384 on 16 warps for var/std and 2-byte softmax rows, 32768 on 32 warps for
 other softmax and layer_norm rows;
 rows <= 512 of ops with several reductions per row, and <= 1024 of softmax and layer_norm, in 1024-element tiles
@@ -29,7 +30,9 @@ tile one iteration ahead on 2-byte planes of several tiles (tools/bn_launch_time
 The twenty-second session's: rows just past a power of two of 512-8192 (2049, 4097) are single passes of two tiles,
 that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s22_ab.py). The twenty-fifth
 session's: var/std of 2-byte rows of 128-512 elements spread each row over a few threads (``threads_per_row``,
-:func:`_short_rows`; tools/s25_probe.py), and so do layer_norm's rows of 128-1024.
+:func:`_short_rows`; tools/s25_probe.py), and so do layer_norm's rows of 128-1024. The twenty-sixth session's:
+float32 var/std and max/min rows of 1024-8192 (max/min: 4096) on more warps, two rows a program from 4096
+(:func:`_wide_rows`; tools/s26_probe.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
@@ -300,9 +303,10 @@ def _short_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None
 
 def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     """float32 var/std/var_mean/std_mean (rows of 1024-8192) and max/min with indices (1024-4096) of whole
-    power-of-two rows: 1024-2048-wide rows one a program on N / 256 warps (two 16-byte loads a thread, as the plain
-    reductions' whole rows), 4096-8192 two a program on 16 warps where the grid has at least ~4 waves of them;
-    None elsewhere.
+    power-of-two unit-stride rows: 1024-2048-wide rows one a program on N / 256 warps (two 16-byte loads a thread,
+    as the plain reductions' whole rows), 4096-8192 two a program on 16 warps (16-32 elements a thread) where the
+    grid has at least ~4 waves of them and the rows have no kept axis inside them (K = 1); None elsewhere
+    (integer max/min, strided rows: not measured).
 
     The generic tile (~32 elements a thread on 4 warps) left these rows 2-5 points under the plain reductions of
     the same shapes; a row's reductions cross its warps, and two rows a program share those exchanges. H200,
@@ -321,7 +325,7 @@ def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     """
     N, R = problem.N, problem.outputs
     widest = 4096 if name in ("max", "min") else 8192  # (max/min's 8192 with M2: not measured)
-    if not caps.gpu or N & (N - 1) or not 1024 <= N <= widest or _itemsize(problem) != 4:
+    if not caps.gpu or N & (N - 1) or not 1024 <= N <= widest or problem.dtype != "float32" or problem.stride_n != 1:
         return None
     if N <= 2048:
         return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=min(caps.max_warps, N // 256))
