@@ -12,6 +12,16 @@ EPS = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 2e-6, torch.flo
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
 
 
+def h200_config(problem):
+    """The launch config the registry gives ``problem`` on a fake H200 (``tritred_core.testing.FAKE_H200``): the
+    GPU's decision on any machine, for heuristics tests and for tests that force the GPU's configs."""
+    from tritred_core import get_registry
+    from tritred_core.testing import FAKE_H200
+
+    reg = get_registry()
+    return reg.launch_config(reg.get(problem.op).spec, problem, FAKE_H200)
+
+
 def seed() -> int:
     """A fresh seed per call (tests draw new inputs every run), printed on failure by the assert messages."""
     return int(torch.randint(0, 2**31 - 1, (1,)).item())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ops_helpers import h200_config
 from tritred_core import LaunchConfig, Problem, get_registry
 from tritred_core.testing import FAKE_H200, assert_valid_launch_configs, problem_grid
 
@@ -12,10 +13,8 @@ OPS = ["sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_m
 
 def _config(op: str, M: int, N: int, K: int = 1, dtype: str = "bfloat16"):
     stride_m, stride_n = N * K, K
-    problem = Problem(op=op, dtype=dtype, M=M, N=N, K=K, stride_m=stride_m, stride_n=stride_n,
-                      stride_k=1)
-    reg = get_registry()
-    return reg.launch_config(reg.get(op).spec, problem, FAKE_H200)
+    return h200_config(Problem(op=op, dtype=dtype, M=M, N=N, K=K, stride_m=stride_m, stride_n=stride_n,
+                               stride_k=1))
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -97,18 +96,17 @@ def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_more_warps(op):
     assert _config(op, 4224, 4096, dtype="float32").BLOCK_M == 2  # 32 rows an SM of the fake H200's 132
     if op not in ("max", "min"):  # rows of two reduced axes (var over (0, 2, 3) of 256x64x64x64: 85 -> 82 %)
         planes = Problem(op=op, dtype="float32", M=256, N=4096, K=64, stride_m=64 * 4096, stride_n=1, stride_k=4096)
-        reg = get_registry()
-        cfg = reg.launch_config(reg.get(op).spec, planes, FAKE_H200)
+        cfg = h200_config(planes)
         assert (cfg.strategy, cfg.BLOCK_M) == ("single_pass", 1), cfg
         planes = planes.model_copy(update={"N": 1024, "stride_k": 1024, "stride_m": 64 * 1024})
-        assert reg.launch_config(reg.get(op).spec, planes, FAKE_H200).num_warps == 4  # (1024-wide: one row, 4 warps)
+        assert h200_config(planes).num_warps == 4  # (1024-wide: one row, 4 warps)
     for N, dtype in ((4096, "bfloat16"), (3000, "float32"), (4096, "float64"), (16384, "float32"), (512, "float32")):
         generic = _config(op, 65536, N, dtype=dtype)
         assert (generic.BLOCK_M, generic.num_warps) not in ((1, 8), (2, 16)) or N == 16384, (N, dtype)
     assert _config(op, 256, 4096, K=256, dtype="float32").strategy != "single_pass"  # (columns: unchanged)
     assert _config("sum", 16384, 4096, dtype="float32").BLOCK_M == 1  # the plain reductions: unchanged
-    assert (_config(op, 131072, 512, dtype="float32").BLOCK_M, _config(op, 131072, 512, dtype="float32").num_warps) \
-        == (2, 1)  # 512-wide rows: the one-warp tiles
+    short = _config(op, 131072, 512, dtype="float32")
+    assert (short.BLOCK_M, short.num_warps) == (2, 1)  # 512-wide rows: the one-warp tiles
     if op in ("max", "min"):  # 8192 with two rows: not measured for max/min; integers: not measured
         wide = _config(op, 8192, 8192, dtype="float32")
         assert (wide.BLOCK_M, wide.num_warps) == (1, 8), wide
@@ -116,8 +114,7 @@ def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_more_warps(op):
             == (2, 4)
     # strided rows (a slice of every other element): not measured, the generic tile
     strided = Problem(op=op, dtype="float32", M=16384, N=4096, K=1, stride_m=8192, stride_n=2, stride_k=0)
-    reg = get_registry()
-    assert reg.launch_config(reg.get(op).spec, strided, FAKE_H200).num_warps == 4
+    assert h200_config(strided).num_warps == 4
 
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, config_id, randn
+from ops_helpers import LAYOUTS, config_id, h200_config, randn
 
 CONFIGS = [
     None,
@@ -122,12 +122,9 @@ def test_wide_float32_rows_in_the_built_in_h200_tiles(name, n, force, device):
     """The configs the built-in gives float32 rows of 1024-4096 on an H200 (``heuristics._wide_rows``: one row on
     N / 256 warps, or two on 16), forced so that the interpreter and the GPU alike run them: an odd row count (the
     last two-row tile half empty), ties, a NaN, the extreme in the last element."""
-    from tritred_core import Problem, get_registry
-    from tritred_core.testing import FAKE_H200
+    from tritred_core import Problem
 
-    reg = get_registry()
-    problem = Problem(op=name, dtype="float32", M=65536, N=n, K=1, stride_m=n, stride_n=1, stride_k=1)
-    cfg = reg.launch_config(reg.get(name).spec, problem, FAKE_H200)
+    cfg = h200_config(Problem(op=name, dtype="float32", M=65536, N=n, K=1, stride_m=n, stride_n=1, stride_k=1))
     assert cfg.decided_by == "tritred_ops" and cfg.num_warps in (4, 8, 16), cfg
     force(name, **cfg.model_dump(exclude={"decided_by", "tuned"}))
     x = (randn((5, n), torch.float32, device) * 2).round()  # many ties
