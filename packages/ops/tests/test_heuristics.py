@@ -211,19 +211,17 @@ def test_column_split_stays_within_one_wave():
 @pytest.mark.parametrize(("shape", "warps"), [((32, 2048, 49), 1), ((8, 64, 300), 2), ((128, 16, 64), 4)])
 def test_batch_norm_channel_in_one_tile_is_resident(shape, warps):
     B, C, S = shape
-    reg = get_registry()
     problem = Problem(op="batch_norm", dtype="bfloat16", M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
-    cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
+    cfg = h200_config(problem)
     assert cfg.BLOCK_M >= B and cfg.BLOCK_N >= S  # one tile: statistics and output in one launch
     # ~64 elements per thread (H200: one warp for 32x2048x7x7's 2048-element tiles beat four)
     assert cfg.num_warps == warps
 
 
 def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
-    reg = get_registry()
     problem = Problem(op="batch_norm", dtype="bfloat16", M=64, N=3136, K=256, stride_m=256 * 3136, stride_n=1,
                       stride_k=3136)
-    cfg = reg.launch_config(reg.get("batch_norm").spec, problem, FAKE_H200)
+    cfg = h200_config(problem)
     assert cfg.BLOCK_M * cfg.BLOCK_N == 2048 and 256 * cfg.split <= 8 * FAKE_H200.sm_count
     # NCHW tiles of 16 images x 128 spatial on 2 warps: 32 elements per thread (H200, tools/bn_tiles_ab.py:
     # 64x256x56x56 fp32 56 -> 59 % against 32 x 64 on 4 warps)
@@ -238,7 +236,7 @@ def test_batch_norm_statistics_prefetch_two_byte_planes_of_several_tiles(dtype, 
     H200: 2-byte elements, planes of 4+ tiles; not float32 (registers), short planes or one-tile channels."""
     B, C, S = shape
     problem = Problem(op="batch_norm", dtype=dtype, M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
-    cfg = get_registry().launch_config(get_registry().get("batch_norm").spec, problem, FAKE_H200)
+    cfg = h200_config(problem)
     assert cfg.num_stages == stages
 
 
@@ -248,7 +246,7 @@ def test_batch_norm_nchw_tiles_hold_2048_elements_on_two_warps(shape, tile):
     """Up to 128 spatial positions wide; fewer images than the tile's rows widen the spatial side instead."""
     B, C, S = shape
     problem = Problem(op="batch_norm", dtype="float32", M=B, N=S, K=C, stride_m=C * S, stride_n=1, stride_k=S)
-    cfg = get_registry().launch_config(get_registry().get("batch_norm").spec, problem, FAKE_H200)
+    cfg = h200_config(problem)
     assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps, cfg.strategy) == (*tile, 2, "split")
 
 
@@ -499,9 +497,8 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     for op, N in (("layer_norm", 2049), ("var", 4095), ("softmax", 4096), ("sum", 4095)):
         assert _config(op, 32768, N).BLOCK_N != 1024, (op, N)
     assert _config("layer_norm", 16384, 4104).BLOCK_N != 1024  # whole vectors
-    reg = get_registry()
     padded = Problem(op="layer_norm", dtype="bfloat16", M=16384, N=4097, K=1, stride_m=4112, stride_n=1, stride_k=1)
-    assert reg.launch_config(reg.get("layer_norm").spec, padded, FAKE_H200).BLOCK_N != 1024  # aligned starts
+    assert h200_config(padded).BLOCK_N != 1024  # aligned starts
 
 
 def test_rows_just_past_a_power_of_two_take_a_tail_tile():
