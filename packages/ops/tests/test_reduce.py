@@ -319,3 +319,48 @@ def test_rows_of_a_few_whole_chunks_unroll_the_loop(name, chunks, force, device,
     out = getattr(tr, name)(x, -1)
     assert unroll_spy == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
     assert_close(out, _ref(name, x.cpu(), -1), n=16 * chunks, what=f"{name} {chunks}")
+
+
+def test_dependent_launch_only_on_hopper_and_later(monkeypatch):
+    """Programmatic dependent launch (griddepcontrol) exists from sm_90: older GPUs and the interpreter get a
+    plain launch (no option), an sm_90 device the kernel's wait and the launcher's flag."""
+    from tritred_core.testing import FAKE_H200
+    from tritred_ops import _common as C
+
+    assert C.dependent_launch(torch.device("cpu")) == {}
+    monkeypatch.setattr(C, "device_info", lambda d: FAKE_H200.model_copy(update={"compute_capability": (8, 0)}))
+    assert C.dependent_launch(torch.device("cuda", 0)) == {}
+    monkeypatch.setattr(C, "device_info", lambda d: FAKE_H200)
+    assert C.dependent_launch(torch.device("cuda", 0)) == {"WAIT": True, "launch_pdl": True}
+
+
+@pytest.mark.parametrize(("op", "shape", "dim", "cfg"), [
+    ("sum", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
+    ("amax", (700, 9), 0, dict(strategy="split", BLOCK_N=16, BLOCK_K=16, split=4)),
+    ("var", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
+    ("std", (700, 9), 0, dict(strategy="split", BLOCK_N=16, BLOCK_K=16, split=4)),
+    ("max", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
+])
+def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, monkeypatch, device):
+    """A split's merge launch, and only it, takes the dependent-launch options (it reads the partials that the
+    launch before it wrote); the result is the plain launches'."""
+    from tritred_ops import _common as C
+    from tritred_ops import _replay
+
+    force(op, **cfg)
+    x = randn(shape, torch.float32, device)
+    plain = getattr(tr, op)(x, dim)
+    seen = []
+    orig = _replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
+        seen.append(kwargs.get("WAIT"))
+        return orig(self, kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(_replay.Recorder, "launch", spy)
+    monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})  # (the interpreter cannot wait)
+    C.get_registry().cache.clear()  # (the full path again: no saved plan)
+    out = getattr(tr, op)(x, dim)
+    assert seen == [None, False], seen
+    for a, b in zip(out if op == "max" else (out,), plain if op == "max" else (plain,), strict=True):
+        assert torch.equal(a, b)

@@ -12,6 +12,7 @@ import struct
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 # Reduction op codes (constexpr in kernels).
 SUM, PROD, MAX, MIN = 0, 1, 2, 3
@@ -208,6 +209,16 @@ def arg_finish(v, pos, past, axis: tl.constexpr, IS_MAX: tl.constexpr):
     else:
         hit = (v == best[:, None]) | (v != v)
     return best, tl.min(tl.where(hit, pos, past), axis).to(tl.int64)
+
+
+@triton.jit
+def wait_for_previous_launch(WAIT: tl.constexpr):
+    """With WAIT (a programmatic dependent launch, ``_common.dependent_launch``): wait until the launch before
+    this one has finished and its writes are visible (``griddepcontrol.wait``, sm_90+); the program's first
+    statement, before any read of what that launch wrote. Without WAIT, nothing (a plain launch already starts
+    after the previous one; the interpreter has no inline assembly)."""
+    if WAIT:
+        gdc_wait()
 
 
 @triton.jit

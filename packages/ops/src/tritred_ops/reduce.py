@@ -55,6 +55,7 @@ from ._kernels import (
     row_masks,
     tile_reduce,
     tl_dtype,
+    wait_for_previous_launch,
 )
 from ._replay import Recorder, find_plan
 
@@ -70,7 +71,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
                  ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
+                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -80,7 +81,9 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
     PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
     TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
+    WAIT: a dependent launch (a split's merge, ``_common.dependent_launch``).
     """
+    wait_for_previous_launch(WAIT)
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -237,11 +240,13 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, HAS_IDX_IN: tl.constexpr,
                      SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      EVICT_LOOP: tl.constexpr = False, DIV: tl.constexpr = 1, PART: tl.constexpr = 1,
-                     ALIGN: tl.constexpr = 0):
+                     ALIGN: tl.constexpr = 0, WAIT: tl.constexpr = False):
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
     stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest.
-    ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`)."""
+    ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`). WAIT: a dependent launch
+    (the split's merge, ``_common.dependent_launch``)."""
+    wait_for_previous_launch(WAIT)
     if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -453,7 +458,7 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
         block_m, block_n = C.combine_blocks(R, split)
         rec.launch(_rows_kernel, (C.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
                    som, sok, split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc), SPLIT=1,
-                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **C.dependent_launch(x.device), **consts)
 
 
 def _out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool) -> list[int]:
@@ -719,7 +724,8 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         block_m, block_n = C.combine_blocks(R, split)
         rec.launch(
             _arg_rows_kernel, (C.cdiv(R, block_m), 1), pv, pi, values, indices, R, split, view.K, view.K * split, 1,
-            split, som, sok, split, HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n, **consts)
+            split, som, sok, split, HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
+            **C.dependent_launch(x.device), **consts)
     rec.save(key, values, indices)
     return MaxMin(values, indices)
 

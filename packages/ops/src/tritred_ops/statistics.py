@@ -44,6 +44,7 @@ from ._kernels import (
     sqrt_exact,
     tiles_stats,
     tl_dtype,
+    wait_for_previous_launch,
     welford_step,
 )
 from ._replay import Recorder, find_plan
@@ -222,10 +223,11 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
 def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok,
                           divisor, divisor_lo, n_split, s_prow, s_pslice,
                           ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+                          BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, WAIT: tl.constexpr = False):
     """Merge the n_split partial (mean, M2) of each output (output r's slice s at r * s_prow + s * s_pslice);
     slice s holds clamp(N - s*n_per_split) elements. n_split is a runtime argument (the batch size of two reduced
-    axes: no compile per batch size)."""
+    axes: no compile per batch size). WAIT: a dependent launch (``_common.dependent_launch``)."""
+    wait_for_previous_launch(WAIT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     s = tl.arange(0, BLOCK_S)
@@ -288,7 +290,8 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
         block_m, block_s = C.combine_blocks(R, split)
         rec.launch(
             _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
-            *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s, **{**consts, "num_warps": 4})
+            *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s, **C.dependent_launch(x.device),
+            **{**consts, "num_warps": 4})
 
 
 #: Most partials per output the two-axes merge takes (one tile holds all of an output's partials).
@@ -342,7 +345,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
     rec.launch(
         _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
         view.N, out_stride, 0, *f32_split(divisor), view.M, 1, view.K, BLOCK_M=block_m, BLOCK_S=block_s,
-        **{**consts, "num_warps": 4})
+        **C.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
