@@ -50,7 +50,11 @@ def _patch() -> None:
     C.device_info = lambda device: FAKE_H200
 
     def compile_only(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
-        kernel.warmup(*args, grid=grid, **kwargs)
+        compiled = kernel.warmup(*args, grid=grid, **kwargs)
+        if compiled.metadata.launch_pdl:  # a dependent launch must wait before its first global load
+            ptx = compiled.asm["ptx"]
+            wait, load = ptx.find("griddepcontrol.wait"), ptx.find("ld.global")
+            assert 0 <= wait and (load < 0 or wait < load), f"{kernel.fn.__name__}: dependent launch without a wait"
     R.Recorder.launch = compile_only
     for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm"):
         mod = sys.modules[f"tritred_ops.{name}"]

@@ -331,6 +331,12 @@ def test_dependent_launch_only_on_hopper_and_later(monkeypatch):
     monkeypatch.setattr(C, "device_info", lambda d: FAKE_H200.model_copy(update={"compute_capability": (8, 0)}))
     assert C.dependent_launch(torch.device("cuda", 0)) == {}
     monkeypatch.setattr(C, "device_info", lambda d: FAKE_H200)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # (the interpreter runs no inline assembly, even on CUDA tensors)
+    assert C.dependent_launch(torch.device("cuda", 0)) == {}
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(torch.version, "hip", "6.2")  # (ROCm names its devices cuda too: no griddepcontrol)
+    assert C.dependent_launch(torch.device("cuda", 0)) == {}
+    monkeypatch.setattr(torch.version, "hip", None)
     assert C.dependent_launch(torch.device("cuda", 0)) == {"WAIT": True, "launch_pdl": True}
 
 
@@ -340,6 +346,7 @@ def test_dependent_launch_only_on_hopper_and_later(monkeypatch):
     ("var", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
     ("std", (700, 9), 0, dict(strategy="split", BLOCK_N=16, BLOCK_K=16, split=4)),
     ("max", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
+    ("var", (2, 4, 8, 8), (0, 2, 3), None),  # two reduced axes: per-row partials, then the merge
 ])
 def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, monkeypatch, device):
     """A split's merge launch, and only it, takes the dependent-launch options (it reads the partials that the
@@ -347,7 +354,8 @@ def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, monkeyp
     from tritred_ops import _common as C
     from tritred_ops import _replay
 
-    force(op, **cfg)
+    if cfg is not None:
+        force(op, **cfg)
     x = randn(shape, torch.float32, device)
     plain = getattr(tr, op)(x, dim)
     seen = []

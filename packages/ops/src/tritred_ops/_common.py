@@ -567,8 +567,9 @@ def dependent_launch(device: torch.device) -> dict[str, bool]:
     """Launch options of a kernel that reads what the launch just before it wrote (the merge of a split's
     partials): programmatic dependent launch on Hopper and later GPUs (``launch_pdl``), the kernel waiting in
     ``griddepcontrol.wait`` (``WAIT``, :func:`_kernels.wait_for_previous_launch`) until the previous launch has
-    finished and its writes are visible; nothing on older GPUs and under the interpreter (a plain launch, which
-    starts after the previous one in stream order).
+    finished and its writes are visible; nothing on older GPUs, on ROCm (whose devices torch also names
+    ``cuda``: no ``griddepcontrol``) and under the interpreter, whatever the tensors' device (it has no inline
+    assembly): there a plain launch, which starts after the previous one in stream order.
 
     Why: the merge launch starts while the previous launch's last programs finish instead of after it, which
     hides most of the gap between two launches (H200, ``tools/s27_probe.py``: 1-2 us of a 44-136 us split
@@ -576,7 +577,8 @@ def dependent_launch(device: torch.device) -> dict[str, bool]:
     134.5). The result is the plain launch's, bit for bit.
     """
     info = device_info(device)
-    if info.backend == "cuda" and info.compute_capability >= (9, 0):
+    if (info.backend == "cuda" and info.compute_capability >= (9, 0) and torch.version.hip is None
+            and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")):
         return {"WAIT": True, "launch_pdl": True}
     return {}
 
