@@ -63,11 +63,16 @@ def unit_stride(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.resolve_neg().contiguous()
 
 
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (TRITON_INTERPRET set to anything but "" or "0")."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def check_runnable(op: str, x: torch.Tensor) -> None:
     """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1)."""
     if x.device.type == "cuda":
         return
-    if x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if x.device.type == "cpu" and interpreting():
         return
     raise RuntimeError(
         f"tritred.{op}(): input is on {x.device}; tritred runs on CUDA tensors, or on CPU tensors only under "
@@ -577,8 +582,8 @@ def dependent_launch(device: torch.device) -> dict[str, bool]:
     134.5). The result is the plain launch's, bit for bit.
     """
     info = device_info(device)
-    if (info.backend == "cuda" and info.compute_capability >= (9, 0) and torch.version.hip is None
-            and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")):
+    hopper = info.backend == "cuda" and info.compute_capability >= (9, 0) and torch.version.hip is None
+    if hopper and not interpreting():
         return {"WAIT": True, "launch_pdl": True}
     return {}
 
