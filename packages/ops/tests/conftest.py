@@ -105,3 +105,29 @@ def align_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def tail_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The TAIL each single-pass row launch of the call received from ``_common.single_tail`` (0: one tile)."""
     return _spy_on_common(monkeypatch, "single_tail")
+
+
+@pytest.fixture
+def wait_spy(monkeypatch: pytest.MonkeyPatch):
+    """wait_spy() -> list: from now on, the WAIT option of each kernel launch, in order: None for a plain launch,
+    False for one that ``_common.dependent_launch`` made dependent (patched to ``{"WAIT": False}``: the interpreter
+    cannot wait, and a CPU run has no dependent launch). Saved plans are cleared: the next call takes the full
+    path, which is where launches are decided."""
+    from tritred_ops import _common as C
+    from tritred_ops import _replay
+
+    seen: list[object] = []
+    real = _replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
+        seen.append(kwargs.get("WAIT"))
+        return real(self, kernel, grid, *args, **kwargs)
+
+    def start() -> list[object]:
+        monkeypatch.setattr(_replay.Recorder, "launch", spy)
+        monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})
+        C.get_registry().cache.clear()
+        seen.clear()
+        return seen
+
+    return start

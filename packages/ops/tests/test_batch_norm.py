@@ -101,6 +101,21 @@ def test_forced_configs(cfg, force, device):
     _run(randn((3, 5, 7, 3), torch.float32, device), False)
 
 
+@pytest.mark.parametrize(("cfg", "training", "waits"), [
+    (dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3), True, [None, False]),
+    (dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3, num_programs=10), True, [None, False]),
+    (dict(strategy="split", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1, split=1), True, [None]),  # resident: one launch
+    (dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3), False, [None]),  # eval: one launch
+], ids=str)
+def test_normalize_after_statistics_is_the_dependent_launch(cfg, training, waits, force, wait_spy, device):
+    """Training's normalize launch reads the partials the statistics launch wrote: it, and only it, is a dependent
+    launch (``_common.dependent_launch``); the one-launch paths (one tile per channel, eval) have none."""
+    force("batch_norm", **cfg)
+    seen = wait_spy()
+    _run(randn((3, 5, 7, 3), torch.float32, device), training)
+    assert seen == waits, seen
+
+
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_statistics_far_from_zero_over_many_full_tiles(dtype, split, force, device):

@@ -348,26 +348,14 @@ def test_dependent_launch_only_on_hopper_and_later(monkeypatch):
     ("max", (5, 3000), -1, dict(strategy="split", BLOCK_M=2, BLOCK_N=256, split=3)),
     ("var", (2, 4, 8, 8), (0, 2, 3), None),  # two reduced axes: per-row partials, then the merge
 ])
-def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, monkeypatch, device):
+def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, wait_spy, device):
     """A split's merge launch, and only it, takes the dependent-launch options (it reads the partials that the
     launch before it wrote); the result is the plain launches'."""
-    from tritred_ops import _common as C
-    from tritred_ops import _replay
-
     if cfg is not None:
         force(op, **cfg)
     x = randn(shape, torch.float32, device)
     plain = getattr(tr, op)(x, dim)
-    seen = []
-    orig = _replay.Recorder.launch
-
-    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
-        seen.append(kwargs.get("WAIT"))
-        return orig(self, kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(_replay.Recorder, "launch", spy)
-    monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})  # (the interpreter cannot wait)
-    C.get_registry().cache.clear()  # (the full path again: no saved plan)
+    seen = wait_spy()
     out = getattr(tr, op)(x, dim)
     assert seen == [None, False], seen
     for a, b in zip(out if op == "max" else (out,), plain if op == "max" else (plain,), strict=True):

@@ -362,3 +362,18 @@ def test_split_columns(name, cfg, force, device):
             torch.empty(x.numel() * 2, device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
             out = getattr(tr, name)(xx, dim)
             assert_close(out, _ref(name, xx, dim), n=130, scale=8, what=f"{name} {dtype} dim={dim} {cfg}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+def test_split_columns_write_in_a_dependent_launch(name, force, wait_spy, device):
+    """The split columns' second launch reads the partials the first one wrote: it, and only it, is a dependent
+    launch (``_common.dependent_launch``); the unsplit column launch is plain."""
+    x = randn((130, 21), torch.float32, device)
+    force(name, **SPLIT_COLS[0])
+    seen = wait_spy()
+    assert_close(getattr(tr, name)(x, 0), _ref(name, x, 0), n=130, scale=8, what=name)
+    assert seen == [None, False], seen
+    force(name, **{**SPLIT_COLS[0], "split": 1})
+    seen = wait_spy()
+    getattr(tr, name)(x, 0)
+    assert seen == [None], seen

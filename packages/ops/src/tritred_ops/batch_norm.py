@@ -48,6 +48,7 @@ from ._kernels import (
     stats_shift,
     tile_stats,
     tl_dtype,
+    wait_for_previous_launch,
 )
 from ._replay import Recorder, find_plan
 
@@ -222,9 +223,10 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1):
+                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
-    channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y.
+    channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
+    after the statistics launch (``_common.dependent_launch``), waiting for its partials before anything else.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
@@ -234,6 +236,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
     (the likeliest to still be in L2), stepping back through the tile ranges.
     """
+    wait_for_previous_launch(WAIT)
     if DIV_S > 1:  # (see the statistics kernel)
         S = S // DIV_S * DIV_S
         s_b = s_b // DIV_S * DIV_S
@@ -617,7 +620,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps)
+               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
+               **(C.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y

@@ -42,6 +42,7 @@ from ._kernels import (
     shifted_out,
     single_load_evict,
     tl_dtype,
+    wait_for_previous_launch,
 )
 from ._replay import Recorder, find_plan
 
@@ -419,11 +420,13 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
 def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, n_per_split,
                       n_split, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
                       SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      DIV: tl.constexpr = 1):
+                      DIV: tl.constexpr = 1, WAIT: tl.constexpr = False):
     """Split columns, second launch: each program merges its columns' n_split partials (in slice order: the same
     result in every program of a column block), then writes its slice (logsumexp: one value per k, a grid of one
     slice). Slices are taken in reverse launch order: the first programs to run write the slices the first launch
-    read last, the likeliest to still be in L2."""
+    read last, the likeliest to still be in L2. WAIT: a dependent launch (``_common.dependent_launch``), waiting
+    for the first launch's partials before anything else."""
+    wait_for_previous_launch(WAIT)
     if DIV > 1:  # (as _cols_kernel)
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -506,7 +509,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
                    view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
                    SPLIT_P2=C.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
-                   **consts)
+                   **C.dependent_launch(x.device), **consts)
     else:
         C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
