@@ -12,7 +12,12 @@ does it hide the gap after the previous kernel? Only ``reduce._rows_kernel`` has
 row reductions are timed; each with do_bench (an L2-clearing fill and an event between calls) and as 200 calls
 back to back between two events (a pipeline of kernels, as in a model).
 
-Usage on a CUDA machine: python tools/s28_probe.py [dep] [first]
+Part C (``cfg``): launch configs against the built-in one on shapes outside the suite where a peer was ahead
+(layer_norm bf16 rows of 300, 768 and 12288 against torch.compile; batch_norm training 128x512x14x14 bf16), and
+their neighbours: ``tools/sweep.py``'s forced-config A/B (checked against torch, best of two rounds).
+
+Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] (``cfgwarm k/n``: compile shard k of n
+of part C's configs first, in parallel processes)
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 import torch
 import triton
 import tritred_ops as tr
-from tritred_core import get_registry
+from tritred_core import LaunchConfig, get_registry
 from tritred_ops import _common as C
 from tritred_ops import _replay
 from tritred_ops import reduce as R
@@ -31,14 +36,21 @@ COPY = 4263e9
 F32, BF16 = torch.float32, torch.bfloat16
 
 
+_PARAMS: dict = {}
+
+
 def _bn(x: torch.Tensor) -> torch.Tensor:
+    """Training batch_norm of x with weight, bias and running statistics made once per channel count (no other
+    kernel inside the timed call; y does not depend on the running statistics that each call updates)."""
     c = x.shape[1]
-    rm, rv = torch.zeros(c, device=x.device), torch.ones(c, device=x.device)
-    w, b = torch.randn(c, device=x.device), torch.randn(c, device=x.device)
-    return tr.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
+    if c not in _PARAMS:
+        g = torch.Generator(device=x.device).manual_seed(c)
+        _PARAMS[c] = (torch.zeros(c, device=x.device), torch.ones(c, device=x.device),
+                      torch.randn(c, device=x.device, generator=g), torch.randn(c, device=x.device, generator=g))
+    return tr.batch_norm(x, *_PARAMS[c], True, 0.1, 1e-5)
 
 
-DEP_CASES = [
+DEP_CASES = [  # (the batch_norm cases first: a second pass with the bitwise check)
     ("batch_norm train 64x256x56x56", _bn, (64, 256, 56, 56)),
     ("batch_norm train 256x64x56x56", _bn, (256, 64, 56, 56)),
     ("batch_norm train 16x64x16x32x32", _bn, (16, 64, 16, 32, 32)),
@@ -98,7 +110,7 @@ def _ab(name, fn, x, variants) -> None:
     print(f"{name} {str(x.dtype)[6:]}: " + " | ".join(parts) + f" | bitwise equal {same}", flush=True)
 
 
-def dep() -> None:
+def dep(only: str = "") -> None:
     builtin = C.dependent_launch
 
     def use(f):
@@ -108,6 +120,8 @@ def dep() -> None:
         return setup
 
     for name, fn, shape in DEP_CASES:
+        if not name.startswith(only):
+            continue
         for dtype in (BF16, F32):
             _ab(name, fn, torch.randn(shape, device="cuda", dtype=dtype),
                 {"dependent": use(builtin), "plain": use(lambda device: {})})
@@ -131,8 +145,75 @@ def first() -> None:
                 {"first dependent": setup_first, "plain": lambda: (lambda: None)})
 
 
+def _ln(strategy: str, m: int, n: int, w: int, **kw) -> tuple[str, LaunchConfig]:
+    return f"{strategy[:5]} M{m} N{n} w{w}" + "".join(f" {k}{v}" for k, v in kw.items()), LaunchConfig(
+        strategy=strategy, BLOCK_M=m, BLOCK_N=n, num_warps=w, **kw)
+
+
+def _bnc(m: int, n: int, w: int, split: int, stages: int = 1) -> tuple[str, LaunchConfig]:
+    return f"M{m} N{n} w{w} sp{split} s{stages}", LaunchConfig(strategy="split", BLOCK_M=m, BLOCK_N=n, num_warps=w,
+                                                                 split=split, num_stages=stages)
+
+
+CFG_CASES = [
+    ("layer_norm", (65536, 768), [_ln("multi_pass", 1, 256, 1), _ln("multi_pass", 1, 256, 2),
+                                  _ln("multi_pass", 2, 256, 2), _ln("single_pass", 2, 1024, 2),
+                                  _ln("single_pass", 4, 1024, 4), _ln("single_pass", 1, 1024, 2)]),
+    ("layer_norm", (32768, 1536), [_ln("multi_pass", 1, 512, 2), _ln("multi_pass", 1, 512, 1),
+                                   _ln("multi_pass", 1, 256, 1), _ln("single_pass", 1, 2048, 2)]),
+    ("layer_norm", (16384, 3072), [_ln("multi_pass", 1, 1024, 4), _ln("multi_pass", 1, 512, 2),
+                                   _ln("multi_pass", 1, 1024, 2), _ln("single_pass", 1, 4096, 4)]),
+    ("layer_norm", (16384, 2560), [_ln("multi_pass", 1, 512, 2), _ln("multi_pass", 1, 512, 1),
+                                   _ln("single_pass", 1, 4096, 4)]),
+    ("layer_norm", (200000, 300), [_ln("single_pass", 1, 512, 1), _ln("single_pass", 4, 512, 2),
+                                   _ln("single_pass", 2, 512, 2), _ln("single_pass", 8, 512, 4),
+                                   _ln("single_pass", 4, 512, 1)]),
+    ("layer_norm", (8192, 12288), [_ln("multi_pass", 1, 4096, 16), _ln("multi_pass", 1, 2048, 4),
+                                   _ln("multi_pass", 1, 1024, 4), _ln("multi_pass", 1, 4096, 8),
+                                   _ln("single_pass", 1, 16384, 32)]),
+    ("batch_norm", (128, 512, 14, 14), [_bnc(8, 256, 2, 2), _bnc(8, 256, 2, 4), _bnc(4, 256, 1, 4),
+                                        _bnc(16, 256, 4, 2), _bnc(16, 128, 2, 4), _bnc(32, 256, 8, 1),
+                                        _bnc(16, 256, 2, 2)]),
+]
+
+
+def cfgwarm(shard: str) -> None:
+    """Compile part C's configs (shard k/n of them), so that a serial timing run finds them in Triton's cache."""
+    sys.path.insert(0, "tools")
+    from sweep import Force, make_call
+
+    k, n = map(int, shard.split("/"))
+    reg = get_registry()
+    jobs = [(op, shape, c) for op, shape, variants in CFG_CASES for _, c in [("builtin", None), *variants]]
+    for j, (op, shape, c) in enumerate(jobs):
+        if j % n != k:
+            continue
+        name = reg.register(Force(op, c), name=f"warm-{j}") if c is not None else None
+        try:
+            reg.cache.clear()
+            make_call(op, shape, BF16, None if op == "batch_norm" else -1)[0]()
+        finally:
+            if name:
+                reg.unregister(name)
+    torch.cuda.synchronize()
+
+
+def cfg() -> None:
+    sys.path.insert(0, "tools")
+    from sweep import alternate
+
+    for op, shape, variants in CFG_CASES:
+        dim = None if op == "batch_norm" else -1
+        res = alternate(op, shape, BF16, dim, [("builtin", None), *variants], rounds=2)
+        print(f"{op} {'x'.join(map(str, shape))} bf16: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()),
+              flush=True)
+
+
 if __name__ == "__main__":
     parts = sys.argv[1:] or ["dep", "first"]
+    if parts[0] == "cfgwarm":
+        cfgwarm(parts[1])
+        sys.exit(0)
     for p in parts:
         print(f"== {p}", flush=True)
-        {"dep": dep, "first": first}[p]()
+        {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg}[p]()
