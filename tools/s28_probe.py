@@ -16,8 +16,8 @@ Part C (``cfg``): launch configs against the built-in one on shapes outside the 
 (layer_norm bf16 rows of 300, 768 and 12288 against torch.compile; batch_norm training 128x512x14x14 bf16), and
 their neighbours: ``tools/sweep.py``'s forced-config A/B (checked against torch, best of two rounds).
 
-Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] (``cfgwarm k/n``: compile shard k of n
-of part C's configs first, in parallel processes)
+Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] (``cfgwarm k/n [cfg|lnw]``:
+compile shard k of n of part C's or D's configs first, in parallel processes)
 """
 
 from __future__ import annotations
@@ -177,43 +177,61 @@ CFG_CASES = [
 ]
 
 
-def cfgwarm(shard: str) -> None:
+def _ln_widths() -> list:
+    """Part D (``lnw``): 2-byte layer_norm rows of 1025-4096 (the built-in: one single-pass tile on 4 warps) against
+    single passes on 1, 2 and 8 warps, two rows per program, and loops over 256- and 512-wide chunks (unrolled
+    where the row is 2-8 of them), 134 MB of input each."""
+    cases = []
+    for dtype, widths in ((BF16, (1280, 1536, 1792, 2000, 2048, 2304, 2560, 3072, 3584, 4096)),
+                          (torch.float16, (1536, 2560))):
+        for n in widths:
+            tile = triton.next_power_of_2(n)
+            v = [_ln("single_pass", 1, tile, w) for w in (1, 2, 8)] + [_ln("single_pass", 2, tile, 4)]
+            v += [_ln("multi_pass", 1, c, w) for c, w in ((256, 1), (512, 2), (512, 1)) if n % c == 0 and n > c]
+            cases.append(("layer_norm", (2**26 // n, n), v, dtype))
+    return cases
+
+
+def cfgwarm(shard: str, which: str = "cfg") -> None:
     """Compile part C's configs (shard k/n of them), so that a serial timing run finds them in Triton's cache."""
     sys.path.insert(0, "tools")
     from sweep import Force, make_call
 
     k, n = map(int, shard.split("/"))
     reg = get_registry()
-    jobs = [(op, shape, c) for op, shape, variants in CFG_CASES for _, c in [("builtin", None), *variants]]
-    for j, (op, shape, c) in enumerate(jobs):
+    cases = CFG_CASES if which == "cfg" else _ln_widths()
+    jobs = [(op, shape, c, (rest or [BF16])[0]) for op, shape, variants, *rest in cases
+            for _, c in [("builtin", None), *variants]]
+    for j, (op, shape, c, dtype) in enumerate(jobs):
         if j % n != k:
             continue
         name = reg.register(Force(op, c), name=f"warm-{j}") if c is not None else None
         try:
             reg.cache.clear()
-            make_call(op, shape, BF16, None if op == "batch_norm" else -1)[0]()
+            make_call(op, shape, dtype, None if op == "batch_norm" else -1)[0]()
         finally:
             if name:
                 reg.unregister(name)
     torch.cuda.synchronize()
 
 
-def cfg() -> None:
+def cfg(which: str = "cfg") -> None:
     sys.path.insert(0, "tools")
     from sweep import alternate
 
-    for op, shape, variants in CFG_CASES:
+    for op, shape, variants, *rest in CFG_CASES if which == "cfg" else _ln_widths():
+        dtype = (rest or [BF16])[0]
         dim = None if op == "batch_norm" else -1
-        res = alternate(op, shape, BF16, dim, [("builtin", None), *variants], rounds=2)
-        print(f"{op} {'x'.join(map(str, shape))} bf16: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()),
-              flush=True)
+        res = alternate(op, shape, dtype, dim, [("builtin", None), *variants], rounds=2)
+        print(f"{op} {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
 if __name__ == "__main__":
     parts = sys.argv[1:] or ["dep", "first"]
     if parts[0] == "cfgwarm":
-        cfgwarm(parts[1])
+        cfgwarm(parts[1], *parts[2:])
         sys.exit(0)
     for p in parts:
         print(f"== {p}", flush=True)
-        {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg}[p]()
+        {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg, "lnw": lambda: cfg("lnw")}[p]()
