@@ -16,7 +16,7 @@ Part C (``cfg``): launch configs against the built-in one on shapes outside the 
 (layer_norm bf16 rows of 300, 768 and 12288 against torch.compile; batch_norm training 128x512x14x14 bf16), and
 their neighbours: ``tools/sweep.py``'s forced-config A/B (checked against torch, best of two rounds).
 
-Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] (``cfgwarm k/n [cfg|lnw]``:
+Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] (``cfgwarm k/n [cfg|lnw]``:
 compile shard k of n of part C's or D's configs first, in parallel processes)
 """
 
@@ -192,6 +192,24 @@ def _ln_widths() -> list:
     return cases
 
 
+RULE_CASES = [  # part E (``rule``): the rule taken from part D, on shapes it was not chosen on
+    ((4096, 1536), BF16), ((100000, 1280), BF16), ((8192, 2560), BF16), ((65536, 1792), torch.float16),
+    ((16384, 1280), torch.float16), ((50000, 2560), torch.float16), ((20000, 1536), BF16),
+]
+
+
+def rule() -> None:
+    """The built-in config (the 2-byte short-row loop) against the single pass on 4 warps it replaced."""
+    sys.path.insert(0, "tools")
+    from sweep import alternate
+
+    for shape, dtype in RULE_CASES:
+        old = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=triton.next_power_of_2(shape[1]), num_warps=4)
+        res = alternate("layer_norm", shape, dtype, -1, [("rule", None), ("single pass w4", old)], rounds=3)
+        print(f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def cfgwarm(shard: str, which: str = "cfg") -> None:
     """Compile part C's configs (shard k/n of them), so that a serial timing run finds them in Triton's cache."""
     sys.path.insert(0, "tools")
@@ -234,4 +252,5 @@ if __name__ == "__main__":
         sys.exit(0)
     for p in parts:
         print(f"== {p}", flush=True)
-        {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg, "lnw": lambda: cfg("lnw")}[p]()
+        {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg, "lnw": lambda: cfg("lnw"),
+         "rule": rule}[p]()

@@ -358,7 +358,8 @@ def test_layer_norm_preloads_weight_and_bias_for_float32_on_up_to_8_warps():
 def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
     """H200 (tools/sweep.py, tools/ab_rules.py): float32 5120/6144 in two-row 8192 tiles on 16 warps (79 -> 94,
     86 -> 92); 2-byte rows over 4096 with 3/8+ of the tile masked loop over unmasked chunks (5120: 61 -> 71,
-    20480: 50 -> 67). Everywhere the same changes lost, the config stays as it was."""
+    20480: 50 -> 67); 2-byte rows of 1280-2560 loop over 256 or 512 (twenty-eighth session). Everywhere the same
+    changes lost, the config stays as it was."""
     for N in (5120, 6144):
         cfg = _config("layer_norm", 8192, N, dtype="float32")
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 8192, 16)
@@ -369,10 +370,17 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
         for dtype in ("bfloat16", "float16"):
             cfg = _config("layer_norm", 4096, N, dtype=dtype)
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
+    # 1025-4095 of 5-7 chunks of 256 (one warp) or 512 (two, under 5/8 of a 4096 tile): the unrolled loop too
+    # (tools/s28_probe.py lnw: bf16 1536 71 -> 90 %, 2560 72 -> 78)
+    for N, chunk, warps in ((1280, 256, 1), (1536, 256, 1), (1792, 256, 1), (2560, 512, 2)):
+        for dtype in ("bfloat16", "float16"):
+            cfg = _config("layer_norm", 8192, N, dtype=dtype)
+            assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
     # lost in the A/B, or not masked enough: one row per program in one tile, as before
     for N, dtype in ((2560, "float32"), (12288, "float32"), (20480, "float32"), (24576, "float32"),
-                     (1536, "bfloat16"), (3072, "float16"), (8192, "bfloat16"), (16384, "bfloat16"),
-                     (2560, "bfloat16"), (4096, "bfloat16"), (7000, "float32"),
+                     (1536, "float32"), (3072, "float16"), (3072, "bfloat16"), (3584, "bfloat16"),
+                     (2304, "bfloat16"), (2000, "bfloat16"), (2048, "bfloat16"), (8192, "bfloat16"),
+                     (16384, "bfloat16"), (4096, "bfloat16"), (7000, "float32"),
                      (16384, "float32"), (12296, "bfloat16")):  # (whole 16-byte vectors: odd ones loop)
         cfg = _config("layer_norm", 8192, N, dtype=dtype)
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N) == ("single_pass", 1, 1 << (N - 1).bit_length()), (N, dtype)

@@ -362,6 +362,30 @@ def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> L
     return None
 
 
+def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
+    """2-byte layer_norm rows of 1025-4095 elements (hidden sizes 1280, 1536, 1792, 2560): a loop over 5-7 whole
+    chunks of 256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8 or
+    more masked), 8 elements per thread, the first sweep unrolled (``_common.unrolled_chunks``); None elsewhere.
+    As rows of up to 1024 (one warp each), a row stays on one or two warps, and all of its loads are issued at
+    once, where the single pass of a 2048 or 4096 tile on 4 warps leaves a quarter or more of its lanes masked.
+
+    H200 (``tools/s28_probe.py lnw``, 134 MB inputs, % of copy bandwidth, against the single pass on 4 warps):
+    bf16 1280 62.5 -> 87.7, 1536 71.0 -> 89.7, 1792 79.4 -> 88.7, 2560 71.8 -> 78.0; fp16 1536 76.4 -> 89.6, 2560
+    75.4 -> 84.7. Lost, so left to the single pass: 3072 (80.3 -> 78.1) and 3584 (86.3 -> 79.4) in 512-wide chunks
+    on 2 warps, and 1536 in 512-wide chunks on one warp (16 elements per thread, 71.0 -> 70.0). 2304 (nine
+    256-wide chunks: a rolled loop) measured level (66.1 -> 67.2) and stays. Powers of two keep the single pass
+    (2048: 88.7 against 85.0 for the loop).
+    """
+    N = problem.N
+    if _itemsize(problem) != 2 or not 1024 < N < 4096 or N & (N - 1) == 0:
+        return None
+    if N > 2048 and 8 * N > 5 * 4096:  # a 4096 tile less than 3/8 masked: the single pass is ahead
+        return None
+    chunk = 256 if N < 2048 else 512
+    cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
+    return cfg if unrolled_chunks(N, cfg) else None
+
+
 def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig | None:
     """layer_norm rows whose power-of-two tile leaves many lanes masked (hidden sizes 5120, 6144, 20480: a
     5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would); None elsewhere.
@@ -388,7 +412,7 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
             return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
                                 num_warps=min(caps.max_warps, 2 * _warps(block_n, caps)))
         return None
-    unrolled = _unrolled_loop(problem, caps)
+    unrolled = _unrolled_loop(problem, caps) or _short_unrolled_loop(problem)
     if unrolled is not None:
         return unrolled
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
