@@ -16,8 +16,11 @@ Part C (``cfg``): launch configs against the built-in one on shapes outside the 
 (layer_norm bf16 rows of 300, 768 and 12288 against torch.compile; batch_norm training 128x512x14x14 bf16), and
 their neighbours: ``tools/sweep.py``'s forced-config A/B (checked against torch, best of two rounds).
 
-Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] (``cfgwarm k/n [cfg|lnw]``:
-compile shard k of n of part C's or D's configs first, in parallel processes)
+Part E (``rule``): the layer_norm rule taken from part D, on shapes it was not chosen on. Part F (``cols``): split
+softmax columns with fewer slices than the built-in count.
+
+Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] [cols]
+(``cfgwarm k/n [cfg|lnw]``: compile shard k of n of part C's or D's configs first, in parallel processes)
 """
 
 from __future__ import annotations
@@ -210,6 +213,27 @@ def rule() -> None:
               + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
+COLS_CASES = [  # part F (``cols``): split softmax columns, the built-in slice count against fewer slices
+    ("log_softmax", (16384, 256), (64, 32, 16)), ("softmax", (32768, 512), (64, 32, 16)),
+    ("softmax", (32768, 1024), (32, 16)), ("softmax", (4096, 4096), (8,)), ("softmax", (8192, 8192), (4,)),
+]
+
+
+def cols() -> None:
+    """Each emit program of the split columns merges all ``split`` partials of its 128 columns: K x split^2 partial
+    reads in all, against N x K elements of input. Fewer slices, forced, against the built-in count."""
+    sys.path.insert(0, "tools")
+    from sweep import alternate
+
+    for op, shape, splits in COLS_CASES:
+        for dtype in (BF16, F32):
+            variants = [(f"split {sp}", LaunchConfig(strategy="split", BLOCK_N=16, BLOCK_K=128, num_warps=4, split=sp))
+                        for sp in splits]
+            res = alternate(op, shape, dtype, 0, [("builtin", None), *variants], rounds=2)
+            print(f"{op} dim=0 {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+                  + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def cfgwarm(shard: str, which: str = "cfg") -> None:
     """Compile part C's configs (shard k/n of them), so that a serial timing run finds them in Triton's cache."""
     sys.path.insert(0, "tools")
@@ -253,4 +277,4 @@ if __name__ == "__main__":
     for p in parts:
         print(f"== {p}", flush=True)
         {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg, "lnw": lambda: cfg("lnw"),
-         "rule": rule}[p]()
+         "rule": rule, "cols": cols}[p]()

@@ -13,7 +13,7 @@ barrier and write from registers: one read, one write (``_split_rows_kernel``).
 ``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy); too few column
 blocks split N (``split``): ``_cols_part_kernel`` stores a (max, sum of exp) partial per slice, ``_cols_emit_kernel``
-merges them and writes its slice.
+merges them and writes its slice (on sm_90+ a dependent launch, ``_common.dependent_launch``).
 NaN/inf follow torch: a row with NaN or +inf gives NaN (softmax) and an all -inf row gives NaN; logsumexp gives
 +inf for rows holding +inf and -inf for all -inf rows.
 """
