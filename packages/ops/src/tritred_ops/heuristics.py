@@ -172,9 +172,14 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
         # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
         # measured split).
+        # At most 64 slices: each writing program merges all of its columns' partials, K x split^2 partial reads
+        # in all against N x K input elements (H200, tools/s28_probe.py cols: log_softmax dim=0 of 16384x256 took
+        # 256 slices, 2.5 % of copy bandwidth; 64: 11.9, fp32 5.1 -> 19.2; softmax 32768x512 bf16 132 slices
+        # 23.7, 64 24.5; 32 or 16 slices lower everywhere measured).
         wide = caps.gpu and K >= 128
         split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
-        split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n))
+        split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n),
+                    64)
         if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
             return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
