@@ -145,7 +145,7 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
                  target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
-                 short_tiles: bool = False, split_cols: bool = False) -> LaunchConfig:
+                 short_tiles: bool = False, split_cols: bool = False, max_slices: int = 1 << 30) -> LaunchConfig:
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
@@ -172,14 +172,15 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
         # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
         # measured split).
-        # At most 64 slices: each writing program merges all of its columns' partials, K x split^2 partial reads
-        # in all against N x K input elements (H200, tools/s28_probe.py cols: log_softmax dim=0 of 16384x256 took
-        # 256 slices, 2.5 % of copy bandwidth; 64: 11.9, fp32 5.1 -> 19.2; softmax 32768x512 bf16 132 slices
-        # 23.7, 64 24.5; 32 or 16 slices lower everywhere measured).
+        # softmax and log_softmax: at most ``max_slices`` (64): each writing program merges all of its columns'
+        # partials, K x split^2 partial reads in all against N x K input elements (H200, tools/s28_probe.py cols:
+        # log_softmax dim=0 of 16384x256 took 256 slices, 2.5 % of copy bandwidth; 64: 11.9, fp32 5.1 -> 19.2;
+        # softmax 32768x512 bf16 132 slices 23.7, 64 24.5; 32 or 16 slices lower everywhere measured). logsumexp
+        # writes one value per column, merged once (K x split reads): no cap.
         wide = caps.gpu and K >= 128
         split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
         split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n),
-                    64)
+                    max_slices)
         if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
             return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
@@ -663,4 +664,5 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
                         narrow=name in ("softmax", "log_softmax", "logsumexp"),
                         split_cols=name in ("softmax", "log_softmax", "logsumexp"),
+                        max_slices=64 if name in ("softmax", "log_softmax") else 1 << 30,
                         short_tiles=name in ("sum", "mean", "prod", "amax", "amin"))
