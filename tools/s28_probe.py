@@ -16,8 +16,9 @@ Part C (``cfg``): launch configs against the built-in one on shapes outside the 
 (layer_norm bf16 rows of 300, 768 and 12288 against torch.compile; batch_norm training 128x512x14x14 bf16), and
 their neighbours: ``tools/sweep.py``'s forced-config A/B (checked against torch, best of two rounds).
 
-Part E (``rule``): the layer_norm rule taken from part D, on shapes it was not chosen on. Part F (``cols``): split
-softmax columns with fewer slices than the built-in count.
+Part D (``lnw``): 2-byte layer_norm rows of 1025-4096 under single passes on 1-8 warps, two rows a program, and
+loops of 256- and 512-wide chunks. Part E (``rule``): the layer_norm rule taken from part D, on shapes it was not
+chosen on. Part F (``cols``): split softmax columns with fewer slices than the built-in count.
 
 Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] [cols]
 (``cfgwarm k/n [cfg|lnw]``: compile shard k of n of part C's or D's configs first, in parallel processes)

@@ -51,10 +51,12 @@ def _patch() -> None:
 
     def compile_only(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
         compiled = kernel.warmup(*args, grid=grid, **kwargs)
-        if compiled.metadata.launch_pdl:  # a dependent launch must wait before its first global load
+        if compiled.metadata.launch_pdl:  # a dependent launch must wait before its first global memory access
             ptx = compiled.asm["ptx"]
-            wait, load = ptx.find("griddepcontrol.wait"), ptx.find("ld.global")
-            assert 0 <= wait and (load < 0 or wait < load), f"{kernel.fn.__name__}: dependent launch without a wait"
+            wait = ptx.find("griddepcontrol.wait")
+            first = min((i for op in ("ld.global", "st.global", "atom.global", "red.global", "cp.async")
+                         if (i := ptx.find(op)) >= 0), default=-1)
+            assert 0 <= wait and (first < 0 or wait < first), f"{kernel.fn.__name__}: dependent launch without a wait"
     R.Recorder.launch = compile_only
     for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm"):
         mod = sys.modules[f"tritred_ops.{name}"]
@@ -121,6 +123,10 @@ def calls():
     yield "var_mean two tiles float32", lambda: tr.var_mean(r(64, 2049), -1)
     yield "layer_norm two tiles, shifted weight and bias", lambda: tr.layer_norm(
         r(64, 2049, dtype=bf), (2049,), r(2049, dtype=bf), r(2049, dtype=bf))
+    yield "layer_norm 1536-wide rows, unrolled loop on one warp", lambda: tr.layer_norm(
+        r(64, 1536, dtype=bf), (1536,), r(1536, dtype=bf), r(1536, dtype=bf))
+    yield "layer_norm 2560-wide rows, unrolled loop on two warps", lambda: tr.layer_norm(
+        r(64, 2560, dtype=torch.float16), (2560,), None, None)
     yield "layer_norm two tiles, padded rows", lambda: tr.layer_norm(
         r(64, 1040)[:, :1025], (1025,), r(1025), r(1025))
     yield "batch_norm training", lambda: tr.batch_norm(r(8, 16, 14, 14, dtype=bf), torch.zeros(16, dtype=bf),

@@ -11,8 +11,8 @@ OPS = ["sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_m
        "log_softmax", "logsumexp", "layer_norm"]
 
 
-def _config(op: str, M: int, N: int, K: int = 1, dtype: str = "bfloat16"):
-    stride_m, stride_n = N * K, K
+def _config(op: str, M: int, N: int, K: int = 1, dtype: str = "bfloat16", stride: int | None = None):
+    stride_m, stride_n = (N * K if stride is None else stride), K
     return h200_config(Problem(op=op, dtype=dtype, M=M, N=N, K=K, stride_m=stride_m, stride_n=stride_n,
                                stride_k=1))
 
@@ -370,12 +370,14 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
         for dtype in ("bfloat16", "float16"):
             cfg = _config("layer_norm", 4096, N, dtype=dtype)
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
-    # 1025-4095 of 5-7 chunks of 256 (one warp) or 512 (two, under 5/8 of a 4096 tile): the unrolled loop too
-    # (tools/s28_probe.py lnw: bf16 1536 71 -> 90 %, 2560 72 -> 78)
+    # 1025-4095 of 5-7 chunks of 256 (one warp) or 512 (two, at most 5/8 of a 4096 tile): the unrolled loop too
+    # (tools/s28_probe.py lnw: bf16 1536 71 -> 90 %, 2560 72 -> 78); rows whose stride is not a multiple of 16
+    # elements (shifted tiles, whose loop is rolled) keep the single pass
     for N, chunk, warps in ((1280, 256, 1), (1536, 256, 1), (1792, 256, 1), (2560, 512, 2)):
         for dtype in ("bfloat16", "float16"):
             cfg = _config("layer_norm", 8192, N, dtype=dtype)
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
+        assert _config("layer_norm", 8192, N, stride=N + 8).strategy == "single_pass"
     # lost in the A/B, or not masked enough: one row per program in one tile, as before
     for N, dtype in ((2560, "float32"), (12288, "float32"), (20480, "float32"), (24576, "float32"),
                      (1536, "float32"), (3072, "float16"), (3072, "bfloat16"), (3584, "bfloat16"),
@@ -417,6 +419,7 @@ def test_softmax_columns_split_until_they_fill_the_device():
         assert _config(op, 1, 16384, K=256).split == (256 if op == "logsumexp" else 64)
         narrow = _config(op, 1, 8192, K=64)  # one block of 64 columns: 32-row tiles, 64 slices
         assert (narrow.strategy, narrow.BLOCK_N, narrow.BLOCK_K, narrow.split) == ("split", 32, 64, 64)
+        assert _config(op, 1, 65536, K=64).split == 512  # narrower blocks: not measured capped, not capped
         wide = _config(op, 1, 8192, K=65536)  # enough column blocks already: unchanged
         assert (wide.strategy, wide.BLOCK_N, wide.BLOCK_K, wide.num_warps) == ("multi_pass", 32, 64, 4)
         short = _config(op, 1, 100, K=8192)  # a column in one tile: the single pass

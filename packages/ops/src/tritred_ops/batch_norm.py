@@ -17,9 +17,9 @@ Training runs two launches, both deterministic:
    of each channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
    variance, as torch), then ``y = (x - mean) * (rstd * weight) + bias``, in the input's layout, in the mirror
    order of the statistics pass (the tiles it read last, likeliest in L2, first); one tile per program, or
-   ``num_programs`` programs looping over their channel block's tiles. On sm_90+ a programmatic dependent
-   launch (``_common.dependent_launch``): it starts while the statistics' last programs finish and waits for
-   their partials.
+   ``num_programs`` programs looping over their channel block's tiles. In training, after the statistics
+   launch, on sm_90+ a programmatic dependent launch (``_common.dependent_launch``): it starts while the
+   statistics' last programs finish and waits for their partials.
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
 statistics.

@@ -172,15 +172,16 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
         # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
         # measured split).
-        # softmax and log_softmax: at most ``max_slices`` (64): each writing program merges all of its columns'
-        # partials, K x split^2 partial reads in all against N x K input elements (H200, tools/s28_probe.py cols:
-        # log_softmax dim=0 of 16384x256 took 256 slices, 2.5 % of copy bandwidth; 64: 11.9, fp32 5.1 -> 19.2;
-        # softmax 32768x512 bf16 132 slices 23.7, 64 24.5; 32 or 16 slices lower everywhere measured). logsumexp
-        # writes one value per column, merged once (K x split reads): no cap.
+        # softmax and log_softmax over 128-column blocks: at most ``max_slices`` (64): each writing program merges
+        # all of its columns' partials, K x split^2 partial reads in all against N x K input elements (H200,
+        # tools/s28_probe.py cols: log_softmax dim=0 of 16384x256 took 256 slices, 2.5 % of copy bandwidth; 64:
+        # 11.9, fp32 5.1 -> 19.2; softmax 32768x512 132 slices against 64: bf16 23.7 -> 24.5, fp32 35.5 -> 34.0;
+        # 32 or 16 slices lower everywhere measured). Not measured, so not capped: narrower blocks (K < 128) and
+        # logsumexp, which writes one value per column, its partials merged once (K x split reads).
         wide = caps.gpu and K >= 128
         split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
         split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n),
-                    max_slices)
+                    max_slices if wide else 1 << 30)
         if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
             return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
@@ -373,7 +374,9 @@ def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     chunks of 256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8 or
     more masked), 8 elements per thread, the first sweep unrolled (``_common.unrolled_chunks``); None elsewhere.
     As rows of up to 1024 (one warp each), a row stays on one or two warps, and all of its loads are issued at
-    once, where the single pass of a 2048 or 4096 tile on 4 warps leaves a quarter or more of its lanes masked.
+    once, where the single pass of a 2048 or 4096 tile on 4 warps leaves an eighth or more of its lanes masked.
+    Only unit-stride rows whose stride is a multiple of 16 elements (the measured case): other rows take the
+    shifted tiles (``_common.row_align``), whose loop is not unrolled.
 
     H200 (``tools/s28_probe.py lnw``, 134 MB inputs, % of copy bandwidth, against the single pass on 4 warps):
     bf16 1280 62.5 -> 87.7, 1536 71.0 -> 89.7, 1792 79.4 -> 88.7, 2560 71.8 -> 78.0; fp16 1536 76.4 -> 89.6, 2560
@@ -383,7 +386,8 @@ def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     (2048: 88.7 against 85.0 for the loop).
     """
     N = problem.N
-    if _itemsize(problem) != 2 or not 1024 < N < 4096 or N & (N - 1) == 0:
+    if _itemsize(problem) != 2 or not 1024 < N < 4096 or N & (N - 1) == 0 or problem.stride_n != 1 \
+            or problem.stride_m % 16:
         return None
     if N > 2048 and 8 * N > 5 * 4096:  # a 4096 tile less than 3/8 masked: the single pass is ahead
         return None
@@ -400,6 +404,8 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
       which also halves the weight and bias reads per row (as many bytes as the row itself, from L2).
     - 2-byte rows over 4096 that are 2-8 whole chunks of 1024-4096 elements: the unrolled loop
       (:func:`_unrolled_loop`).
+    - 2-byte rows of 1280-1792 (5-7 chunks of 256, one warp) and of 2560 (512 on two warps): the unrolled loop
+      too (:func:`_short_unrolled_loop`).
     - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
 
@@ -408,7 +414,8 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     Where the same changes lost, the rule does not reach: float32 two-row tiles of 4096 (16384x2560 86 -> 74) and
     16384 (4096x12288 90 -> 81), float32 loops (4096x20480 78 -> 68, 2048x24576 76 -> 63), 2-byte loops of rows
     a quarter masked (32768x1536 70 -> 65, 8192x3072 fp16 72 -> 63, 8192x6144 64 -> 63; 8192x12288 69 -> 73
-    the one gain) or of 2560-wide rows (68 -> 67).
+    the one gain) or of 2560-wide rows (68 -> 67): rolled loops over the largest power-of-two chunk, 16+ elements
+    per thread; the unrolled ones of :func:`_short_unrolled_loop` later won on 1536 and 2560.
     """
     N = problem.N
     if not (caps.gpu and N > caps.norm_short_row):
