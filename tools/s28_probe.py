@@ -20,7 +20,7 @@ Part D (``lnw``): 2-byte layer_norm rows of 1025-4096 under single passes on 1-8
 loops of 256- and 512-wide chunks. Part E (``rule``): the layer_norm rule taken from part D, on shapes it was not
 chosen on. Part F (``cols``): split softmax columns with fewer slices than the built-in count.
 
-Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] [cols]
+Usage on a CUDA machine: python tools/s28_probe.py [dep|depbn] [first] [cfg] [lnw] [rule] [cols] [colsx]
 (``cfgwarm k/n [cfg|lnw]``: compile shard k of n of part C's or D's configs first, in parallel processes)
 """
 
@@ -220,6 +220,26 @@ COLS_CASES = [  # part F (``cols``): split softmax columns, the built-in slice c
 ]
 
 
+COLSX_CASES = [  # the cases the cap left out: logsumexp (one merge per column) and blocks narrower than 128
+    ("logsumexp", (16384, 256), 128, (64,)), ("log_softmax", (65536, 64), 64, (64,)),
+    ("softmax", (16384, 256), 128, ()),
+]
+
+
+def colsx() -> None:
+    """Part F's complement: the built-in slice count against 64 where the cap does not apply."""
+    sys.path.insert(0, "tools")
+    from sweep import alternate
+
+    for op, shape, bk, splits in COLSX_CASES:
+        for dtype in (BF16, F32):
+            variants = [(f"split {sp}", LaunchConfig(strategy="split", BLOCK_N=16 if bk == 128 else 32, BLOCK_K=bk,
+                                                     num_warps=4, split=sp)) for sp in splits]
+            res = alternate(op, shape, dtype, 0, [("builtin", None), *variants], rounds=2)
+            print(f"{op} dim=0 {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+                  + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def cols() -> None:
     """Each emit program of the split columns merges all ``split`` partials of its 128 columns: K x split^2 partial
     reads in all, against N x K elements of input. Fewer slices, forced, against the built-in count."""
@@ -278,4 +298,4 @@ if __name__ == "__main__":
     for p in parts:
         print(f"== {p}", flush=True)
         {"dep": dep, "depbn": lambda: dep("batch_norm"), "first": first, "cfg": cfg, "lnw": lambda: cfg("lnw"),
-         "rule": rule, "cols": cols}[p]()
+         "rule": rule, "cols": cols, "colsx": colsx}[p]()
