@@ -370,9 +370,10 @@ def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> L
 
 
 def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
-    """2-byte layer_norm rows of 1025-4095 elements (hidden sizes 1280, 1536, 1792, 2560): a loop over 5-7 whole
-    chunks of 256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8 or
-    more masked), 8 elements per thread, the first sweep unrolled (``_common.unrolled_chunks``); None elsewhere.
+    """2-byte layer_norm rows of 1025-2560 elements that are whole chunks (1280, 1536, 1792, 2560): a loop over
+    5-7 chunks of 256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8
+    or more masked), 8 elements per thread, the first sweep unrolled (``_common.unrolled_chunks``); None
+    elsewhere.
     As rows of up to 1024 (one warp each), a row stays on one or two warps, and all of its loads are issued at
     once, where the single pass of a 2048 or 4096 tile on 4 warps leaves an eighth or more of its lanes masked.
     Only unit-stride rows whose stride is a multiple of 16 elements (the measured case): other rows take the
