@@ -362,7 +362,13 @@ def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> L
         return None
     if statistics and N <= 8192 and 4 * N > 3 * next_pow2(N):
         return None
-    for chunk in (1024, 2048, 4096):
+    return _smallest_unrolled_chunk(N, (1024, 2048, 4096))
+
+
+def _smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | None:
+    """The loop over the first of ``chunks`` whose rows of N unroll (``_common.unrolled_chunks``), one warp per
+    256 elements (8 per thread); None if none does."""
+    for chunk in chunks:
         cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
         if unrolled_chunks(N, cfg):
             return cfg
@@ -387,14 +393,11 @@ def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     (2048: 88.7 against 85.0 for the loop).
     """
     N = problem.N
-    if _itemsize(problem) != 2 or not 1024 < N < 4096 or N & (N - 1) == 0 or problem.stride_n != 1 \
+    # (past 2560 a 4096 tile is less than 3/8 masked: the single pass is ahead)
+    if _itemsize(problem) != 2 or not 1024 < N <= 2560 or N & (N - 1) == 0 or problem.stride_n != 1 \
             or problem.stride_m % 16:
         return None
-    if N > 2048 and 8 * N > 5 * 4096:  # a 4096 tile less than 3/8 masked: the single pass is ahead
-        return None
-    chunk = 256 if N < 2048 else 512
-    cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
-    return cfg if unrolled_chunks(N, cfg) else None
+    return _smallest_unrolled_chunk(N, (256, 512))  # (256 unrolls the rows under 2048, 512 those over it)
 
 
 def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> LaunchConfig | None:
