@@ -448,6 +448,28 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
                    tl.minimum(N, n_lo + n_per_split), s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N)
 
 
+@triton.jit
+def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+                       WAIT: tl.constexpr = False):
+    """Split columns with many slices, between the two launches: merges each column's n_split partials once (in
+    slice order) into its slot 0, so that the writing programs load one pair per column instead of merging all
+    partials each (``split`` x fewer partial reads). WAIT: a dependent launch, as :func:`_cols_emit_kernel`."""
+    wait_for_previous_launch(WAIT)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    parts = tl.arange(0, BLOCK_S)
+    mask = (rows < MK)[:, None] & (parts < n_split)[None, :]
+    offs = rows[:, None] * n_split + parts[None, :]
+    m, s = tl.reduce((tl.load(pm_ptr + offs, mask=mask, other=float("-inf")),
+                      tl.load(ps_ptr + offs, mask=mask, other=0)), 1, _online_fn)
+    tl.store(pm_ptr + rows * n_split, m, mask=rows < MK)
+    tl.store(ps_ptr + rows * n_split, s, mask=rows < MK)
+
+
+#: Split columns of more slices than this get the merge launch (:func:`_cols_merge_kernel`); with fewer, each
+#: writing program merges its columns' partials itself (one launch less).
+MERGE_INLINE = 8
+
+
 SPECS = {
     "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
                              summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
@@ -506,10 +528,17 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rec.launch(_cols_part_kernel, (view.M * k_blocks, split), x, part_m, part_s, view.M, view.N, view.K, sxm,
                    sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
                    **consts)
+        merged = mode != 2 and split > MERGE_INLINE
+        if merged:
+            # Many slices: each column's partials merged once, by a launch of their own, into their slot 0; the
+            # writing programs then read one pair per column (logsumexp's grid of one slice merges once anyway).
+            block_m, block_s = C.combine_blocks(view.M * view.K, split)
+            rec.launch(_cols_merge_kernel, (C.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
+                       split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **C.dependent_launch(x.device))
         rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
                    view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
-                   SPLIT_P2=C.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
-                   **C.dependent_launch(x.device), **consts)
+                   SPLIT_P2=1 if merged else C.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+                   DIV=C.col_hint(view), **C.dependent_launch(x.device), **consts)
     else:
         C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,

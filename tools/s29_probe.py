@@ -1,0 +1,86 @@
+"""Twenty-ninth session's probe on the H200.
+
+Part A (``cols3``): split softmax columns with a merge launch between the two (``softmax._cols_merge_kernel``:
+each column's partials merged once, the writing programs reading one pair per column) against the writing
+programs merging all partials themselves, at the built-in slice count and at more slices, which the inline merge
+made too costly (K x split^2 partial reads). ``softmax.MERGE_INLINE`` is set by each variant's plugin when the
+launch is decided (the decision is recorded in the call's replay plan). Also 32-row tiles. ``tools/sweep.py``'s
+``alternate``: checked against torch, best of two rounds, do_bench median, % of 4263 GB/s.
+
+Part B (``ln2``): 2-byte layer_norm rows of 1920-2048: two rows a program (the twenty-eighth session's lead:
++3-5 points in one round) against the built-in single pass of one row on 4 warps.
+
+Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2]
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import torch
+from tritred_core import LaunchConfig, hookimpl
+
+sys.path.insert(0, "tools")
+from sweep import alternate  # noqa: E402
+
+S = importlib.import_module("tritred_ops.softmax")
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+
+
+class Merge:
+    """Forces ``config`` (None: the built-in one) and sets ``softmax.MERGE_INLINE`` when the launch is decided."""
+
+    def __init__(self, op: str, config: LaunchConfig | None, inline: int) -> None:
+        self.op, self.config, self.inline = op, config, inline
+
+    @hookimpl(tryfirst=True)
+    def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+        if spec.name != self.op:
+            return None
+        S.MERGE_INLINE = self.inline
+        return self.config
+
+
+COLS3_CASES = [  # (op, shape, dim, forced slice counts)
+    ("softmax", (8192, 8192), 0, (16, 32, 64)),
+    ("log_softmax", (8192, 8192), 0, (16, 32)),
+    ("softmax", (4096, 4096), 0, (16, 32, 64)),
+    ("softmax", (32768, 1024), 0, (64, 128)),
+    ("softmax", (32768, 512), 0, (64, 128, 256)),
+    ("log_softmax", (16384, 256), 0, (64, 128, 256)),
+    ("softmax", (16, 4096, 1000), 1, (16, 32, 64)),
+]
+
+
+def cols3() -> None:
+    never, always = 1 << 30, 1
+    for op, shape, dim, splits in COLS3_CASES:
+        for dtype in (BF16, F32):
+            def cfg(sp: int, rows: int = 16) -> LaunchConfig:
+                return LaunchConfig(strategy="split", BLOCK_N=rows, BLOCK_K=128, num_warps=4, split=sp)
+            variants = [("builtin", Merge(op, None, never)), ("builtin merged", Merge(op, None, always))]
+            variants += [(f"s{sp} merged", Merge(op, cfg(sp), always)) for sp in splits]
+            variants += [(f"s{splits[0]} inline", Merge(op, cfg(splits[0]), never))]
+            variants += [(f"s{splits[0]} 32-row merged", Merge(op, cfg(splits[0], 32), always))]
+            res = alternate(op, shape, dtype, dim, variants, rounds=2)
+            print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+                  + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    S.MERGE_INLINE = 8
+
+
+def ln2() -> None:
+    for n, dtype in ((2048, BF16), (2000, BF16), (1920, BF16), (2048, F16), (2000, F16)):
+        variants = [("builtin", None)] + [
+            (f"M{m} w{w}", LaunchConfig(strategy="single_pass", BLOCK_M=m, BLOCK_N=2048, num_warps=w))
+            for m, w in ((2, 4), (2, 8), (4, 8), (1, 2))]
+        for rows in (2**26 // n, 8192):
+            res = alternate("layer_norm", (rows, n), dtype, -1, variants, rounds=2)
+            print(f"layer_norm {rows}x{n} {str(dtype)[6:]}: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    for p in sys.argv[1:] or ["cols3", "ln2"]:
+        print(f"== {p}", flush=True)
+        {"cols3": cols3, "ln2": ln2}[p]()
