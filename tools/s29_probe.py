@@ -10,7 +10,10 @@ launch is decided (the decision is recorded in the call's replay plan). Also 32-
 Part B (``ln2``): 2-byte layer_norm rows of 1920-2048: two rows a program (the twenty-eighth session's lead:
 +3-5 points in one round) against the built-in single pass of one row on 4 warps.
 
-Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2]
+Part C (``val``): both rules taken from A and B (built-in now) against the configs they replaced, on shapes
+they were not chosen on, and logsumexp's columns, whose slices the rule also raised (not in part A).
+
+Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2] [val]
 """
 
 from __future__ import annotations
@@ -80,7 +83,42 @@ def ln2() -> None:
                   flush=True)
 
 
+def _old_cols(op: str, shape, dim: int) -> LaunchConfig:
+    """The split columns' config before this session: slices up to 4 programs per SM, softmax's at most 64."""
+    m = 1 if dim == 0 else shape[0]
+    n, k = shape[dim], (shape[-1] if dim != len(shape) - 1 else 1)
+    blocks = m * -(-k // 128)
+    split = min(max(8, 528 // blocks), -(-n // 64), 1 << 30 if op == "logsumexp" else 64)
+    return LaunchConfig(strategy="split", BLOCK_N=16, BLOCK_K=128, num_warps=4, split=split)
+
+
+VAL_COLS = [
+    ("softmax", (8192, 8192), 0, BF16), ("log_softmax", (16384, 256), 0, BF16), ("softmax", (12000, 3000), 0, BF16),
+    ("log_softmax", (50000, 768), 0, F32), ("softmax", (32, 2048, 512), 1, BF16), ("softmax", (2048, 2048), 0, F32),
+    ("softmax", (100000, 384), 0, F16), ("logsumexp", (65536, 1024), 0, BF16), ("logsumexp", (32768, 512), 0, F32),
+    ("logsumexp", (8192, 8192), 0, BF16),
+]
+
+VAL_LN = [((1024, 2048), BF16), ((65536, 1800), BF16), ((40000, 2047), BF16), ((16384, 1984), F16),
+          ((50000, 1600), BF16), ((30000, 1700), F16), ((4096, 2000), BF16), ((100000, 2048), BF16)]
+
+
+def val() -> None:
+    for op, shape, dim, dtype in VAL_COLS:
+        res = alternate(op, shape, dtype, dim, [("rule", Merge(op, None, 8)),
+                                                ("old", Merge(op, _old_cols(op, shape, dim), 1 << 30))], rounds=3)
+        old = _old_cols(op, shape, dim).split
+        print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (old split {old}): "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    S.MERGE_INLINE = 8
+    for shape, dtype in VAL_LN:
+        old = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=4)
+        res = alternate("layer_norm", shape, dtype, -1, [("rule", None), ("old M1 w4", old)], rounds=3)
+        print(f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 if __name__ == "__main__":
     for p in sys.argv[1:] or ["cols3", "ln2"]:
         print(f"== {p}", flush=True)
-        {"cols3": cols3, "ln2": ln2}[p]()
+        {"cols3": cols3, "ln2": ln2, "val": val}[p]()

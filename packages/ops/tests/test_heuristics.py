@@ -407,16 +407,17 @@ def test_two_byte_logsumexp_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
 
 
 def test_softmax_columns_split_until_they_fill_the_device():
-    """Few 64-column blocks split N (a partial launch, then a merging and writing one) up to 4 programs per SM;
-    blocks that already fill the device loop over N (H200, tools/s23_ab.py; the rule's comment has the figures)."""
+    """Few 64-column blocks split N (a partial launch, then a merging and writing one) up to 8 programs per SM
+    over 128-column blocks (their partials merged once, by a launch of their own, past ``MERGE_INLINE`` slices);
+    blocks that already fill the device loop over N (H200, tools/s23_ab.py and tools/s29_probe.py; the rule's
+    comment has the figures)."""
     for op in ("softmax", "log_softmax", "logsumexp"):
-        cfg = _config(op, 1, 8192, K=8192)  # 64 blocks of 128 columns: 8 slices
-        assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.split) == ("split", 16, 128, 4, 8)
-        tall = _config(op, 1, 32768, K=1024)  # 8 blocks: 66 slices for 4 programs per SM; softmax at most 64
-        assert (tall.strategy, tall.BLOCK_K, tall.split) == ("split", 128, 66 if op == "logsumexp" else 64)
-        # 2 blocks: 256 slices would merge 256 x 256 partials per column (tools/s28_probe.py cols: 2.5 -> 11.9 %);
-        # logsumexp merges each column's partials once
-        assert _config(op, 1, 16384, K=256).split == (256 if op == "logsumexp" else 64)
+        cfg = _config(op, 1, 8192, K=8192)  # 64 blocks of 128 columns: 16 slices (1056 programs / 64)
+        assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.split) == ("split", 16, 128, 4, 16)
+        tall = _config(op, 1, 32768, K=1024)  # 8 blocks: 132 slices, no longer capped at 64
+        assert (tall.strategy, tall.BLOCK_K, tall.split) == ("split", 128, 132)
+        assert _config(op, 1, 16384, K=256).split == 256  # 2 blocks: 528 slices, at least 4 tiles of 16 rows each
+        assert _config(op, 16, 4096, K=1000).split == 8  # 16 x 8 blocks: at least 8 slices
         narrow = _config(op, 1, 8192, K=64)  # one block of 64 columns: 32-row tiles, 64 slices
         assert (narrow.strategy, narrow.BLOCK_N, narrow.BLOCK_K, narrow.split) == ("split", 32, 64, 64)
         assert _config(op, 1, 65536, K=64).split == 512  # narrower blocks: not measured capped, not capped

@@ -145,7 +145,7 @@ def _rows_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
 
 def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: int, warps: int,
                  target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
-                 short_tiles: bool = False, split_cols: bool = False, max_slices: int = 1 << 30) -> LaunchConfig:
+                 short_tiles: bool = False, split_cols: bool = False) -> LaunchConfig:
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
@@ -166,22 +166,22 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
         # softmax: too few column blocks split N instead, a partial (max, sum of exp) per slice, then a launch that
         # merges them and writes its slice (``softmax._cols_part_kernel`` / ``_cols_emit_kernel``): the input is
         # read twice, as by the loop, but the blocks keep 128 columns (256-512 contiguous bytes a row) in 16-row
-        # tiles on 4 warps, at least 8 slices, more until 4 programs per SM (H200, tools/s23_ab.py: softmax dim=0
+        # tiles on 4 warps, at least 8 slices (how many more: below; H200, tools/s23_ab.py: softmax dim=0
         # of 8192x8192 bf16 35 -> 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16
         # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 with 33 slices of 64-column blocks,
         # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
         # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
         # measured split).
-        # softmax and log_softmax over 128-column blocks: at most ``max_slices`` (64): each writing program merges
-        # all of its columns' partials, K x split^2 partial reads in all against N x K input elements (H200,
-        # tools/s28_probe.py cols: log_softmax dim=0 of 16384x256 took 256 slices, 2.5 % of copy bandwidth; 64:
-        # 11.9, fp32 5.1 -> 19.2; softmax 32768x512 132 slices against 64: bf16 23.7 -> 24.5, fp32 35.5 -> 34.0;
-        # 32 or 16 slices lower everywhere measured). Not measured, so not capped: narrower blocks (K < 128) and
-        # logsumexp, which writes one value per column, its partials merged once (K x split reads).
+        # Over 128-column blocks, slices until 8 programs per SM (H200, tools/s29_probe.py cols3, softmax dim=0:
+        # 8192x8192 bf16 39.5 -> 43.2 % with 16 slices, fp32 52.5 -> 57.2; 32768x1024 bf16 35.3 -> 40.1 with 128,
+        # fp32 47.6 -> 53.1; 32768x512 bf16 24.6 -> 35.5 with 256, fp32 34.0 -> 49.3; log_softmax dim=0 16384x256
+        # bf16 11.9 -> 17.8, fp32 19.3 -> 31.9; 32-row tiles lower or level): past ``softmax.MERGE_INLINE`` slices
+        # each column's partials are merged once by a launch of their own, so the merge grows as K x split, not
+        # K x split^2 as when every writing program merged them all (which had capped the slices at 64).
         wide = caps.gpu and K >= 128
         split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
-        split = min(max(8 if wide else 1, target_programs // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n),
-                    max_slices if wide else 1 << 30)
+        split = min(max(8 if wide else 1, (caps.col_programs if wide else target_programs)
+                        // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n))
         if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
             return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
                                 num_warps=min(warps, caps.max_warps))
@@ -410,6 +410,7 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
       (:func:`_unrolled_loop`).
     - 2-byte rows of 1280-1792 (5-7 chunks of 256, one warp) and of 2560 (512 on two warps): the unrolled loop
       too (:func:`_short_unrolled_loop`).
+    - other 2-byte rows of 1793-2048: two rows a program on 4 warps.
     - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
 
@@ -432,6 +433,11 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     unrolled = _unrolled_loop(problem, caps) or _short_unrolled_loop(problem)
     if unrolled is not None:
         return unrolled
+    if block_n == 2048:
+        # 2-byte rows of 1793-2048: two rows a program on 4 warps (the weight and bias loaded once for both), not
+        # one (H200, tools/s29_probe.py ln2: bf16 33554x2000 84.3 -> 89.8 %, 34952x1920 82.5 -> 89.2, 32768x2048
+        # 88.9 -> 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5 points; 8 warps lost 5-10).
+        return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4)
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
@@ -675,5 +681,4 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     return _cols_config(problem, caps, allow_split, single_cap, col_warps, col_programs, col_rows, col_loads,
                         narrow=name in ("softmax", "log_softmax", "logsumexp"),
                         split_cols=name in ("softmax", "log_softmax", "logsumexp"),
-                        max_slices=64 if name in ("softmax", "log_softmax") else 1 << 30,
                         short_tiles=name in ("sum", "mean", "prod", "amax", "amin"))
