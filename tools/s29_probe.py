@@ -13,7 +13,12 @@ Part B (``ln2``): 2-byte layer_norm rows of 1920-2048: two rows a program (the t
 Part C (``val``): both rules taken from A and B (built-in now) against the configs they replaced, on shapes
 they were not chosen on, and logsumexp's columns, whose slices the rule also raised (not in part A).
 
-Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2] [val]
+Part D (``val2``): logsumexp's columns again after they too took the merge launch (part C: 32768x512 fp32 lost
+26.2 -> 12.9 %, one program per column block holding all partials); layer_norm's two-row rule near its
+row-count bound; and where the time of std over (0, 2, 3) of a small NCHW input goes (the whole call, its rows
+launch alone as a dim=-1 std of the (B*C, H*W) view, and batch_norm training of the same input).
+
+Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2] [val] [val2]
 """
 
 from __future__ import annotations
@@ -118,7 +123,49 @@ def val() -> None:
               + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
 
 
+def val2() -> None:
+    for op, shape, dim, dtype in [("logsumexp", (32768, 512), 0, F32), ("logsumexp", (65536, 1024), 0, BF16),
+                                  ("logsumexp", (16384, 256), 0, F32), ("logsumexp", (8192, 8192), 0, BF16)]:
+        res = alternate(op, shape, dtype, dim, [("rule", Merge(op, None, 8)),
+                                                ("old", Merge(op, _old_cols(op, shape, dim), 1 << 30))], rounds=3)
+        old = _old_cols(op, shape, dim).split
+        print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (old split {old}): "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    S.MERGE_INLINE = 8
+    for shape, dtype in [((1024, 2048), BF16), ((1056, 2048), BF16), ((2048, 2048), BF16), ((2048, 1920), F16)]:
+        old = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=4)
+        two = LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=2048, num_warps=4)
+        res = alternate("layer_norm", shape, dtype, -1, [("rule", None), ("M1 w4", old), ("M2 w4", two)], rounds=3)
+        print(f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
+              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    for shape, dtype in [((64, 128, 28, 28), F32), ((128, 512, 14, 14), BF16), ((64, 256, 56, 56), BF16)]:
+        _std_times(shape, dtype)
+
+
+def _std_times(shape, dtype) -> None:
+    """do_bench medians of std over (0, 2, 3) and its neighbours on one NCHW input."""
+    import tritred_ops as tr
+    from triton.testing import do_bench
+
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    b, c = shape[:2]
+    rows = x.view(b * c, -1)
+    w, bias = torch.ones(c, device="cuda"), torch.zeros(c, device="cuda")
+    rm, rv = torch.zeros(c, device="cuda"), torch.ones(c, device="cuda")
+    calls = {"std (0,2,3)": lambda: tr.std(x, (0, 2, 3)), "std rows (B*C, H*W)": lambda: tr.std(rows, -1),
+             "sum (0,2,3)": lambda: tr.sum(x, (0, 2, 3)),
+             "batch_norm train": lambda: tr.batch_norm(x, rm, rv, w, bias, True, 0.1, 1e-5),
+             "torch std (0,2,3)": lambda: torch.std(x, (0, 2, 3))}
+    parts = []
+    for k, f in calls.items():
+        f()
+        parts.append(f"{k} {do_bench(f, return_mode='median') * 1e3:.1f} us")
+    mb = x.numel() * x.element_size() / 1e6
+    print(f"{'x'.join(map(str, shape))} {str(dtype)[6:]} ({mb:.0f} MB, read at 4263 GB/s: "
+          f"{mb / 4263e3 * 1e6:.1f} us): " + " | ".join(parts), flush=True)
+
+
 if __name__ == "__main__":
     for p in sys.argv[1:] or ["cols3", "ln2"]:
         print(f"== {p}", flush=True)
-        {"cols3": cols3, "ln2": ln2, "val": val}[p]()
+        {"cols3": cols3, "ln2": ln2, "val": val, "val2": val2}[p]()

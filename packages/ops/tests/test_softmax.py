@@ -365,14 +365,14 @@ def test_split_columns(name, cfg, force, device):
             assert_close(out, _ref(name, xx, dim), n=130, scale=8, what=f"{name} {dtype} dim={dim} {cfg}")
 
 
-@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
 def test_split_columns_merge_launch(name, force, wait_spy, device, monkeypatch):
     """Past ``MERGE_INLINE`` slices each column's partials are merged once, by a launch of their own between the
     two (a dependent launch, as the writing one), which then read one pair per column; up to it, the writing
     programs merge them. Both give torch's result, on columns whose maxima sit in different slices."""
     S = importlib.import_module("tritred_ops.softmax")  # (the package's ``softmax`` is the function)
     x = randn((130, 21), torch.float32, device, scale=4)
-    x[:, 1] = -INF  # an all -inf column: NaN, as torch
+    x[:, 1] = -INF  # an all -inf column: NaN (softmax), -inf (logsumexp), as torch
     x[100, 2] = 1e3  # the maximum in a late slice
     x[:40, 3] = -INF  # the first slices of a column all -inf: their partials merge as empty
     x[5, 4] = float("nan")

@@ -528,10 +528,11 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         rec.launch(_cols_part_kernel, (view.M * k_blocks, split), x, part_m, part_s, view.M, view.N, view.K, sxm,
                    sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
                    **consts)
-        merged = mode != 2 and split > MERGE_INLINE
+        merged = split > MERGE_INLINE
         if merged:
             # Many slices: each column's partials merged once, by a launch of their own, into their slot 0; the
-            # writing programs then read one pair per column (logsumexp's grid of one slice merges once anyway).
+            # writing programs then read one pair per column (logsumexp's too: its one program per column block
+            # would otherwise hold a [split, BLOCK_K] tile of partials, which spilled past 128 slices).
             block_m, block_s = C.combine_blocks(view.M * view.K, split)
             rec.launch(_cols_merge_kernel, (C.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
                        split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **C.dependent_launch(x.device))
