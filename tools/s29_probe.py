@@ -18,7 +18,10 @@ Part D (``val2``): logsumexp's columns again after they too took the merge launc
 row-count bound; and where the time of std over (0, 2, 3) of a small NCHW input goes (the whole call, its rows
 launch alone as a dim=-1 std of the (B*C, H*W) view, and batch_norm training of the same input).
 
-Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2] [val] [val2]
+Part E (``narrow``): split columns over blocks narrower than 128 (K < 128): the built-in slice count (now with
+the merge launch) against the same count merged inline (before this session) and half and twice as many.
+
+Usage on a CUDA machine: python tools/s29_probe.py [cols3] [ln2] [val] [val2] [narrow]
 """
 
 from __future__ import annotations
@@ -165,7 +168,29 @@ def _std_times(shape, dtype) -> None:
           f"{mb / 4263e3 * 1e6:.1f} us): " + " | ".join(parts), flush=True)
 
 
+NARROW_CASES = [("log_softmax", (65536, 64), 64), ("softmax", (100000, 100), 64), ("softmax", (262144, 32), 32),
+                ("logsumexp", (65536, 64), 64), ("softmax", (8, 8192, 64), 64)]
+
+
+def narrow() -> None:
+    never = 1 << 30
+    for op, shape, bk in NARROW_CASES:
+        dim = len(shape) - 2
+        m = 1 if dim == 0 else shape[0]
+        blocks = m * -(-shape[-1] // bk)
+        split = min(max(1, 528 // blocks), -(-shape[dim] // 128))
+        cfgs = {sp: LaunchConfig(strategy="split", BLOCK_N=32, BLOCK_K=bk, num_warps=4, split=sp)
+                for sp in (split // 2, split, split * 2)}
+        for dtype in (BF16, F32):
+            variants = [("builtin", Merge(op, None, 8)), (f"s{split} inline", Merge(op, cfgs[split], never))]
+            variants += [(f"s{sp}", Merge(op, cfgs[sp], 8)) for sp in (split // 2, split * 2)]
+            res = alternate(op, shape, dtype, dim, variants, rounds=2)
+            print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (built-in split {split}): "
+                  + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    S.MERGE_INLINE = 8
+
+
 if __name__ == "__main__":
     for p in sys.argv[1:] or ["cols3", "ln2"]:
         print(f"== {p}", flush=True)
-        {"cols3": cols3, "ln2": ln2, "val": val, "val2": val2}[p]()
+        {"cols3": cols3, "ln2": ln2, "val": val, "val2": val2, "narrow": narrow}[p]()
