@@ -385,6 +385,7 @@ def test_split_columns_merge_launch(name, force, wait_spy, device, monkeypatch):
         outs[inline] = getattr(tr, name)(x, 0)
         assert seen == launches, (inline, seen)
         assert_close(outs[inline], ref, n=130, scale=8, what=f"{name} MERGE_INLINE={inline}")
+    torch.testing.assert_close(outs[8], outs[9], rtol=1e-6, atol=1e-6, equal_nan=True)  # the same partials merged
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])

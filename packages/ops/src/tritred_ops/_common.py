@@ -570,8 +570,8 @@ def device_info(device: torch.device) -> DeviceInfo:
 
 def dependent_launch(device: torch.device) -> dict[str, bool]:
     """Launch options of a kernel that reads what the launch just before it wrote (the merge of a split's
-    partials, batch_norm training's normalize launch after its statistics, the split softmax columns' second
-    launch): programmatic dependent launch on Hopper and later GPUs (``launch_pdl``), the kernel waiting in
+    partials, batch_norm training's normalize launch after its statistics, the split softmax columns' merge and
+    writing launches): programmatic dependent launch on Hopper and later GPUs (``launch_pdl``), the kernel waiting in
     ``griddepcontrol.wait`` (``WAIT``, :func:`_kernels.wait_for_previous_launch`) until the previous launch has
     finished and its writes are visible; nothing on older GPUs, on ROCm (whose devices torch also names
     ``cuda``: no ``griddepcontrol``) and under the interpreter, whatever the tensors' device (it has no inline

@@ -149,7 +149,8 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     """Column kernels: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads`` tiles loaded
     per loop iteration (``num_stages``; the plain reductions' kernel only); few column blocks split N up to
     ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
-    brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%).
+    brings (H200 sweeps: sum dim=0 of 16384x4096 fp32 51% -> 80%; split 17 -> 16, bf16 61% -> 65%). Softmax's
+    128-column blocks (``split_cols``) split up to 8 programs per SM (``caps.col_programs``) instead.
 
     ``narrow`` (kernels that cannot split N: softmax): too few column blocks take narrower ones, down to 16
     columns, in tiles of as many elements (more rows) on 8 warps, until they fill ``target_programs`` (H200 sweep,
@@ -434,8 +435,9 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     if unrolled is not None:
         return unrolled
     if block_n == 2048 and problem.M * problem.K >= 2 * caps.programs:
-        # Other 2-byte rows in a 2048 tile (1793-2048, or shorter ones whose stride is not a multiple of 16
-        # elements), at least 2 rows per program of a device's worth: two rows a program on 4 warps (the weight
+        # Other 2-byte rows in a 2048 tile (every one that no loop rule above takes: 1793-2048, and shorter rows
+        # that are not 5-7 whole 256-element chunks or whose stride is not a multiple of 16 elements), at least 2
+        # rows per program of a device's worth: two rows a program on 4 warps (the weight
         # and bias loaded once for both), not one (H200, tools/s29_probe.py ln2: bf16 33554x2000 84.3 -> 89.8 %,
         # 34952x1920 82.5 -> 89.2, 32768x2048 88.9 -> 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5
         # points; 8 warps lost 5-10; twenty-eighth session's lnw, two rows against one on 4 warps, aligned rows:

@@ -421,11 +421,12 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
                       n_split, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
                       SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       DIV: tl.constexpr = 1, WAIT: tl.constexpr = False):
-    """Split columns, second launch: each program merges its columns' n_split partials (in slice order: the same
-    result in every program of a column block), then writes its slice (logsumexp: one value per k, a grid of one
-    slice). Slices are taken in reverse launch order: the first programs to run write the slices the first launch
-    read last, the likeliest to still be in L2. WAIT: a dependent launch (``_common.dependent_launch``), waiting
-    for the first launch's partials before anything else."""
+    """Split columns, second (writing) launch: each program merges its columns' n_split partials (one fixed
+    reduction tree: the same result in every program of a column block; after :func:`_cols_merge_kernel`,
+    SPLIT_P2 = 1: it loads each column's merged pair from slot 0), then writes its slice (logsumexp: one value
+    per k, a grid of one slice). Slices are taken in reverse launch order: the first programs to run write the
+    slices the first launch read last, the likeliest to still be in L2. WAIT: a dependent launch
+    (``_common.dependent_launch``), waiting for the launch before it (its partials) before anything else."""
     wait_for_previous_launch(WAIT)
     if DIV > 1:  # (as _cols_kernel)
         K = K // DIV * DIV
@@ -451,9 +452,10 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
 @triton.jit
 def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
                        WAIT: tl.constexpr = False):
-    """Split columns with many slices, between the two launches: merges each column's n_split partials once (in
-    slice order) into its slot 0, so that the writing programs load one pair per column instead of merging all
-    partials each (``split`` x fewer partial reads). WAIT: a dependent launch, as :func:`_cols_emit_kernel`."""
+    """Split columns with many slices, between the two launches: merges each column's n_split partials once (one
+    fixed reduction tree: deterministic) into its slot 0, so that the writing programs load one pair per column
+    instead of merging all partials each (``split`` x fewer partial reads). WAIT: a dependent launch, as
+    :func:`_cols_emit_kernel`."""
     wait_for_previous_launch(WAIT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     parts = tl.arange(0, BLOCK_S)
@@ -517,8 +519,8 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                    **({"maxnreg": cap} if cap else {}))
     elif cfg.strategy == "split" and cfg.split > 1:
         # Columns split along N (few column blocks): a launch of partial (max, sum of exp) per slice, then one that
-        # merges them and writes its slice: the input is read twice (softmax's loop over a column reads it twice
-        # too), but by cfg.split times more programs.
+        # merges them (past MERGE_INLINE slices, a merge launch in between) and writes its slice: the input is
+        # read twice (softmax's loop over a column reads it twice too), but by cfg.split times more programs.
         C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         split, nps = C.split_plan(cfg, view.N)
         k_blocks = C.cdiv(view.K, cfg.BLOCK_K)
