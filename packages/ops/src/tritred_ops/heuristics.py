@@ -165,20 +165,19 @@ def _cols_config(problem: Problem, caps: _Caps, allow_split: bool, single_cap: i
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
     if split_cols and N > min(max(1, caps.tile // (16 if caps.gpu else block_k)), single_cap):
         # softmax: too few column blocks split N instead, a partial (max, sum of exp) per slice, then a launch that
-        # merges them and writes its slice (``softmax._cols_part_kernel`` / ``_cols_emit_kernel``): the input is
-        # read twice, as by the loop, but the blocks keep 128 columns (256-512 contiguous bytes a row) in 16-row
-        # tiles on 4 warps, at least 8 slices (how many more: below; H200, tools/s23_ab.py: softmax dim=0
-        # of 8192x8192 bf16 35 -> 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16
-        # 29 -> 37, of 64x4096x256 bf16 36 -> 42; 32768x1024 bf16 9 -> 31 with 33 slices of 64-column blocks,
-        # 35 beside the peers with this rule's 66 of 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128
-        # columns: 32-row tiles of 64. Columns that fit a tile of 16 keep the narrowed single pass below (not
-        # measured split).
-        # Over 128-column blocks, slices until 8 programs per SM (H200, tools/s29_probe.py cols3, softmax dim=0:
-        # 8192x8192 bf16 39.5 -> 43.2 % with 16 slices, fp32 52.5 -> 57.2; 32768x1024 bf16 35.3 -> 40.1 with 128,
-        # fp32 47.6 -> 53.1; 32768x512 bf16 24.6 -> 35.5 with 256, fp32 34.0 -> 49.3; log_softmax dim=0 16384x256
-        # bf16 11.9 -> 17.8, fp32 19.3 -> 31.9; 32-row tiles lower or level): past ``softmax.MERGE_INLINE`` slices
-        # each column's partials are merged once by a launch of their own, so the merge grows as K x split, not
-        # K x split^2 as when every writing program merged them all (which had capped the slices at 64).
+        # merges them and writes its slice (``softmax._cols_part_kernel`` / ``_cols_emit_kernel``): the input is read
+        # twice, as by the loop, but the blocks keep 128 columns (256-512 contiguous bytes a row) in 16-row tiles on 4
+        # warps, at least 8 slices (how many more: below; H200, tools/s23_ab.py: softmax dim=0 of 8192x8192 bf16 35 ->
+        # 39 %, fp32 42 -> 52, log_softmax bf16 35 -> 40, dim=1 of 16x4096x1000 bf16 29 -> 37, of 64x4096x256 bf16 36 ->
+        # 42; 32768x1024 bf16 9 -> 31 with 33 slices of 64-column blocks, 35 beside the peers with this rule's 66 of
+        # 128; fewer slices lost: s4 of 16x128 23-39). Fewer than 128 columns: 32-row tiles of 64. Columns that fit a
+        # tile of 16 keep the narrowed single pass below (not measured split). Over 128-column blocks, slices until 8
+        # programs per SM (H200, tools/s29_probe.py cols3, softmax dim=0: 8192x8192 bf16 39.5 -> 43.2 % with 16 slices,
+        # fp32 52.5 -> 57.2; 32768x1024 bf16 35.3 -> 40.1 with 128, fp32 47.6 -> 53.1; 32768x512 bf16 24.6 -> 35.5 with
+        # 256, fp32 34.0 -> 49.3; log_softmax dim=0 16384x256 bf16 11.9 -> 17.8, fp32 19.3 -> 31.9; 32-row tiles, timed
+        # at one count only, not taken): past ``softmax.MERGE_INLINE`` slices each column's partials are merged once by
+        # a launch of their own, so the merge grows as K x split, not K x split^2 as when every writing program merged
+        # them all (which had capped the slices at 64).
         wide = caps.gpu and K >= 128
         split_k, split_n = (128, 16) if wide else (block_k, rows if caps.gpu else 8)
         split = min(max(8 if wide else 1, (caps.col_programs if wide else target_programs)
@@ -435,15 +434,15 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     if unrolled is not None:
         return unrolled
     if block_n == 2048 and problem.M * problem.K >= 2 * caps.programs:
-        # Other 2-byte rows in a 2048 tile (every one that no loop rule above takes: 1793-2048, and shorter rows
-        # that are not 5-7 whole 256-element chunks or whose stride is not a multiple of 16 elements), at least 2
-        # rows per program of a device's worth: two rows a program on 4 warps (the weight
-        # and bias loaded once for both), not one (H200, tools/s29_probe.py ln2: bf16 33554x2000 84.3 -> 89.8 %,
-        # 34952x1920 82.5 -> 89.2, 32768x2048 88.9 -> 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5
-        # points; 8 warps lost 5-10; twenty-eighth session's lnw, two rows against one on 4 warps, aligned rows:
-        # 1280 62.5 -> 70.5, 1536 71.0 -> 79.7, 1792 79.4 -> 86.7). On shapes it was not chosen on (val):
-        # 65536x1800 84.3 -> 90.6, 50000x1600 72.5 -> 83.1, 40000x2047 41.5 -> 52.3, fp16 16384x1984 81.0 -> 83.3,
-        # 4096x2000 51.6 -> 55.0; 1024x2048 (512 programs) lost, 30.0 -> 27.9: fewer rows keep one.
+        # Other 2-byte rows in a 2048 tile (every one that no loop rule above takes: 1793-2048, and shorter rows that
+        # are not 5-7 whole 256-element chunks or whose stride is not a multiple of 16 elements), at least 2 rows per
+        # program of a device's worth: two rows a program on 4 warps (the weight and bias loaded once for both), not one
+        # (H200, tools/s29_probe.py ln2: bf16 33554x2000 84.3 -> 89.8 %, 34952x1920 82.5 -> 89.2, 32768x2048 88.9 ->
+        # 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5 points; two rows on 8 warps 3-9 below one on 4;
+        # twenty-eighth session's lnw, two rows against one on 4 warps, aligned rows: 1280 62.5 -> 70.5, 1536 71.0 ->
+        # 79.7, 1792 79.4 -> 86.7). On shapes it was not chosen on (val): 65536x1800 84.3 -> 90.6, 50000x1600 72.5 ->
+        # 83.1, 40000x2047 41.5 -> 52.3, fp16 16384x1984 81.0 -> 83.3, 4096x2000 51.6 -> 55.0; 1024x2048 (512 programs)
+        # lost, 30.0 -> 27.9: fewer rows keep one.
         return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4)
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)

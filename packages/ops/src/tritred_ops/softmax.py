@@ -13,7 +13,8 @@ barrier and write from registers: one read, one write (``_split_rows_kernel``).
 ``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy); too few column
 blocks split N (``split``): ``_cols_part_kernel`` stores a (max, sum of exp) partial per slice, ``_cols_emit_kernel``
-merges them and writes its slice (on sm_90+ a dependent launch, ``_common.dependent_launch``).
+merges them and writes its slice (past ``MERGE_INLINE`` slices ``_cols_merge_kernel`` merges them once, in a launch
+between the two; on sm_90+ both later launches are dependent launches, ``_common.dependent_launch``).
 NaN/inf follow torch: a row with NaN or +inf gives NaN (softmax) and an all -inf row gives NaN; logsumexp gives
 +inf for rows holding +inf and -inf for all -inf rows.
 """
@@ -532,9 +533,10 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
                    **consts)
         merged = split > MERGE_INLINE
         if merged:
-            # Many slices: each column's partials merged once, by a launch of their own, into their slot 0; the
-            # writing programs then read one pair per column (logsumexp's too: its one program per column block
-            # would otherwise hold a [split, BLOCK_K] tile of partials, which spilled past 128 slices).
+            # Many slices: each column's partials merged once, by a launch of their own, into their slot 0; the writing
+            # programs then read one pair per column (logsumexp's too: its one program per column block would otherwise
+            # hold a [split, BLOCK_K] tile of partials, too large for registers: 32768x512 fp32 logsumexp at 264 slices
+            # lost 26.2 -> 12.9 %).
             block_m, block_s = C.combine_blocks(view.M * view.K, split)
             rec.launch(_cols_merge_kernel, (C.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
                        split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **C.dependent_launch(x.device))
