@@ -111,13 +111,18 @@ VAL_LN = [((1024, 2048), BF16), ((65536, 1800), BF16), ((40000, 2047), BF16), ((
           ((50000, 1600), BF16), ((30000, 1700), F16), ((4096, 2000), BF16), ((100000, 2048), BF16)]
 
 
+def _cols_rule_vs_old(op: str, shape, dim: int, dtype) -> None:
+    """The built-in split columns (merge launch past 8 slices) against the config they replaced, merged inline."""
+    old = _old_cols(op, shape, dim)
+    res = alternate(op, shape, dtype, dim, [("rule", Merge(op, None, 8)), ("old", Merge(op, old, 1 << 30))],
+                    rounds=3)
+    print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (old split {old.split}): "
+          + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+
+
 def val() -> None:
     for op, shape, dim, dtype in VAL_COLS:
-        res = alternate(op, shape, dtype, dim, [("rule", Merge(op, None, 8)),
-                                                ("old", Merge(op, _old_cols(op, shape, dim), 1 << 30))], rounds=3)
-        old = _old_cols(op, shape, dim).split
-        print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (old split {old}): "
-              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        _cols_rule_vs_old(op, shape, dim, dtype)
     S.MERGE_INLINE = 8
     for shape, dtype in VAL_LN:
         old = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=4)
@@ -129,11 +134,7 @@ def val() -> None:
 def val2() -> None:
     for op, shape, dim, dtype in [("logsumexp", (32768, 512), 0, F32), ("logsumexp", (65536, 1024), 0, BF16),
                                   ("logsumexp", (16384, 256), 0, F32), ("logsumexp", (8192, 8192), 0, BF16)]:
-        res = alternate(op, shape, dtype, dim, [("rule", Merge(op, None, 8)),
-                                                ("old", Merge(op, _old_cols(op, shape, dim), 1 << 30))], rounds=3)
-        old = _old_cols(op, shape, dim).split
-        print(f"{op} dim={dim} {'x'.join(map(str, shape))} {str(dtype)[6:]} (old split {old}): "
-              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        _cols_rule_vs_old(op, shape, dim, dtype)
     S.MERGE_INLINE = 8
     for shape, dtype in [((1024, 2048), BF16), ((1056, 2048), BF16), ((2048, 2048), BF16), ((2048, 1920), F16)]:
         old = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=4)

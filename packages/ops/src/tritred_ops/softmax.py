@@ -459,13 +459,14 @@ def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK
     :func:`_cols_emit_kernel`."""
     wait_for_previous_launch(WAIT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < MK
     parts = tl.arange(0, BLOCK_S)
-    mask = (rows < MK)[:, None] & (parts < n_split)[None, :]
+    mask = row_ok[:, None] & (parts < n_split)[None, :]
     offs = rows[:, None] * n_split + parts[None, :]
     m, s = tl.reduce((tl.load(pm_ptr + offs, mask=mask, other=float("-inf")),
                       tl.load(ps_ptr + offs, mask=mask, other=0)), 1, _online_fn)
-    tl.store(pm_ptr + rows * n_split, m, mask=rows < MK)
-    tl.store(ps_ptr + rows * n_split, s, mask=rows < MK)
+    tl.store(pm_ptr + rows * n_split, m, mask=row_ok)
+    tl.store(ps_ptr + rows * n_split, s, mask=row_ok)
 
 
 #: Split columns of more slices than this get the merge launch (:func:`_cols_merge_kernel`); with fewer, each
