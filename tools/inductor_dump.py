@@ -58,6 +58,8 @@ CASES = {
     "ln-4096x32768-bf16": lambda: _ln((4096, 32768), BF),
     "ln-200000x300-bf16": lambda: _ln((200000, 300), BF),
     "ln-16384x5120-bf16": lambda: _ln((16384, 5120), BF),
+    "ln-65536x768-bf16": lambda: _ln((65536, 768), BF),
+    "ln-65536x768-fp16": lambda: _ln((65536, 768), torch.float16),
     "sum0-256x262144-bf16": lambda: _red("sum", (256, 262144), BF, 0),
     "sum0-256x262144-fp32": lambda: _red("sum", (256, 262144), F32, 0),
     "sum1-64x4096x256-fp32": lambda: _red("sum", (64, 4096, 256), F32, 1),

@@ -135,6 +135,8 @@ def test_layer_norm_and_softmax_rows_up_to_1024_take_one_warp(N):
         cfg = _config("layer_norm", 65536, N, dtype=dtype)
         if N == 1024:  # (a whole power-of-two row: over a few threads, below)
             assert cfg.threads_per_row == 32
+        elif N == 768 and dtype == "bfloat16":  # (two rows a program: below)
+            assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 1024, 1)
         else:
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 1, 1024, 1)
         # softmax too (100000x768 bf16 87% -> 95%)
@@ -353,6 +355,23 @@ def test_layer_norm_preloads_weight_and_bias_for_float32_on_up_to_8_warps():
     assert not _preload_affine(torch.bfloat16, True, 0, 4) and not _preload_affine(torch.float16, True, 0, 4)
     assert not _preload_affine(torch.float32, False, 0, 4)  # the loop reads weight and bias per chunk
     assert not _preload_affine(torch.float32, True, 4, 4)  # shifted tiles index them per row
+
+
+def test_two_byte_layer_norm_rows_of_513_to_896_take_two_rows_a_one_warp_program():
+    """H200, tools/s30_probe.py pre: bf16 65536x768 80 -> 84 %, 100000x768 83 -> 88, 65536x640 71 -> 76; lost on
+    1000 (85.7 -> 84.5), float32 768 and four 384-wide rows a warp: those keep one row a program."""
+    for N in (520, 576, 640, 720, 768, 832, 896):
+        for dtype in ("bfloat16", "float16"):
+            cfg = _config("layer_norm", 65536, N, dtype=dtype)
+            if cfg.BLOCK_TAIL:  # (rows just past 512 take the tail tile: test_rows_just_past_a_power_of_two...)
+                continue
+            assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 1024, 1), N
+    for N, dtype, stride in ((1000, "bfloat16", None), (768, "float32", None), (384, "bfloat16", None),
+                             (897, "bfloat16", None), (768, "bfloat16", 776), (700, "bfloat16", None)):
+        cfg = _config("layer_norm", 65536, N, dtype=dtype, stride=stride)
+        assert cfg.BLOCK_M * cfg.BLOCK_N <= 1024 and cfg.num_warps == 1, (N, dtype, stride)
+    assert _config("softmax", 65536, 768).BLOCK_M == 1  # layer_norm only
+    assert _config("var", 65536, 768).BLOCK_M == 2  # (var's own half_rows)
 
 
 def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():

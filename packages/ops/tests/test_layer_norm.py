@@ -81,10 +81,16 @@ def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
 
 @pytest.mark.parametrize("chunks", [2, 5, 8, 9])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
-def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, force, device, unroll_spy):
-    """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop); odd row counts leave the last
-    program's second row out of range; rows far from zero (the sweep's Welford must keep the spread)."""
+@pytest.mark.parametrize("second", [True, False], ids=["second-unrolled", "second-rolled"])
+def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, second, force, device, unroll_spy,
+                                                           monkeypatch):
+    """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop), and the unrolled normalizing sweep
+    (``layer_norm.UNROLL_SECOND``; off: the rolled one); odd row counts leave the last program's second row out of
+    range; rows far from zero (the sweep's Welford must keep the spread)."""
+    import importlib
+
     from tritred_ops import _common as C
+    monkeypatch.setattr(importlib.import_module("tritred_ops.layer_norm"), "UNROLL_SECOND", second)
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     N = 16 * chunks
     x = randn((5, N), dtype, device, offset=40.0)

@@ -308,6 +308,26 @@ def _short_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None
                         threads_per_row=threads)
 
 
+def _layer_norm_half_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
+    """2-byte layer_norm rows of 513-896 elements (a 1024 tile an eighth or more masked: hidden sizes 640, 768;
+    the rows just past 512 take :func:`_tail_rows` first), unit stride, row stride a multiple of 16 elements: two
+    rows a one-warp program (a 2048-element tile, 64 elements a thread), not one; None elsewhere.
+
+    As var's ``half_rows``: a 2-byte element fills half the bytes of a float32 one, and a one-warp tile of a
+    partly masked row keeps few loads in flight per thread. H200, ``tools/s30_probe.py`` (pre, best of two
+    alternated rounds, % of copy bandwidth): bf16 65536x768 80.1 -> 84.0, 100000x768 82.9 -> 88.4, 32768x768
+    71.4 -> 74.3, 65536x640 70.8 -> 75.5, fp16 65536x768 82.7 -> 84.6. Not taken where it lost: 50000x1000 bf16
+    (2 % masked) 85.7 -> 84.5, float32 65536x768 95.6 -> 94.8, 512-wide tiles (131072x384 bf16, four rows a warp)
+    82.3 -> 80.5. Weight and bias loaded with the rows (torch.compile's order) lost 4-13 points on every 2-byte
+    shape but 200000x300 (64.7 -> 67.1): not taken.
+    """
+    N = problem.N
+    if not caps.gpu or _itemsize(problem) != 2 or not 512 < N <= 896 or problem.stride_n != 1 \
+            or problem.stride_m % 16 or problem.K != 1:
+        return None
+    return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1)
+
+
 def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
     """float32 var/std/var_mean/std_mean (rows of 1024-8192) and max/min with indices (1024-4096) of whole
     power-of-two unit-stride rows: 1024-2048-wide rows one a program on N / 256 warps (two 16-byte loads a thread,
@@ -653,6 +673,10 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
             short = _short_rows(name, problem, caps)
             if short is not None:
                 return short
+        if name == "layer_norm":
+            half = _layer_norm_half_rows(problem, caps)
+            if half is not None:
+                return half
         if name in ("var", "std", "var_mean", "std_mean", "max", "min"):
             wide = _wide_rows(name, problem, caps)
             if wide is not None:

@@ -146,13 +146,15 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
                        PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0,
-                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0):
+                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0,
+                       UNROLL_OUT: tl.constexpr = False):
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
     (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
     (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
-    (:func:`_common.unrolled_chunks`). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second
+    (:func:`_common.unrolled_chunks`); UNROLL_OUT: the second sweep too (:data:`UNROLL_SECOND`). PEEL (multi pass;
+    off only for an A/B, tools/peel_ab.py): the second
     sweep's whole chunks take no column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte
     boundary below each row; weight and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy
     ``l`` at ``w_ptr + l * s_wl``. TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL
@@ -167,11 +169,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS, UNROLL_OUT)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS, UNROLL_OUT)
 
 
 @triton.jit
@@ -181,7 +183,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
                       PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr,
-                      COLS: tl.constexpr = 0):
+                      COLS: tl.constexpr = 0, UNROLL_OUT: tl.constexpr = False):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
@@ -315,12 +317,17 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             n_whole = N // BLOCK_N
             if not PEEL:
                 n_whole = 0
-        for i in range(0, n_chunks - n_whole - head):
-            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn,
-                             s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
-        for i in range(0, n_whole):
-            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (head + n_whole - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
-                             s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+        if UNROLL > 0 and UNROLL_OUT:  # (ALIGN == 0, N == UNROLL x BLOCK_N) all of the sweep's loads in flight
+            for i in tl.static_range(UNROLL):
+                _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (UNROLL - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+        else:
+            for i in range(0, n_chunks - n_whole - head):
+                _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
+            for i in range(0, n_whole):
+                _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (head + n_whole - 1 - i) * BLOCK_N, lead, N, row_ok,
+                                 s_xn, s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
         if ALIGN > 0:
             _normalize_chunk(x_row, y_row, w_ptr, b_ptr, 0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd, HAS_W,
                              HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
@@ -428,6 +435,12 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
 
 
+# The row loops whose first sweep is unrolled (UNROLL chunks) unroll the second sweep too, so that all of its
+# loads (x from L2, weight and bias) are issued before the first chunk is normalized, as torch.compile's loops of
+# constant width are (the thirteenth session's Inductor dump: both sweeps of layer_norm 8192x12288 bf16 unrolled).
+# A constant, read when a launch is decided, so that tools/s30_probe.py can time the rolled sweep beside it.
+UNROLL_SECOND = True
+
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
                      summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
@@ -527,6 +540,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
                    b_sh if b_sh is not None else dummy, view.N, s_wl, HAS_W=w is not None, HAS_B=b is not None,
                    BLOCK=1024, num_warps=4)
         w, b = w_sh, b_sh
+    unroll = 0 if single or align else C.unrolled_chunks(view.N, cfg)
     rec.launch(
         _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
@@ -536,7 +550,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=C.row_hint(view, align),
         TAIL=tail, COLS=cols,
-        UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), num_warps=cfg.num_warps,
+        UNROLL=unroll, UNROLL_OUT=bool(unroll) and UNROLL_SECOND, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
