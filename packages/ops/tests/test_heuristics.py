@@ -370,6 +370,8 @@ def test_two_byte_layer_norm_rows_of_513_to_896_take_two_rows_a_one_warp_program
                              (897, "bfloat16", None), (768, "bfloat16", 776), (700, "bfloat16", None)):
         cfg = _config("layer_norm", 65536, N, dtype=dtype, stride=stride)
         assert cfg.BLOCK_M * cfg.BLOCK_N <= 1024 and cfg.num_warps == 1, (N, dtype, stride)
+    assert _config("layer_norm", 16384, 768).BLOCK_M == 1  # (fewer than 64 two-row programs per SM: lost)
+    assert _config("layer_norm", 32768, 768).BLOCK_M == 2
     assert _config("softmax", 65536, 768).BLOCK_M == 1  # layer_norm only
     assert _config("var", 65536, 768).BLOCK_M == 2  # (var's own half_rows)
 

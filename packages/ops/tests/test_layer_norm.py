@@ -85,12 +85,12 @@ def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
 def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, second, force, device, unroll_spy,
                                                            monkeypatch):
     """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop), and the unrolled normalizing sweep
-    (``layer_norm.UNROLL_SECOND``; off: the rolled one); odd row counts leave the last program's second row out of
-    range; rows far from zero (the sweep's Welford must keep the spread)."""
+    (rows of at most ``layer_norm.UNROLL_SECOND`` chunks, here 8 or 0: the rolled one); odd row counts leave the
+    last program's second row out of range; rows far from zero (the sweep's Welford must keep the spread)."""
     import importlib
 
     from tritred_ops import _common as C
-    monkeypatch.setattr(importlib.import_module("tritred_ops.layer_norm"), "UNROLL_SECOND", second)
+    monkeypatch.setattr(importlib.import_module("tritred_ops.layer_norm"), "UNROLL_SECOND", 8 if second else 0)
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     N = 16 * chunks
     x = randn((5, N), dtype, device, offset=40.0)

@@ -153,14 +153,14 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
     (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
     (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
-    (:func:`_common.unrolled_chunks`); UNROLL_OUT: the second sweep too (:data:`UNROLL_SECOND`). PEEL (multi pass;
-    off only for an A/B, tools/peel_ab.py): the second
-    sweep's whole chunks take no column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte
-    boundary below each row; weight and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy
-    ``l`` at ``w_ptr + l * s_wl``. TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL
-    lanes (``BLOCK_TAIL``: rows just past a power of two). COLS (single pass, unshifted, no tail): each row's COLS
-    neighbouring columns across a few threads, its other columns in their registers, weight and bias loaded with
-    the row (``threads_per_row``, ``_kernels.short_rows_tile``)."""
+    (:func:`_common.unrolled_chunks`); UNROLL_OUT: the second sweep too (rows of at most :data:`UNROLL_SECOND`
+    chunks). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second sweep's whole chunks take no
+    column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte boundary below each row; weight
+    and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy ``l`` at ``w_ptr + l * s_wl``. TAIL
+    (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a
+    power of two). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns across a few
+    threads, its other columns in their registers, weight and bias loaded with the row (``threads_per_row``,
+    ``_kernels.short_rows_tile``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -435,11 +435,15 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
 
 
-# The row loops whose first sweep is unrolled (UNROLL chunks) unroll the second sweep too, so that all of its
-# loads (x from L2, weight and bias) are issued before the first chunk is normalized, as torch.compile's loops of
-# constant width are (the thirteenth session's Inductor dump: both sweeps of layer_norm 8192x12288 bf16 unrolled).
-# A constant, read when a launch is decided, so that tools/s30_probe.py can time the rolled sweep beside it.
-UNROLL_SECOND = True
+# Row loops whose first sweep is unrolled (UNROLL chunks) unroll the normalizing sweep too when the row is at most
+# UNROLL_SECOND chunks, so that all of its loads (x from L2, weight and bias) are issued before the first chunk is
+# normalized, as in torch.compile's loops of constant width (the thirteenth session's Inductor dump: both sweeps of
+# layer_norm 8192x12288 bf16 unrolled). H200, tools/s30_probe.py (unroll, val; rolled -> unrolled second sweep, %
+# of copy bandwidth): bf16 12288 80.2 -> 83.1, 10240 78.3 -> 83.1, 6144 74.6 -> 78.6, 5120 78.3 -> 84.2, 2560
+# 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; 24576 (6 chunks of 4096 on 16 warps) level; lost at 7-8 chunks: 28672
+# 73.0 -> 70.5, 32768 75.6 -> 74.4, 14336 82.3 -> 81.9. A constant, read when a launch is decided (the probe
+# sets it to time the rolled sweep beside the unrolled one).
+UNROLL_SECOND = 6
 
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
@@ -550,7 +554,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
         PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=C.row_hint(view, align),
         TAIL=tail, COLS=cols,
-        UNROLL=unroll, UNROLL_OUT=bool(unroll) and UNROLL_SECOND, num_warps=cfg.num_warps,
+        UNROLL=unroll, UNROLL_OUT=0 < unroll <= UNROLL_SECOND, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
     if store_stats:
         rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
