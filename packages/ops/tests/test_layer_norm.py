@@ -79,24 +79,33 @@ def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
     assert_close(out, _ref(x, (N,), w, b), n=N, scale=8, what=f"{dtype} {N}")
 
 
-@pytest.mark.parametrize("chunks", [2, 5, 8, 9])
+@pytest.mark.parametrize("chunks", [2, 5, 6, 7, 8, 9])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
-@pytest.mark.parametrize("second", [True, False], ids=["second-unrolled", "second-rolled"])
-def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, second, force, device, unroll_spy,
+@pytest.mark.parametrize("limit", [None, 8, 0], ids=["second-builtin", "second-unrolled", "second-rolled"])
+def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, limit, force, device, unroll_spy,
                                                            monkeypatch):
     """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop), and the unrolled normalizing sweep
-    (rows of at most ``layer_norm.UNROLL_SECOND`` chunks, here 8 or 0: the rolled one); odd row counts leave the
-    last program's second row out of range; rows far from zero (the sweep's Welford must keep the spread)."""
+    when they are at most ``layer_norm.UNROLL_SECOND`` chunks (the built-in 6, or 8: all, or 0: none; the launch's
+    UNROLL_OUT is checked); odd row counts leave the last program's second row out of range; rows far from zero
+    (the sweep's Welford must keep the spread)."""
     import importlib
 
     from tritred_ops import _common as C
-    monkeypatch.setattr(importlib.import_module("tritred_ops.layer_norm"), "UNROLL_SECOND", 8 if second else 0)
+    from tritred_ops import _replay
+    ln = importlib.import_module("tritred_ops.layer_norm")
+    if limit is not None:
+        monkeypatch.setattr(ln, "UNROLL_SECOND", limit)
+    second: list[object] = []
+    real = _replay.Recorder.launch
+    monkeypatch.setattr(_replay.Recorder, "launch", lambda self, kernel, grid, *a, **kw: second.append(
+        kw.get("UNROLL_OUT")) or real(self, kernel, grid, *a, **kw))
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     N = 16 * chunks
     x = randn((5, N), dtype, device, offset=40.0)
     w, b = randn((N,), dtype, device), randn((N,), dtype, device)
     y, mean, rstd = tr.layer_norm_with_stats(x, (N,), w, b)
     assert unroll_spy == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
+    assert second == [chunks <= C.UNROLL_CHUNKS and chunks <= (6 if limit is None else limit)]
     assert_close(y, _ref(x, (N,), w, b), n=N, scale=8, what=f"{dtype} {N}")
     xd = x.double().cpu()
     assert_close(mean, xd.mean(-1), n=N, what="mean")

@@ -313,16 +313,16 @@ def _layer_norm_half_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
     the rows just past 512 take :func:`_tail_rows` first), unit stride, row stride a multiple of 16 elements: two
     rows a one-warp program (a 2048-element tile, 64 elements a thread), not one; None elsewhere.
 
-    As var's ``half_rows``: a 2-byte element fills half the bytes of a float32 one, and a one-warp tile of a
-    partly masked row keeps few loads in flight per thread. H200, ``tools/s30_probe.py`` (pre, best of two
-    alternated rounds, % of copy bandwidth): bf16 65536x768 80.1 -> 84.0, 100000x768 82.9 -> 88.4, 32768x768
-    71.4 -> 74.3, 65536x640 70.8 -> 75.5, fp16 65536x768 82.7 -> 84.6. Not taken where it lost: 50000x1000 bf16
-    (2 % masked) 85.7 -> 84.5, float32 65536x768 95.6 -> 94.8, 512-wide tiles (131072x384 bf16, four rows a warp)
-    82.3 -> 80.5. Weight and bias loaded with the rows (torch.compile's order) lost 4-13 points on every 2-byte
-    shape but 200000x300 (64.7 -> 67.1): not taken. On shapes it was not chosen on (val, best of three): bf16
-    65536x576 65.2 -> 69.9, 65536x720 74.8 -> 80.2, 65536x896 86.5 -> 87.9, fp16 65536x832 85.8 -> 87.3,
-    100000x768 86.9 -> 89.6, 65536x640 level; 16384x768 bf16 lost (59.6 -> 58.6), hence the bound of 64
-    programs per SM.
+    As var's ``half_rows``: a 2-byte element fills half the bytes of a float32 one, and a one-warp tile of a partly
+    masked row keeps few loads in flight per thread. H200, ``tools/s30_probe.py`` (pre, best of two alternated
+    rounds, % of copy bandwidth): bf16 65536x768 80.1 -> 84.0, 100000x768 82.9 -> 88.4, 32768x768 71.4 -> 74.3,
+    65536x640 70.8 -> 75.5, fp16 65536x768 82.7 -> 84.6. Not taken where it lost: 50000x1000 bf16 (2 % masked) 85.7
+    -> 84.5, float32 65536x768 95.6 -> 94.8, 512-wide tiles (131072x384 bf16, four rows a warp) 82.3 -> 80.5. Weight
+    and bias loaded with the rows (torch.compile's order): bf16 rows of 384-1000 lost 5-14 points, fp16 768 0.4-3.4;
+    only 200000x300 bf16 gained (64.7 -> 67.1, four rows a warp 61.2 -> 65.0): not taken. On shapes it was not
+    chosen on (val, best of three): bf16 65536x576 65.2 -> 69.9, 65536x720 74.8 -> 80.2, 65536x896 86.5 -> 87.9,
+    fp16 65536x832 85.8 -> 87.3, 100000x768 86.9 -> 89.6, 65536x640 level; 16384x768 bf16 lost (59.6 -> 58.6), hence
+    the bound of 64 programs per SM.
     """
     N = problem.N
     if not caps.gpu or _itemsize(problem) != 2 or not 512 < N <= 896 or problem.stride_n != 1 \

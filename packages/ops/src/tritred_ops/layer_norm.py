@@ -320,7 +320,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         if UNROLL > 0 and UNROLL_OUT:  # (ALIGN == 0, N == UNROLL x BLOCK_N) all of the sweep's loads in flight
             for i in tl.static_range(UNROLL):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (UNROLL - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
-                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, PEEL, BLOCK_N)
         else:
             for i in range(0, n_chunks - n_whole - head):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
@@ -440,9 +440,10 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
 # normalized, as in torch.compile's loops of constant width (the thirteenth session's Inductor dump: both sweeps of
 # layer_norm 8192x12288 bf16 unrolled). H200, tools/s30_probe.py (unroll, val; rolled -> unrolled second sweep, %
 # of copy bandwidth): bf16 12288 80.2 -> 83.1, 10240 78.3 -> 83.1, 6144 74.6 -> 78.6, 5120 78.3 -> 84.2, 2560
-# 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; 24576 (6 chunks of 4096 on 16 warps) level; lost at 7-8 chunks: 28672
-# 73.0 -> 70.5, 32768 75.6 -> 74.4, 14336 82.3 -> 81.9. A constant, read when a launch is decided (the probe
-# sets it to time the rolled sweep beside the unrolled one).
+# 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; level: 24576 (6 chunks of 4096 on 16 warps) 78.9 -> 79.3, fp16 12288
+# 85.1 -> 84.3. Rows of 7-8 chunks: 4096-wide chunks on 16 warps lost (28672 73.0 -> 70.5, 32768 75.6 -> 74.4),
+# narrower ones moved within a point (14336 82.3 -> 81.9, 7168 77.0 -> 77.8): the bound keeps them rolled. A
+# constant, read when a launch is decided (the probe sets it to time the rolled sweep beside the unrolled one).
 UNROLL_SECOND = 6
 
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
