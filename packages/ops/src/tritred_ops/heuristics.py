@@ -433,7 +433,7 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
       (:func:`_unrolled_loop`).
     - 2-byte rows of 1280-1792 (5-7 chunks of 256, one warp) and of 2560 (512 on two warps): the unrolled loop
       too (:func:`_short_unrolled_loop`).
-    - other 2-byte rows in a 2048 tile, at least two a program of a device's worth: two rows a program.
+    - other 2-byte rows in a 2048 tile, at least 3 x 4 x SMs of them: two rows a program.
     - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so no lane is masked.
 
@@ -456,16 +456,18 @@ def _layer_norm_masked_rows(problem: Problem, caps: _Caps, block_n: int) -> Laun
     unrolled = _unrolled_loop(problem, caps) or _short_unrolled_loop(problem)
     if unrolled is not None:
         return unrolled
-    if block_n == 2048 and problem.M * problem.K >= 2 * caps.programs:
+    if block_n == 2048 and problem.M * problem.K >= 3 * caps.programs:
         # Other 2-byte rows in a 2048 tile (every one that no loop rule above takes: 1793-2048, and shorter rows that
-        # are not 5-7 whole 256-element chunks or whose stride is not a multiple of 16 elements), at least 2 rows per
-        # program of a device's worth: two rows a program on 4 warps (the weight and bias loaded once for both), not one
+        # are not 5-7 whole 256-element chunks or whose stride is not a multiple of 16 elements), at least 3 x 4 x SMs
+        # rows: two rows a program on 4 warps (the weight and bias loaded once for both), not one
         # (H200, tools/s29_probe.py ln2: bf16 33554x2000 84.3 -> 89.8 %, 34952x1920 82.5 -> 89.2, 32768x2048 88.9 ->
         # 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5 points; two rows on 8 warps 3-9 below one on 4;
         # twenty-eighth session's lnw, two rows against one on 4 warps, aligned rows: 1280 62.5 -> 70.5, 1536 71.0 ->
         # 79.7, 1792 79.4 -> 86.7). On shapes it was not chosen on (val): 65536x1800 84.3 -> 90.6, 50000x1600 72.5 ->
         # 83.1, 40000x2047 41.5 -> 52.3, fp16 16384x1984 81.0 -> 83.3, 4096x2000 51.6 -> 55.0; 1024x2048 (512 programs)
-        # lost, 30.0 -> 27.9: fewer rows keep one.
+        # lost, 30.0 -> 27.9: fewer rows keep one. Near the bound (thirtieth session, tools/s29_probe.py val2, M1 w4
+        # -> M2 w4, best of three): 1056x2048 bf16 lost (31.7 -> 29.1), 2048x2048 bf16 gained (44.1 -> 46.3), 2048x1920
+        # fp16 too (42.7 -> 44.9): the bound, 2 x 4 x SMs rows before, is 3 x 4 x SMs (1584 on an H200, between them).
         return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4)
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
