@@ -32,18 +32,24 @@ F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 LN = importlib.import_module("tritred_ops.layer_norm")
 
 
-class Unroll:
-    """Forces ``config`` (None: the built-in one) and sets ``layer_norm.UNROLL_SECOND`` when the launch is decided."""
+class Knob:
+    """Forces ``config`` (None: the built-in one) for layer_norm and calls ``setting()`` when the launch is
+    decided (the decision and the module settings it read are recorded in the call's replay plan)."""
 
-    def __init__(self, config: LaunchConfig | None, second: bool) -> None:
-        self.config, self.second = config, second
+    def __init__(self, config: LaunchConfig | None, setting) -> None:  # noqa: ANN001
+        self.config, self.setting = config, setting
 
     @hookimpl(tryfirst=True)
     def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
         if spec.name != "layer_norm":
             return None
-        LN.UNROLL_SECOND = 8 if self.second else 0  # (8: every unrolled loop; the built-in bound came later)
+        self.setting()
         return self.config
+
+
+def Unroll(config: LaunchConfig | None, second: bool) -> Knob:  # noqa: N802 (a plugin factory)
+    """``config`` with ``layer_norm.UNROLL_SECOND`` 8 (every unrolled loop; the built-in bound came later) or 0."""
+    return Knob(config, lambda: setattr(LN, "UNROLL_SECOND", 8 if second else 0))
 
 
 def _single(m: int, n: int, w: int, t: int = 0) -> LaunchConfig:
@@ -71,6 +77,18 @@ def compile_pct(op: str, shape, dtype, dim: int) -> float:
     return 100 * nbytes / (best * 1e-3) / 1e9 / 4263.0
 
 
+def _line(shape, dtype, variants, rounds: int = 2, peer: bool = True) -> None:
+    """One printed line: the layer_norm variants of one shape (``alternate``), then torch.compile's figure
+    (``peer``); an error is printed and the probe goes on."""
+    label = f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}"
+    try:
+        res = alternate("layer_norm", shape, dtype, -1, variants, rounds=rounds)
+        comp = f" || compile {compile_pct('layer_norm', shape, dtype, -1):.1f}" if peer else ""
+        print(f"{label}: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()) + comp, flush=True)
+    except Exception as e:  # noqa: BLE001 (a probe: report and go on)
+        print(f"{label}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
+
+
 LN_CASES = [  # (shape, dtype, variants)
     ((65536, 768), BF16, [("M2 w1", _single(2, 1024, 1)), ("M4 w2", _single(4, 1024, 2)),
                           ("M4 t32 w4", _single(4, 1024, 4, 32)), ("M2 w2", _single(2, 1024, 2)),
@@ -89,14 +107,7 @@ LN_CASES = [  # (shape, dtype, variants)
 
 def ln() -> None:
     for shape, dtype, variants in LN_CASES:
-        label = f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}"
-        try:
-            res = alternate("layer_norm", shape, dtype, -1, [("builtin", None), *variants], rounds=2)
-            comp = compile_pct("layer_norm", shape, dtype, -1)
-            print(f"{label}: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()) + f" || compile {comp:.1f}",
-                  flush=True)
-        except Exception as e:  # noqa: BLE001 (a probe: report and go on)
-            print(f"{label}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
+        _line(shape, dtype, [("builtin", None), *variants])
 
 
 UNROLL_CASES = [  # (shape, dtype, extra forced configs)
@@ -115,34 +126,18 @@ def unroll() -> None:
         variants = [("builtin unrolled2", Unroll(None, True)), ("builtin rolled2", Unroll(None, False))]
         for label, cfg in extra:
             variants += [(f"{label} unrolled2", Unroll(cfg, True)), (f"{label} rolled2", Unroll(cfg, False))]
-        label = f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}"
-        try:
-            res = alternate("layer_norm", shape, dtype, -1, variants, rounds=2)
-            comp = compile_pct("layer_norm", shape, dtype, -1)
-            print(f"{label}: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()) + f" || compile {comp:.1f}",
-                  flush=True)
-        except Exception as e:  # noqa: BLE001 (a probe: report and go on)
-            print(f"{label}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
+        _line(shape, dtype, variants)
     LN.UNROLL_SECOND = 6
 
 
 _PRELOAD = LN._preload_affine
 
 
-class Preload:
-    """Forces ``config`` (None: the built-in one); ``on``: weight and bias loaded with the row in every unshifted
-    single pass of at most 8 warps, whatever the dtype (else the built-in rule, float32 only)."""
-
-    def __init__(self, config: LaunchConfig | None, on: bool) -> None:
-        self.config, self.on = config, on
-
-    @hookimpl(tryfirst=True)
-    def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
-        if spec.name != "layer_norm":
-            return None
-        LN._preload_affine = (lambda dtype, single, align, warps: single and align == 0 and warps <= 8) \
-            if self.on else _PRELOAD
-        return self.config
+def Preload(config: LaunchConfig | None, on: bool) -> Knob:  # noqa: N802 (a plugin factory)
+    """``config`` with weight and bias loaded with the row (``on``: in every unshifted single pass of at most 8
+    warps, whatever the dtype; else the built-in rule, float32 only)."""
+    rule = (lambda dtype, single, align, warps: single and align == 0 and warps <= 8) if on else _PRELOAD
+    return Knob(config, lambda: setattr(LN, "_preload_affine", rule))
 
 
 PRE_CASES = [((65536, 768), BF16), ((65536, 768), F16), ((100000, 768), BF16), ((32768, 768), BF16),
@@ -157,14 +152,7 @@ def pre() -> None:
         two = _single(2048 // tile, tile, 1)
         variants = [("builtin", Preload(None, False)), ("builtin pre", Preload(None, True)),
                     (f"M{two.BLOCK_M} w1", Preload(two, False)), (f"M{two.BLOCK_M} w1 pre", Preload(two, True))]
-        label = f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}"
-        try:
-            res = alternate("layer_norm", shape, dtype, -1, variants, rounds=2)
-            comp = compile_pct("layer_norm", shape, dtype, -1)
-            print(f"{label}: " + " | ".join(f"{k} {v:.1f}" for k, v in res.items()) + f" || compile {comp:.1f}",
-                  flush=True)
-        except Exception as e:  # noqa: BLE001 (a probe: report and go on)
-            print(f"{label}: ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
+        _line(shape, dtype, variants)
     LN._preload_affine = _PRELOAD
 
 
@@ -177,15 +165,11 @@ VAL_HALF = [((65536, 576), BF16), ((65536, 720), BF16), ((65536, 832), F16), ((6
 
 def val() -> None:
     for shape, dtype in VAL_UNROLL:
-        res = alternate("layer_norm", shape, dtype, -1, [("unrolled2", Unroll(None, True)),
-                                                         ("rolled2", Unroll(None, False))], rounds=3)
-        print(f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
-              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        _line(shape, dtype, [("unrolled2", Unroll(None, True)), ("rolled2", Unroll(None, False))], rounds=3,
+              peer=False)
     LN.UNROLL_SECOND = 6
     for shape, dtype in VAL_HALF:
-        res = alternate("layer_norm", shape, dtype, -1, [("rule", None), ("M1 w1", _single(1, 1024, 1))], rounds=3)
-        print(f"layer_norm {'x'.join(map(str, shape))} {str(dtype)[6:]}: "
-              + " | ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+        _line(shape, dtype, [("rule", None), ("M1 w1", _single(1, 1024, 1))], rounds=3, peer=False)
 
 
 if __name__ == "__main__":
