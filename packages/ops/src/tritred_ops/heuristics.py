@@ -321,8 +321,8 @@ def _layer_norm_half_rows(problem: Problem, caps: _Caps) -> LaunchConfig | None:
     and bias loaded with the rows (torch.compile's order): bf16 rows of 384-1000 lost 5-14 points, fp16 768 0.4-3.4;
     only 200000x300 bf16 gained (64.7 -> 67.1, four rows a warp 61.2 -> 65.0): not taken. On shapes it was not
     chosen on (val, best of three): bf16 65536x576 65.2 -> 69.9, 65536x720 74.8 -> 80.2, 65536x896 86.5 -> 87.9,
-    fp16 65536x832 85.8 -> 87.3, 100000x768 86.9 -> 89.6, 65536x640 level; 16384x768 bf16 lost (59.6 -> 58.6), hence
-    the bound of 64 programs per SM.
+    fp16 65536x832 85.8 -> 87.3, fp16 100000x768 86.9 -> 89.6, fp16 65536x640 level; 16384x768 bf16 lost (59.6 ->
+    58.6), hence the bound of 64 two-row programs per SM (16896 rows on an H200).
     """
     N = problem.N
     if not caps.gpu or _itemsize(problem) != 2 or not 512 < N <= 896 or problem.stride_n != 1 \
