@@ -11,10 +11,12 @@ Part ``pre``: 2-byte layer_norm rows of one-warp tiles (rows of 257-1024 that ar
 and bias loaded beside the row (``PRELOAD_WB``, as torch.compile's persistent kernels load them; float32 rows
 only so far: ``layer_norm._preload_affine`` patched by each variant's plugin when the launch is decided), and
 two rows a one-warp program (2048-element tiles, as var's ``half_rows``).
+Part ``pre2``: the one shape where preloading gained (200000x300 bf16) beside other 2-byte rows of 257-511 whose
+built-in is two rows of a 512 tile on one warp: the built-in against the same with weight and bias preloaded.
 Part ``val``: both changes taken (built-in now) against what they replaced, on shapes they were not chosen on:
 the unrolled second sweep (``Unroll``) and two rows a one-warp program for 2-byte rows of 513-896 (against one).
 
-Usage on a CUDA machine: python tools/s30_probe.py [ln] [unroll] [pre] [val]
+Usage on a CUDA machine: python tools/s30_probe.py [ln] [unroll] [pre] [pre2] [val]
 """
 
 from __future__ import annotations
@@ -156,6 +158,17 @@ def pre() -> None:
     LN._preload_affine = _PRELOAD
 
 
+PRE2_CASES = [((200000, 300), BF16), ((150000, 400), BF16), ((200000, 320), F16), ((120000, 480), BF16),
+              ((250000, 272), BF16), ((100000, 500), BF16)]
+
+
+def pre2() -> None:
+    for shape, dtype in PRE2_CASES:
+        _line(shape, dtype, [("builtin", Preload(None, False)), ("builtin pre", Preload(None, True))], rounds=3,
+              peer=False)
+    LN._preload_affine = _PRELOAD
+
+
 VAL_UNROLL = [((8192, 10240), BF16), ((8192, 14336), BF16), ((8192, 7168), BF16), ((2048, 28672), BF16),
               ((4096, 32768), BF16), ((16384, 5120), F16), ((4096, 12288), BF16), ((32768, 1536), BF16),
               ((16384, 2560), BF16)]
@@ -175,4 +188,4 @@ def val() -> None:
 if __name__ == "__main__":
     for p in sys.argv[1:] or ["ln"]:
         print(f"== {p}", flush=True)
-        {"ln": ln, "unroll": unroll, "pre": pre, "val": val}[p]()
+        {"ln": ln, "unroll": unroll, "pre": pre, "pre2": pre2, "val": val}[p]()
