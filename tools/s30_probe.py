@@ -12,7 +12,8 @@ and bias loaded beside the row (``PRELOAD_WB``, as torch.compile's persistent ke
 only so far: ``layer_norm._preload_affine`` patched by each variant's plugin when the launch is decided), and
 two rows a one-warp program (2048-element tiles, as var's ``half_rows``).
 Part ``pre2``: the one shape where preloading gained (200000x300 bf16) beside other 2-byte rows of 257-511 whose
-built-in is two rows of a 512 tile on one warp: the built-in against the same with weight and bias preloaded.
+built-in is two rows of a 512 tile on one warp: the built-in against the same with weight and bias preloaded
+(written for the next session: not run in the thirtieth, whose device time was spent).
 Part ``val``: both changes taken (built-in now) against what they replaced, on shapes they were not chosen on:
 the unrolled second sweep (``Unroll``) and two rows a one-warp program for 2-byte rows of 513-896 (against one).
 
