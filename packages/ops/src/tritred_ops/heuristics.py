@@ -32,7 +32,8 @@ that power of two plus a small tail (``BLOCK_TAIL``, :func:`_tail_rows`; tools/s
 session's: var/std of 2-byte rows of 128-512 elements spread each row over a few threads (``threads_per_row``,
 :func:`_short_rows`; tools/s25_probe.py), and so do layer_norm's rows of 128-1024. The twenty-sixth session's:
 float32 var/std and max/min rows of 1024-8192 (max/min: 4096) on more warps, two rows a program from 4096
-(:func:`_wide_rows`; tools/s26_probe.py).
+(:func:`_wide_rows`; tools/s26_probe.py). The thirtieth session's: 2-byte layer_norm rows of 513-896 take two rows
+a one-warp program (:func:`_layer_norm_half_rows`; tools/s30_probe.py).
 The numbers come from config sweeps and A/B runs on an H200 (``tools/sweep.py``, ``tools/exp_rotate.py``,
 docs/performance.md); they are rules on
 sizes, not a table of the benchmark's shapes. Under the Triton interpreter the caps are small so that tests
