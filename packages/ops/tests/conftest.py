@@ -107,6 +107,28 @@ def tail_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return _spy_on_common(monkeypatch, "single_tail")
 
 
+def _spy_on_launch(monkeypatch: pytest.MonkeyPatch, option: str) -> list[object]:
+    """From now on, the keyword ``option`` of each kernel launch (``_replay.Recorder.launch``), in order (None
+    where a launch has none); the launch still runs."""
+    from tritred_ops import _replay
+
+    seen: list[object] = []
+    real = _replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
+        seen.append(kwargs.get(option))
+        return real(self, kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(_replay.Recorder, "launch", spy)
+    return seen
+
+
+@pytest.fixture
+def unroll_out_spy(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The UNROLL_OUT of each launch of the test (layer_norm's unrolled normalizing sweep), in order."""
+    return _spy_on_launch(monkeypatch, "UNROLL_OUT")
+
+
 @pytest.fixture
 def wait_spy(monkeypatch: pytest.MonkeyPatch):
     """wait_spy() -> list: from now on, the WAIT option of each kernel launch, in order: None for a plain launch,
@@ -114,20 +136,11 @@ def wait_spy(monkeypatch: pytest.MonkeyPatch):
     cannot wait, and a CPU run has no dependent launch). Saved plans are cleared: the next call takes the full
     path, which is where launches are decided."""
     from tritred_ops import _common as C
-    from tritred_ops import _replay
-
-    seen: list[object] = []
-    real = _replay.Recorder.launch
-
-    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
-        seen.append(kwargs.get("WAIT"))
-        return real(self, kernel, grid, *args, **kwargs)
 
     def start() -> list[object]:
-        monkeypatch.setattr(_replay.Recorder, "launch", spy)
+        seen = _spy_on_launch(monkeypatch, "WAIT")
         monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})
         C.get_registry().cache.clear()
-        seen.clear()
         return seen
 
     return start

@@ -83,7 +83,7 @@ def test_hidden_sizes_whose_tiles_are_partly_masked(N, dtype, device):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("limit", [None, 8, 0], ids=["second-builtin", "second-unrolled", "second-rolled"])
 def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, limit, force, device, unroll_spy,
-                                                           monkeypatch):
+                                                           unroll_out_spy, monkeypatch):
     """Rows of 2-8 whole chunks take the unrolled Welford sweep (9 the loop), and the unrolled normalizing sweep
     when they are at most ``layer_norm.UNROLL_SECOND`` chunks (the built-in 6, or 8: all, or 0: none; the launch's
     UNROLL_OUT is checked); odd row counts leave the last program's second row out of range; rows far from zero
@@ -91,21 +91,16 @@ def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, limit,
     import importlib
 
     from tritred_ops import _common as C
-    from tritred_ops import _replay
     ln = importlib.import_module("tritred_ops.layer_norm")
     if limit is not None:
         monkeypatch.setattr(ln, "UNROLL_SECOND", limit)
-    second: list[object] = []
-    real = _replay.Recorder.launch
-    monkeypatch.setattr(_replay.Recorder, "launch", lambda self, kernel, grid, *a, **kw: second.append(
-        kw.get("UNROLL_OUT")) or real(self, kernel, grid, *a, **kw))
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     N = 16 * chunks
     x = randn((5, N), dtype, device, offset=40.0)
     w, b = randn((N,), dtype, device), randn((N,), dtype, device)
     y, mean, rstd = tr.layer_norm_with_stats(x, (N,), w, b)
     assert unroll_spy == [chunks if chunks <= C.UNROLL_CHUNKS else 0]
-    assert second == [chunks <= C.UNROLL_CHUNKS and chunks <= (6 if limit is None else limit)]
+    assert unroll_out_spy == [chunks <= C.UNROLL_CHUNKS and chunks <= (6 if limit is None else limit)]
     assert_close(y, _ref(x, (N,), w, b), n=N, scale=8, what=f"{dtype} {N}")
     xd = x.double().cpu()
     assert_close(mean, xd.mean(-1), n=N, what="mean")
