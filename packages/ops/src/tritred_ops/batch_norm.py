@@ -72,11 +72,10 @@ def _edge_mask(b0, s0, B, S, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
 
 
 @triton.jit
-def _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               EVICT: tl.constexpr = ""):
+def _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The raw tile at (b0, s0) of a :func:`_lanes` grid, its lanes past an edge of B or S not loaded (0)."""
     return tl.load(lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s),
-                   mask=_edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N), other=0, eviction_policy=EVICT)
+                   mask=_edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N), other=0)
 
 
 @triton.jit
@@ -91,7 +90,7 @@ def _channel_shift(x_ptr, cs, c_ok, s_c, ACC: tl.constexpr):
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1,
-                  PREFETCH: tl.constexpr = False, EVICT: tl.constexpr = ""):
+                  PREFETCH: tl.constexpr = False):
     """Partial (mean, M2, count, sum) of BLOCK_K channels over a range of [BLOCK_M batch, BLOCK_N spatial] tiles.
     DIV_S: NCHW with S and the batch and channel strides multiples of DIV_S (:func:`_nchw_hint`).
     PREFETCH (``num_stages`` > 1 in the config): each tile's load is issued one iteration ahead, before the
@@ -136,7 +135,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     m2_p = tl.zeros([BLOCK_K], ACC)
     cnt_p = tl.zeros([BLOCK_K], ACC)
     if PREFETCH:  # (no slice is empty: the range's first tile exists)
-        x_next = _edge_tile(lanes, bi * BLOCK_M, si * BLOCK_N, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N, EVICT)
+        x_next = _edge_tile(lanes, bi * BLOCK_M, si * BLOCK_N, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
     for t in range(t_lo, t_hi):
         b0 = bi * BLOCK_M
         s0 = si * BLOCK_N
@@ -149,10 +148,10 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             b1 = tl.where(s1 == s_chunks, bi + 1, bi) * BLOCK_M
             s1 = tl.where(s1 == s_chunks, 0, s1) * BLOCK_N
             b1 = tl.where(t + 1 < t_hi, b1, B)  # past the program's range: a tile past B, nothing loaded
-            x_next = _edge_tile(lanes, b1, s1, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N, EVICT)
+            x_next = _edge_tile(lanes, b1, s1, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
             if not PREFETCH:
-                x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0, eviction_policy=EVICT)
+                x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0)
             xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
             # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
             # a power of two: the same rounding as a sum divided by GROUP).
@@ -168,7 +167,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
             if not PREFETCH:
-                x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N, EVICT)
+                x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
             x = tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0)
             tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
@@ -226,8 +225,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False,
-                  EVICT: tl.constexpr = ""):
+                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
     channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
     after the statistics launch (``_common.dependent_launch``), waiting for its partials before anything else.
@@ -304,11 +302,11 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
             y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
             if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-                x = tl.load(x_at, mask=c_ok[None, :], other=0, eviction_policy=EVICT).to(ACC)
+                x = tl.load(x_at, mask=c_ok[None, :], other=0).to(ACC)
                 tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :])
             else:
                 mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-                x = tl.load(x_at, mask=mask, other=0, eviction_policy=EVICT).to(ACC)
+                x = tl.load(x_at, mask=mask, other=0).to(ACC)
                 tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)
 
 
@@ -608,7 +606,7 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
-            EVICT=STATS_EVICT, num_warps=cfg.num_warps, num_stages=1)  # (the prefetch is by hand; Triton's own stages: SASS identical)
+            num_warps=cfg.num_warps, num_stages=1)  # (the prefetch is by hand; Triton's own stages: SASS identical)
     else:
         split, tiles_per_split, pm = 1, tiles, y
         pm2 = pn = psum = pm
@@ -625,15 +623,11 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
                SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
-               EVICT=APPLY_EVICT if training else "",
                **(C.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y
 
-
-STATS_EVICT = ""  # PROBE (s31): L2 eviction policy of the statistics launch's loads
-APPLY_EVICT = ""  # PROBE (s31): of the training normalize launch's loads
 
 _MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)
 
