@@ -19,13 +19,15 @@ each do_bench median after its L2 flush; then whole training calls, the built-in
 built-in normalize launch, checked against torch in float64).
 
 Part ``evict``: the L2 eviction policy of batch_norm training's statistics and normalize loads (see
-:func:`part_evict`).
+:func:`part_evict`). It needs the ``STATS_EVICT``/``APPLY_EVICT`` knobs of ``tritred_ops.batch_norm`` at commit
+f9fcf55 (reverted in c1a881d: no policy gained); on later trees setting them does nothing.
 
 Usage on a CUDA machine: python tools/s31_probe.py [flat] [evict]
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -197,16 +199,15 @@ def part_flat() -> None:
                                              params[2].double(), params[3].double(), True, 0.1, 1e-5)
         ref_mean = x.double().transpose(0, 1).reshape(shape[1], -1).mean(1)
         ref_var = x.double().transpose(0, 1).reshape(shape[1], -1).var(1, correction=0)
-        cfg, brun, bbufs, bsplit = builtin_parts(x)
-        rows = x.view(shape[0] * shape[1], -1)
+        cfg, brun, _, bsplit = builtin_parts(x)
+        rowsum = functools.partial(tr.sum, x.view(shape[0] * shape[1], -1), 1)
         line = {}
         for _ in range(2):  # two rounds, best kept
-            line["rowsum"] = max(line.get("rowsum", 0), pct(nread, do_bench(lambda: tr.sum(rows, 1),
-                                                                            return_mode="median")))
+            line["rowsum"] = max(line.get("rowsum", 0), pct(nread, do_bench(rowsum, return_mode="median")))
             line["builtin"] = max(line.get("builtin", 0), pct(nread, do_bench(brun, return_mode="median")))
             for tile, warps, per_sm, pf in FLAT:
                 label = f"flat{tile}w{warps}p{per_sm}{'pf' if pf else ''}"
-                run, bufs, split = flat_parts(x, tile, warps, per_sm, pf)
+                run, bufs, _ = flat_parts(x, tile, warps, per_sm, pf)
                 if label not in line:
                     for b_ in bufs:
                         b_.fill_(float("nan"))
@@ -237,10 +238,10 @@ def part_flat() -> None:
         res = {}
         for _ in range(3):
             p = _params(x)
-            res["builtin"] = max(res.get("builtin", 0), pct(nb, do_bench(lambda p=p: tr.batch_norm(x, *p, True, 0.1, 1e-5),
-                                                                         return_mode="median")))
-            res[best] = max(res.get(best, 0), pct(nb, do_bench(lambda p=p: train_with(x, frun, fbufs, fsplit, cfg, p),
-                                                               return_mode="median")))
+            builtin = functools.partial(tr.batch_norm, x, *p, True, 0.1, 1e-5)
+            res["builtin"] = max(res.get("builtin", 0), pct(nb, do_bench(builtin, return_mode="median")))
+            flat = functools.partial(train_with, x, frun, fbufs, fsplit, cfg, p)
+            res[best] = max(res.get(best, 0), pct(nb, do_bench(flat, return_mode="median")))
         print(f"train {shape} {str(dtype)[6:]}, % copy: " + "  ".join(f"{k} {v:.1f}" for k, v in res.items()),
               flush=True)
 
@@ -288,8 +289,7 @@ def part_evict() -> None:
                 label = f"{st or 'none'}/{ap or 'none'}"
                 BN.STATS_EVICT, BN.APPLY_EVICT = st, ap
                 reg.cache.clear()
-                p = _params(x)
-                run = lambda p=p: tr.batch_norm(x, *p, True, 0.1, 1e-5)  # noqa: E731
+                run = functools.partial(tr.batch_norm, x, *_params(x), True, 0.1, 1e-5)
                 y = run()
                 if first is None:
                     first = y
