@@ -38,6 +38,9 @@ import tritred_ops as tr
 from tritred_ops import _common as C
 from tritred_ops._kernels import chan_fn, div_exact, stats_shift
 
+sys.path.insert(0, "tools")
+from bn_launch_times import launch_times  # noqa: E402 (each launch's own time after an L2 fill)
+
 BN = sys.modules["tritred_ops.batch_norm"]
 COPY = 4263e9
 BF16, F32, F16 = torch.bfloat16, torch.float32, torch.float16
@@ -251,19 +254,6 @@ EVICT_CASES = [((64, 256, 56, 56), BF16), ((256, 64, 56, 56), BF16), ((64, 256, 
                ((128, 512, 14, 14), BF16), ((64, 128, 28, 28), F32)]
 EVICT_VARIANTS = [("", ""), ("evict_first", ""), ("evict_first", "evict_first"), ("", "evict_first"),
                   ("evict_last", "")]
-
-
-def launch_times(run, flush: torch.Tensor) -> list[float]:  # noqa: ANN001
-    """Each launch's own device time (us, mean of 5 calls, each after an L2 flush), from torch.profiler."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            flush.zero_()
-            run()
-        torch.cuda.synchronize()
-    times = [e.device_time for e in prof.events()
-             if e.device_type == torch.autograd.DeviceType.CUDA and e.name.startswith("_")]
-    n = len(times) // 5
-    return [sum(times[i + k * n] for k in range(5)) / 5 for i in range(n)]
 
 
 def part_evict() -> None:
