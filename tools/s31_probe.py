@@ -128,10 +128,7 @@ def builtin_parts(x: torch.Tensor):
     """The built-in config and a function launching its statistics launch alone (as batch_norm() does)."""
     B, Ch, S = x.shape[0], x.shape[1], math.prod(x.shape[2:])
     xb, xs, xc = Ch * S, 1, S
-    view = C.View(B, S, Ch, ((xb, xs, xc),))
-    from tritred_core import Problem
-    cfg = C.decide(BN.SPEC, x, view, make_problem=lambda: Problem(
-        op="batch_norm", dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    cfg = C.decide(BN.SPEC, x, C.View(B, S, Ch, ((xb, xs, xc),)), make_problem=lambda: BN.problem(x))
     tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
     split, tps = C.slices(tiles, cfg.split)
     bufs = [torch.empty((Ch, split), dtype=torch.float32, device=x.device) for _ in range(4)]
@@ -189,6 +186,7 @@ CASES = [((64, 256, 56, 56), BF16), ((256, 64, 56, 56), BF16), ((64, 256, 56, 56
          ((32, 128, 112, 112), F16), ((64, 256, 28, 28), F16), ((128, 512, 14, 14), BF16), ((16, 64, 16, 32, 32), BF16)]
 FLAT = [(2048, 2, 8, False), (2048, 2, 8, True), (2048, 4, 8, True), (4096, 4, 8, False), (4096, 4, 8, True),
         (4096, 8, 4, True), (2048, 2, 16, False), (1024, 1, 16, True)]
+FLAT_LABELS = {f"flat{t}w{w}p{p}{'pf' if pf else ''}": (t, w, p, pf) for t, w, p, pf in FLAT}
 
 
 def part_flat() -> None:
@@ -208,9 +206,8 @@ def part_flat() -> None:
         for _ in range(2):  # two rounds, best kept
             line["rowsum"] = max(line.get("rowsum", 0), pct(nread, do_bench(rowsum, return_mode="median")))
             line["builtin"] = max(line.get("builtin", 0), pct(nread, do_bench(brun, return_mode="median")))
-            for tile, warps, per_sm, pf in FLAT:
-                label = f"flat{tile}w{warps}p{per_sm}{'pf' if pf else ''}"
-                run, bufs, _ = flat_parts(x, tile, warps, per_sm, pf)
+            for label, variant in FLAT_LABELS.items():
+                run, bufs, _ = flat_parts(x, *variant)
                 if label not in line:
                     for b_ in bufs:
                         b_.fill_(float("nan"))
@@ -226,13 +223,12 @@ def part_flat() -> None:
                     if not (err_m < 1e-4 and err_v < 1e-4) or tot_n.min().item() != x.numel() // shape[1]:
                         print(f"   WRONG {shape} {label} err mean {err_m:.2e} var {err_v:.2e}", flush=True)
                 line[label] = max(line.get(label, 0), pct(nread, do_bench(run, return_mode="median")))
-        best = max((k for k in line if k.startswith("flat")), key=line.get)
+        best = max(FLAT_LABELS, key=line.get)
         print(f"stats {shape} {str(dtype)[6:]} (builtin {cfg.BLOCK_M}x{cfg.BLOCK_N} w{cfg.num_warps} s{bsplit}"
               f" st{cfg.num_stages}), % copy of the read: " + "  ".join(f"{k} {v:.1f}" for k, v in line.items()),
               flush=True)
         # whole training calls: built-in op; flat statistics (the best variant) + the built-in normalize launch
-        tile, warps, per_sm, pf = next(v for v in FLAT if f"flat{v[0]}w{v[1]}p{v[2]}{'pf' if v[3] else ''}" == best)
-        frun, fbufs, fsplit = flat_parts(x, tile, warps, per_sm, pf)
+        frun, fbufs, fsplit = flat_parts(x, *FLAT_LABELS[best])
         y = train_with(x, frun, fbufs, fsplit, cfg, _params(x))
         err = ((y.double() - ref).abs().max()).item()
         if not err < 3e-2:
@@ -261,9 +257,10 @@ def part_evict() -> None:
 
     Hypothesis: do_bench's L2 flush (a 256 MB fill before each call) leaves up to the L2's 60 MB dirty; a launch
     whose loads take the default policy evicts those lines and pays their write-back. A row sum with evict-first
-    loads reads the same 103 MB at 80 % of copy, the statistics launch (default policy) at ~59 %, which fits
-    ~60 MB written back during it. If so, evict-first statistics loads move the write-back into the normalize
-    launch (no gain) unless its loads are evict-first too (then it may never happen in the call)."""
+    loads reads the same 103 MB at 80 % of copy, the statistics launch (default policy) at ~59 %. If so,
+    evict-first statistics loads move the write-back into the normalize launch (no gain) unless its loads are
+    evict-first too (then it may never happen in the call). Measured (docs/data/h200-s31-probe-evict.txt): the
+    write-back moved (~4.5 us of 64x256x56x56 bf16's statistics launch), no policy gained."""
     from triton.testing import do_bench
     from tritred_core import get_registry
     reg = get_registry()
