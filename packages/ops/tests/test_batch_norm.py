@@ -314,3 +314,42 @@ def test_errors(device):
     with pytest.raises(TypeError, match="momentum"):
         tr.batch_norm(x, rm, rv, training=True, momentum=None)
     assert torch.equal(rm, snapshot[0]) and torch.equal(rv, snapshot[1])
+
+
+
+# PyTorch's own OpInfo samples of nn.functional.batch_norm (torch/testing/_internal/common_methods_invocations.py,
+# sample_inputs_batch_norm): input shape, keyword arguments; parameters of ``shape[1]`` elements, 0 for 1-D inputs.
+OPINFO_SAMPLES = [((5, 5, 5), {"training": True, "momentum": 0.5, "eps": 0.6}), ((3, 2, 4), {"training": False,
+                  "momentum": -1.2}), ((3, 1), {"training": True, "momentum": 0.0}), ((0,), {"training": True}),
+                  ((0,), {"training": False}), ((3, 2, 3, 4), {"training": True, "momentum": -1.0, "eps": 0.5}),
+                  ((3, 2, 3, 4), {"training": False, "momentum": -1.0, "eps": 0.5}), ((2, 1), {})]
+
+
+@pytest.mark.parametrize(("shape", "kwargs"), OPINFO_SAMPLES, ids=str)
+def test_torch_opinfo_samples(shape, kwargs, device):
+    """The same output and running statistics as torch (float64, CPU) on torch's OpInfo samples, an empty 1-D
+    input among them (torch: an empty output, 0 channels)."""
+    c = shape[1] if len(shape) > 1 else 0
+    x = randn(shape, torch.float32, device)
+    rm, rv = randn((c,), torch.float32, device).abs(), randn((c,), torch.float32, device).abs()
+    w, b = (randn((c,), torch.float32, device), randn((c,), torch.float32, device)) if c else (None, None)
+    d = lambda t: None if t is None else t.double().cpu().clone()  # noqa: E731
+    rm_ref, rv_ref = d(rm), d(rv)
+    ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, d(w), d(b), **kwargs)
+    out = tr.batch_norm(x, rm, rv, w, b, **kwargs)
+    assert out.shape == ref.shape and out.dtype == x.dtype
+    assert_close(out, ref, n=16, scale=8, what=f"{shape} {kwargs}")
+    assert_close(rm, rm_ref, n=16, scale=4, what="running_mean")
+    assert_close(rv, rv_ref, n=16, scale=4, what="running_var")
+
+
+def test_one_dim_inputs(device):
+    """torch's errors for inputs without a channel dim: 0-d, non-empty 1-D (IndexError), 1-D beside statistics
+    of some channels (RuntimeError naming the argument)."""
+    with pytest.raises(IndexError):
+        tr.batch_norm(randn((), torch.float32, device), None, None, training=True)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tr.batch_norm(randn((5,), torch.float32, device), None, None, training=True)
+    with pytest.raises(RuntimeError, match="weight should contain 0 elements not 5"):
+        tr.batch_norm(randn((5,), torch.float32, device), None, None, randn((5,), torch.float32, device),
+                      training=True)

@@ -12,14 +12,13 @@ once per problem and cached.
 
 from .batch_norm import batch_norm
 from .layer_norm import layer_norm, layer_norm_with_stats
-from .reduce import MaxMin, amax, amin, max, mean, min, prod, sum
+from .reduce import amax, amin, max, mean, min, prod, sum
 from .softmax import log_softmax, logsumexp, softmax
 from .statistics import std, std_mean, var, var_mean
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "MaxMin",
     "amax",
     "amin",
     "batch_norm",

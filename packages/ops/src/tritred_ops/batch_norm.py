@@ -509,7 +509,9 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         ValueError: training with one value per channel (B * prod(spatial) == 1) or with eps <= 0 (a NaN eps
             passes, as in torch); only one of running_mean and running_var given.
         RuntimeError: running_mean missing in eval, parameters with the wrong number of elements, non-float
-            dtypes, fewer than 2 dims, tensors on different devices, not on CUDA (outside the interpreter).
+            dtypes, tensors on different devices, not on CUDA (outside the interpreter).
+        IndexError: a 0-d input, or a non-empty 1-D one (no channel dim; an empty 1-D input gives an empty
+            output, as torch).
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
     """
@@ -518,20 +520,22 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if plan is not None:
         return plan.run(input, running_mean, running_var, weight, bias)[0]
     input = C.check_tensor(op, "input", input)
-    if input.dim() < 2:
-        raise RuntimeError(f"{op}(): expected an input with at least 2 dims [B, C, *], got {input.dim()}D")
+    if input.dim() == 0:
+        raise IndexError(f"{op}(): expected an input of at least 1 dim [B, C, *] (channels: dim 1), got a 0-d tensor")
     C.check_float(op, input)
     if not isinstance(training, bool):  # torch takes no training=1 or None
         raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
     if momentum is None or not isinstance(momentum, (int, float)):  # (a bool is a number to torch: True is 1.0)
         raise TypeError(f"{op}(): argument 'momentum' must be float, not {type(momentum).__name__}")
-    Ch = input.shape[1]
+    # A 1-D input has no channel dim: torch counts 0 channels (an empty one gives an empty output, below).
+    Ch = input.shape[1] if input.dim() > 1 else 0
+    empty_1d = input.dim() == 1 and input.numel() == 0
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         if t is None:
             continue
         C.check_tensor(op, name, t)
-        if t.numel() != Ch:
+        if t.numel() != Ch and not empty_1d:
             raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
         if name.startswith("running") and t.dim() != 1:  # torch's kernels index them as 1-D
             raise RuntimeError(f"{op}(): {name} should be a 1-D tensor of {Ch} elements, got shape {list(t.shape)}")
@@ -553,6 +557,10 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
                                + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
     C.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
+        if empty_1d:
+            return torch.empty_like(input)
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [-1, 0], but got 1)")
     if training and input.numel() // max(Ch, 1) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     C.check_runnable(op, input)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any
 
 import torch
 import triton
@@ -416,11 +416,9 @@ SPECS = {
 }
 
 
-class MaxMin(NamedTuple):
-    """(values, indices), like ``torch.return_types.max`` / ``min``."""
-
-    values: torch.Tensor
-    indices: torch.Tensor
+def _values_indices(name: str, values: torch.Tensor, indices: torch.Tensor) -> Any:
+    """``torch.return_types.max`` / ``min`` of (values, indices): the type torch's own max/min with dim return."""
+    return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))
 
 
 def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.View, out: torch.Tensor,
@@ -658,10 +656,10 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     return _reduce("amin", MIN, input, dim, keepdim, None)
 
 
-def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) -> torch.Tensor | MaxMin:
+def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) -> Any:
     plan, key = find_plan(name, (dim, keepdim), x)
     if plan is not None:
-        return MaxMin(*plan.run(x))
+        return _values_indices(name, *plan.run(x))
     x = C.check_tensor(name, "input", x)
     if isinstance(dim, torch.Tensor):  # torch.max(x, other): the elementwise binary overload, not a reduction
         raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
@@ -687,11 +685,11 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     if x.dim() == 0:
         values.copy_(x)
         indices.zero_()
-        return MaxMin(values, indices)
+        return _values_indices(name, values, indices)
     if x.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     if x.numel() == 0:
-        return MaxMin(values, indices)
+        return _values_indices(name, values, indices)
     src, view, layout = _prepare(name, x, (d,), values, keepdim, reorder=False)
     cfg = C.decide(SPECS[name], x, view, layout)
     (sxm, sxn, sxk), (som, _, sok) = view.strides
@@ -727,14 +725,14 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
             split, som, sok, split, HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
             **C.dependent_launch(x.device), **consts)
     rec.save(key, values, indices)
-    return MaxMin(values, indices)
+    return _values_indices(name, values, indices)
 
 
-def max(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
+def max(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> Any:
     """Maximum — mirrors :func:`torch.max` (the reduction overloads).
 
     ``max(input)`` returns a 0-d tensor (NaN if any element is NaN; RuntimeError on an empty input).
-    ``max(input, dim, keepdim=False)`` returns ``(values, indices)`` (a named tuple): values in the input dtype,
+    ``max(input, dim, keepdim=False)`` returns ``torch.return_types.max(values, indices)``: values in the input dtype,
     int64 indices of the first maximal element along ``dim`` (the first NaN when the slice has one).
 
     Raises IndexError (dim out of range, or reducing a dim of size 0), TypeError (``dim=None``, a non-int dim, or
@@ -744,6 +742,6 @@ def max(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset 
     return _arg("max", input, dim, keepdim)
 
 
-def min(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> torch.Tensor | MaxMin:
+def min(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool | _Unset = _UNSET) -> Any:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
     return _arg("min", input, dim, keepdim)
