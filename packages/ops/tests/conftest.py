@@ -81,7 +81,7 @@ def force(monkeypatch: pytest.MonkeyPatch):
 
 def _spy_on_common(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     """What each call of ``_common.<name>`` returned during the test, in order (the function still runs)."""
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
 
     seen: list[int] = []
     real = getattr(C, name)
@@ -91,26 +91,26 @@ def _spy_on_common(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
 
 @pytest.fixture
 def unroll_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The UNROLL each launch of the call received from ``_common.unrolled_chunks`` (0: the rolled loop), in order."""
+    """The UNROLL each launch of the call received from ``runtime.unrolled_chunks`` (0: the rolled loop), in order."""
     return _spy_on_common(monkeypatch, "unrolled_chunks")
 
 
 @pytest.fixture
 def align_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The ALIGN each row launch of the call received from ``_common.row_align`` (0: unshifted tiles), in order."""
+    """The ALIGN each row launch of the call received from ``runtime.row_align`` (0: unshifted tiles), in order."""
     return _spy_on_common(monkeypatch, "row_align")
 
 
 @pytest.fixture
 def tail_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The TAIL each single-pass row launch of the call received from ``_common.single_tail`` (0: one tile)."""
+    """The TAIL each single-pass row launch of the call received from ``runtime.single_tail`` (0: one tile)."""
     return _spy_on_common(monkeypatch, "single_tail")
 
 
 def _spy_on_launch(monkeypatch: pytest.MonkeyPatch, option: str) -> list[object]:
     """From now on, the keyword ``option`` of each kernel launch (``_replay.Recorder.launch``), in order (None
     where a launch has none); the launch still runs."""
-    from tritred_ops import _replay
+    from tritred_ops.runtime import replay as _replay
 
     seen: list[object] = []
     real = _replay.Recorder.launch
@@ -132,15 +132,16 @@ def unroll_out_spy(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 @pytest.fixture
 def wait_spy(monkeypatch: pytest.MonkeyPatch):
     """wait_spy() -> list: from now on, the WAIT option of each kernel launch, in order: None for a plain launch,
-    False for one that ``_common.dependent_launch`` made dependent (patched to ``{"WAIT": False}``: the interpreter
+    False for one that ``runtime.dependent_launch`` made dependent (patched to ``{"WAIT": False}``: the interpreter
     cannot wait, and a CPU run has no dependent launch). Saved plans are cleared: the next call takes the full
     path, which is where launches are decided."""
-    from tritred_ops import _common as C
+    from tritred_core import get_registry
+    from tritred_ops import runtime as C
 
     def start() -> list[object]:
         seen = _spy_on_launch(monkeypatch, "WAIT")
         monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})
-        C.get_registry().cache.clear()
+        get_registry().cache.clear()
         return seen
 
     return start

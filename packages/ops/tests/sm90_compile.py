@@ -41,13 +41,14 @@ class _Sm90Driver:
 
 
 def _patch() -> None:
-    import tritred_ops._common as C
-    import tritred_ops._replay as R
+    import tritred_ops.runtime as C
+    import tritred_ops.runtime.device as D
+    import tritred_ops.runtime.replay as R
     from tritred_core.testing import FAKE_H200
 
     driver.set_active(_Sm90Driver())
     C.check_runnable = lambda op, x: None
-    C.device_info = lambda device: FAKE_H200
+    D.device_info = lambda device: FAKE_H200
 
     def compile_only(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
         compiled = kernel.warmup(*args, grid=grid, **kwargs)

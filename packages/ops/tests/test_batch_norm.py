@@ -109,7 +109,7 @@ def test_forced_configs(cfg, force, device):
 ], ids=str)
 def test_normalize_after_statistics_is_the_dependent_launch(cfg, training, waits, force, wait_spy, device):
     """Training's normalize launch reads the partials the statistics launch wrote: it, and only it, is a dependent
-    launch (``_common.dependent_launch``); the one-launch paths (one tile per channel, eval) have none."""
+    launch (``runtime.dependent_launch``); the one-launch paths (one tile per channel, eval) have none."""
     force("batch_norm", **cfg)
     seen = wait_spy()
     _run(randn((3, 5, 7, 3), torch.float32, device), training)
@@ -221,7 +221,7 @@ def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
     """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
     plan's workspace) and gives the first call's result bit for bit."""
     from tritred_core import get_registry
-    from tritred_ops import _replay
+    from tritred_ops.runtime import replay as _replay
 
     force("batch_norm", strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)
     x = randn((3, 5, 7, 3), torch.float32, device)

@@ -256,7 +256,7 @@ def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):
     """The ALIGN rule measured on the H200: one row per program takes the shifted tiles, several do not."""
     import torch
     from tritred_core import LaunchConfig
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     x = torch.empty((6, 300), dtype=torch.bfloat16)
     view = C.map_view(x, torch.empty_like(x), (1,))[2]
     one = LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=512)
@@ -333,7 +333,7 @@ def test_plain_reductions_of_whole_row_tiles_give_each_thread_two_vectors(op):
 def test_single_pass_load_hint_rule():
     """H200 A/B (rotating inputs): evict-last wins for softmax single passes, and for layer_norm's with 4-8 warps
     only (one warp: 65536x1024 bf16 90.7 -> 84.2 %; 16 warps: 2048x16384 fp32 83.3 -> 80.6 %)."""
-    from tritred_ops._kernels import single_load_evict
+    from tritred_ops.kernels.rows import single_load_evict
 
     assert {single_load_evict("softmax", w) for w in (1, 4, 8, 16, 32)} == {"evict_last"}
     assert [single_load_evict("layer_norm", w) for w in (1, 2, 4, 8, 16, 32)] == ["", "", "evict_last", "evict_last",
@@ -477,7 +477,7 @@ def test_two_byte_statistics_rows_of_a_few_whole_chunks_take_the_unrolled_loop(o
 def test_unrolled_loops_keep_at_most_8_elements_per_thread_per_chunk_and_64_in_all():
     """H200 (tools/unroll_ab.py onoff): layer_norm 2048x65536 fp32 in 16384-wide chunks on 32 warps (16 elements
     per thread per chunk) lost unrolled, 75 -> 65 %; sum of 8192x16384 bf16 (4096 on 16 warps) gained, 83 -> 88."""
-    from tritred_ops._common import unrolled_chunks
+    from tritred_ops.runtime import unrolled_chunks
     loop = lambda n, w, m=1: LaunchConfig(strategy="multi_pass", BLOCK_M=m, BLOCK_N=n, num_warps=w)  # noqa: E731
     assert unrolled_chunks(12288, loop(2048, 8)) == 6 and unrolled_chunks(24576, loop(4096, 16)) == 6
     assert unrolled_chunks(32768, loop(4096, 16)) == 8 and unrolled_chunks(16384, loop(4096, 16)) == 4

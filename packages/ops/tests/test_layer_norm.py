@@ -36,7 +36,7 @@ def test_branches_dtypes(cfg, dtype, force, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_spread_tiny_against_the_mean(dtype, device):
-    """float32 rows whose mean is 10^6 times their spread need the corrected two-pass (``_kernels.chunk_stats``:
+    """float32 rows whose mean is 10^6 times their spread need the corrected two-pass (``kernels.welford.chunk_stats``:
     the plain one centers them off by ~0.1 of the spread); bfloat16's worst row (all one value but a neighbour)
     too. Normalized outputs within 1e-3 (float32) and two bfloat16 roundings (the interpreter's conversion
     truncates) of float64 torch's, relative to them or to 1."""
@@ -56,7 +56,7 @@ def test_bfloat16_outputs_near_the_mean_keep_their_digits(N, force, device):
     """Rows of all one bfloat16 value but a neighbour, in single passes as wide as a GPU takes (32768): the
     outputs near the mean are ~1/sqrt(N), and a mean off by its float32 rounding (2^-24 of it) moved them by up
     to 40 bfloat16 ulps (found by an adversarial review of the plain two-pass, which layer_norm therefore does not
-    take); the corrected two-pass of ``_kernels.chunk_stats`` keeps every output within two roundings of float64
+    take); the corrected two-pass of ``kernels.welford.chunk_stats`` keeps every output within two roundings of float64
     torch's, relative to itself."""
     force("layer_norm", strategy="single_pass", BLOCK_M=1, BLOCK_N=32768)
     x = torch.full((2, N), 1000.0, dtype=torch.bfloat16)
@@ -90,7 +90,7 @@ def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, limit,
     (the sweep's Welford must keep the spread)."""
     import importlib
 
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     ln = importlib.import_module("tritred_ops.layer_norm")
     if limit is not None:
         monkeypatch.setattr(ln, "UNROLL_SECOND", limit)

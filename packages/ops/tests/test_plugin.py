@@ -45,7 +45,7 @@ def test_builtin_heuristic_answers_the_grid(name, device):
 def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, device):
     """`tritred explain` and `tune` read Reduction.problem: for reduced dims that go in stages it must be the
     first decision the call makes (the stage over the whole input), not a gathered problem the call never runs."""
-    import tritred_ops._common as C
+    import tritred_ops.runtime as C
 
     x = torch.randn(4, 6, 5, 7, device=device)
     problem = get_registry().get(name).problem(x, (0, 2, 3))

@@ -311,7 +311,7 @@ def test_rows_off_16_byte_boundaries(name, cfg, force, device):
 def test_rows_of_a_few_whole_chunks_unroll_the_loop(name, chunks, force, device, unroll_spy):
     """Rows of 2-8 whole chunks take the unrolled loop (9 the rolled one); odd row counts leave the last
     program's second row out of range."""
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     force(name, strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     x = randn((5, 16 * chunks), torch.bfloat16, device)
     if name == "prod":
@@ -325,7 +325,7 @@ def test_dependent_launch_only_on_hopper_and_later(monkeypatch):
     """Programmatic dependent launch (griddepcontrol) exists from sm_90: older GPUs and the interpreter get a
     plain launch (no option), an sm_90 device the kernel's wait and the launcher's flag."""
     from tritred_core.testing import FAKE_H200
-    from tritred_ops import _common as C
+    from tritred_ops.runtime import device as C
 
     assert C.dependent_launch(torch.device("cpu")) == {}
     monkeypatch.setattr(C, "device_info", lambda d: FAKE_H200.model_copy(update={"compute_capability": (8, 0)}))

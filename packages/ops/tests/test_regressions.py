@@ -404,7 +404,7 @@ def test_argument_types_like_torch(case, device):
 
 
 def test_f32_split_keeps_infinities_and_the_sign_of_zero():
-    from tritred_ops._kernels import f32_split
+    from tritred_ops.kernels.dtypes import f32_split
 
     assert f32_split(math.inf) == (math.inf, 0.0) and f32_split(-math.inf) == (-math.inf, 0.0)
     hi, lo = f32_split(math.nan)

@@ -1,4 +1,4 @@
-"""Call plans (``tritred_ops._replay``): a repeated call replays the first call's launches on new tensors.
+"""Call plans (``tritred_ops.runtime.replay``): a repeated call replays the first call's launches on new tensors.
 
 Each case runs an op on inputs A (the full path records a plan), then on fresh inputs B of the same layout (the
 plan replays), then on B again with the plans cleared (the full path): the replay must give the full path's
@@ -14,7 +14,7 @@ import torch
 import tritred_ops as tr
 from ops_helpers import assert_close, randn, seed
 from tritred_core import get_registry
-from tritred_ops import _replay
+from tritred_ops.runtime import replay as _replay
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The row kernels' DIV hint (``_common.row_hint``): rows whose width and strides are multiples of 2-8 elements
+"""The row kernels' DIV hint (``runtime.row_hint``): rows whose width and strides are multiples of 2-8 elements
 but not of 16 are restated as ``v // DIV * DIV`` so that the compiler vectorizes; the values must not change."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 import tritred_ops as tr
 from ops_helpers import assert_close, randn
-from tritred_ops import _common as C
-from tritred_ops._common import View
+from tritred_ops import runtime as C
+from tritred_ops.runtime import View
 
 
 def test_row_hint_values():

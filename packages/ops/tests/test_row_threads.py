@@ -1,5 +1,5 @@
 """Single passes with each row over a few threads (``threads_per_row``): a [BLOCK_M, BLOCK_N // COLS, COLS] tile
-per program (``_kernels.short_rows_tile``, ``short_rows_stats``).
+per program (``kernels.welford.short_rows_tile``, ``short_rows_stats``).
 
 var/std/var_mean/std_mean and layer_norm against float64 torch for every dtype, on whole and partly masked tiles,
 more rows per program than the call has, rows over 1 to 32 threads, strided rows, two reduced axes (per-row
@@ -20,8 +20,8 @@ STATS = ("var", "std", "var_mean", "std_mean")
 
 @pytest.fixture
 def cols_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The COLS each statistics launch of the call received from ``_common.row_cols`` (0: the kernel's layout)."""
-    from tritred_ops import _common as C
+    """The COLS each statistics launch of the call received from ``runtime.row_cols`` (0: the kernel's layout)."""
+    from tritred_ops import runtime as C
 
     seen: list[int] = []
     real = C.row_cols

@@ -190,7 +190,7 @@ def test_rows_sum_to_one(device):
 def test_rows_off_16_byte_boundaries(cfg, force, device):
     """Odd row strides take the shifted (ALIGN) tiles; unaligned bases and a dtype= output do not share them."""
     from tritred_core import LaunchConfig
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     if cfg is not None:
         force("softmax", **cfg)
         force("log_softmax", **cfg)
@@ -220,7 +220,7 @@ def test_unit_stride_rows_of_a_strided_output_are_not_shifted(name, cfg, force, 
     which assume unit-stride output rows (a regression: wrong values and writes past the output). Poisoned
     outputs, three calls (the replayed plan too)."""
     from tritred_core import LaunchConfig
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     if cfg is not None:
         force(name, **cfg)
     cases = [randn((100, 101), torch.float32, device).t(),                   # (101, 100), strides (1, 101)
@@ -264,7 +264,7 @@ def test_split_rows_of_every_layout_and_dtype(name, force, device, monkeypatch):
     rows), rows whose last program holds one element, integer inputs with ``dtype``, chunks that are all -inf (an
     empty partial), and rows past the first group of programs. The same config on a reduced axis that is not
     the fastest (dim=1; a transposed input's last dim) takes the column kernels: checked for values only."""
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     launches = []
     real = C.launch_split_rows
     monkeypatch.setattr(C, "launch_split_rows", lambda *a, **k: launches.append(1) or real(*a, **k))
@@ -311,7 +311,7 @@ def test_resident_programs_take_the_drivers_count_where_lower(monkeypatch, force
     is not asked."""
     from types import SimpleNamespace
 
-    import tritred_ops._common as C
+    import tritred_ops.runtime.device as C
     from tritred_core import get_registry
     assert C._driver_occupancy(SimpleNamespace(function=0), 64, 0) is None
     if device != "cuda":
@@ -331,7 +331,7 @@ def test_split_rows_never_widen_a_program_past_the_largest_tile():
     """A forced split of too few programs widens them to cover the row, up to Triton's 2**20 elements per tile;
     past that it adds programs (found by the adversarial check: split=1 on a 2**20 + 1 row failed to compile)."""
     from tritred_core import LaunchConfig
-    from tritred_ops._common import split_row_chunks
+    from tritred_ops.runtime import split_row_chunks
 
     assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=1024, split=1), 2**20 + 1) == (2**20, 2)
     assert split_row_chunks(LaunchConfig(strategy="split", BLOCK_N=1024, split=1), 5000) == (8192, 1)
@@ -391,7 +391,7 @@ def test_split_columns_merge_launch(name, force, wait_spy, device, monkeypatch):
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
 def test_split_columns_write_in_a_dependent_launch(name, force, wait_spy, device):
     """The split columns' second launch reads the partials the first one wrote: it, and only it, is a dependent
-    launch (``_common.dependent_launch``); the unsplit column launch is plain."""
+    launch (``runtime.dependent_launch``); the unsplit column launch is plain."""
     x = randn((130, 21), torch.float32, device)
     force(name, **SPLIT_COLS[0])
     seen = wait_spy()

@@ -59,7 +59,7 @@ def test_branches_large_mean(name, cfg, force, device):
 def test_spread_tiny_against_the_mean_needs_the_correction(cfg, force, device):
     """float32 rows whose mean is 10^6 times their spread: the float32 sum's rounding moves the first mean by a
     good part of the spread, which the plain two-pass would add to the variance squared (~1e-2 relative); the
-    corrected two-pass (``_kernels.chunk_stats``) removes it: held to 1e-4 relative."""
+    corrected two-pass (``kernels.welford.chunk_stats``) removes it: held to 1e-4 relative."""
     if cfg is not None:
         force("var", **cfg)
     x = randn((64, 99), torch.float32, device, offset=1e4, scale=1e-2)
@@ -70,7 +70,7 @@ def test_spread_tiny_against_the_mean_needs_the_correction(cfg, force, device):
 
 @pytest.mark.parametrize("N", [99, 256])
 def test_bfloat16_rows_of_one_odd_element_keep_their_variance(N, device):
-    """bfloat16 single passes take the plain two-pass (``_kernels.chunk_stats``, CORRECT=False): its worst row is
+    """bfloat16 single passes take the plain two-pass (``kernels.welford.chunk_stats``, CORRECT=False): its worst row is
     all one value but a neighbour (the spread the smallest a mean allows); the variance stays within bfloat16's
     roundings of float64 torch's, and so does the mean of var_mean (two: the interpreter's float32 to bfloat16
     conversion truncates)."""
@@ -215,7 +215,7 @@ def test_two_reduced_axes_merge_their_slices_without_a_copy(name, cfg, force, de
 
 def test_two_reduced_axes_replay_and_many_slices_gather(device, caplog):
     from tritred_core import get_registry
-    from tritred_ops import _replay
+    from tritred_ops.runtime import replay as _replay
 
     get_registry().cache.clear()
     first = tr.var(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
@@ -249,7 +249,7 @@ def test_two_reduced_axes_without_a_kept_axis(name, device, monkeypatch):
 def test_rows_of_a_few_whole_chunks_unroll_the_loop(chunks, dtype, force, device, unroll_spy):
     """Rows of 2-8 whole chunks take the unrolled Welford loop (9 the rolled one), far from zero (the Welford
     steps must keep the spread); odd row counts leave the last program's second row out of range."""
-    from tritred_ops import _common as C
+    from tritred_ops import runtime as C
     force("var_mean", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     x = randn((5, 16 * chunks), dtype, device, offset=40.0)
     var, mean = tr.var_mean(x, -1)

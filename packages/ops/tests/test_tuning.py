@@ -10,7 +10,7 @@ import tritred_ops as tr
 from tritred_core import Problem, get_registry
 from tritred_core.testing import FAKE_H200
 from tritred_ops import tuning
-from tritred_ops._common import device_info
+from tritred_ops.runtime import device_info
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_batch_norm_candidates_include_split_rows_for_nchw():
 def test_split_rows_candidates_keep_their_program_width_across_the_bucket():
     """A tuned split_rows entry serves every row of its shape bucket with 8192-element programs (split counts for
     the bucket's longest row: a split of the tuned row's own would widen the programs of longer rows)."""
-    from tritred_ops._common import split_row_chunks
+    from tritred_ops.runtime import split_row_chunks
 
     reg = get_registry()
     spec = reg.get("layer_norm").spec

@@ -292,7 +292,7 @@ class BenchReport:
 def _launch_config(registry: Registry, rec: Reduction, args: tuple[Any, ...], kwargs: dict[str, Any],
                    device: torch.device) -> dict[str, Any] | None:
     try:
-        from tritred_ops._common import device_info
+        from tritred_ops.runtime import device_info
 
         problem = rec.problem(*args, **kwargs)
         cfg = registry.launch_config(rec.spec, problem, device_info(device))

@@ -221,7 +221,7 @@ def parse_dim(text: str) -> int | tuple[int, ...] | None:
 
 def _device_info(device: str) -> Any:
     """The DeviceInfo to plan for: ``h200`` (``tritred_core.testing.FAKE_H200``), ``cuda`` (the real GPU) or ``cpu``
-    (the Triton interpreter), the latter two as ``tritred_ops._common.device_info`` reads them."""
+    (the Triton interpreter), the latter two as ``tritred_ops.runtime.device_info`` reads them."""
     from tritred_core.testing import FAKE_H200
 
     d = device.lower()
@@ -236,12 +236,12 @@ def _device_info(device: str) -> Any:
 
         if not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device here (use --device h200 to plan for an H200)")
-        from tritred_ops._common import device_info
+        from tritred_ops.runtime import device_info
 
         return device_info(torch.device(d))
     if d in ("cpu", "interpreter"):
         import torch
-        from tritred_ops._common import device_info
+        from tritred_ops.runtime import device_info
 
         return device_info(torch.device("cpu"))  # what the ops plan with under the interpreter
     raise UsageError(f"bad --device {device!r}: expected auto, cuda, cpu or h200")

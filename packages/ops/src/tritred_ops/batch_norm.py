@@ -11,14 +11,14 @@ Training runs two launches, both deterministic:
    running (mean, M2) (Chan et al. 1979; one scalar division per tile); partial tiles (edges of B and S) take
    the corrected two-pass over the tile; everything merges once at the end, all of it on x less the channel's
    first element (channels far from 0 keep their spread). NCHW tiles run along the spatial axis, channels-last
-   along C. With ``num_stages`` > 1 each tile's load is issued one iteration ahead (the built-in choice for
+   along rt. With ``num_stages`` > 1 each tile's load is issued one iteration ahead (the built-in choice for
    2-byte planes of several tiles).
 2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the first program
    of each channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
    variance, as torch), then ``y = (x - mean) * (rstd * weight) + bias``, in the input's layout, in the mirror
    order of the statistics pass (the tiles it read last, likeliest in L2, first); one tile per program, or
    ``num_programs`` programs looping over their channel block's tiles. In training, after the statistics
-   launch, on sm_90+ a programmatic dependent launch (``_common.dependent_launch``): it starts while the
+   launch, on sm_90+ a programmatic dependent launch (``runtime.dependent_launch``): it starts while the
    statistics' last programs finish and waits for their partials.
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
@@ -32,27 +32,22 @@ normalize from registers (``_split_channels_kernel``): one read and one write.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import triton
 import triton.language as tl
 from torch._prims_common import suggest_memory_format
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from . import _common as C
-from ._kernels import (
-    acc_dtype,
-    chan_fn,
-    chunk_stats,
-    div_exact,
-    f32_split,
-    group_barrier,
-    sqrt_exact,
-    stats_shift,
-    tile_stats,
-    tl_dtype,
-    wait_for_previous_launch,
-)
-from ._replay import Recorder, find_plan
+from . import runtime as rt
+from .kernels.combine import div_exact, sqrt_exact
+from .kernels.dtypes import acc_dtype, f32_split, tl_dtype
+from .kernels.rows import group_barrier, wait_for_previous_launch
+from .kernels.welford import chan_fn, chunk_stats, stats_shift, tile_stats
+from .runtime import Recorder, find_plan
+
+log = logging.getLogger("tritred")
 
 
 @triton.jit
@@ -228,7 +223,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
     channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
-    after the statistics launch (``_common.dependent_launch``), waiting for its partials before anything else.
+    after the statistics launch (``runtime.dependent_launch``), waiting for its partials before anything else.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
@@ -326,7 +321,7 @@ def _split_channels_kernel(x_ptr, y_ptr, part_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
     et al. 1979; deterministic, identical in every program), the first one updates the running statistics, and
     each normalizes its tile from registers: one read and one write, where the two-launch path reads the input
     twice. The grid is persistent (co-resident groups looping over channel blocks, a cooperative launch: see
-    ``_common.launch_split_rows``); PHASE 1 and 2 are the halves as two launches (the interpreter, or no group
+    ``runtime.launch_split_rows``); PHASE 1 and 2 are the halves as two launches (the interpreter, or no group
     fits the device), PHASE 2 reading the tile again. A tile's lane offsets are the same in every channel block:
     computed once, outside the loop.
     """
@@ -436,7 +431,7 @@ SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
 def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
     """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S) with its spatial dims merged in ``order``
     (any order: the statistics ignore it and the output uses the same one), or None if they don't merge."""
-    S = C.prod([t.shape[d] for d in order])
+    S = rt.prod([t.shape[d] for d in order])
     s_s = t.stride(order[-1]) if order else 1
     for a, b in zip(order, order[1:]):
         if t.stride(a) != t.stride(b) * t.shape[b]:
@@ -462,7 +457,7 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
     vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
-        C.log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
+        log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
         x = x.contiguous()
         order = [d for d in range(2, x.dim()) if x.shape[d] != 1]
         vx, vy = _bsc(x, order), _bsc(y, order)
@@ -483,7 +478,7 @@ def problem(x: torch.Tensor) -> Problem:
     """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_out_format(x))
     _, _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
-    return Problem(op="batch_norm", dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
+    return Problem(op="batch_norm", dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
                    stride_k=xc)
 
 
@@ -519,10 +514,10 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
     if plan is not None:
         return plan.run(input, running_mean, running_var, weight, bias)[0]
-    input = C.check_tensor(op, "input", input)
+    input = rt.check_tensor(op, "input", input)
     if input.dim() == 0:
         raise IndexError(f"{op}(): expected an input of at least 1 dim [B, C, *] (channels: dim 1), got a 0-d tensor")
-    C.check_float(op, input)
+    rt.check_float(op, input)
     if not isinstance(training, bool):  # torch takes no training=1 or None
         raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
     if momentum is None or not isinstance(momentum, (int, float)):  # (a bool is a number to torch: True is 1.0)
@@ -534,12 +529,12 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                     ("bias", bias)):
         if t is None:
             continue
-        C.check_tensor(op, name, t)
+        rt.check_tensor(op, name, t)
         if t.numel() != Ch and not empty_1d:
             raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
         if name.startswith("running") and t.dim() != 1:  # torch's kernels index them as 1-D
             raise RuntimeError(f"{op}(): {name} should be a 1-D tensor of {Ch} elements, got shape {list(t.shape)}")
-        C.check_float(op, t, what=name)
+        rt.check_float(op, t, what=name)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
     if not training and running_mean is None:
@@ -556,37 +551,37 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                 t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
             raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
                                + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
-    C.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    rt.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
         if empty_1d:
             return torch.empty_like(input)
         raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [-1, 0], but got 1)")
     if training and input.numel() // max(Ch, 1) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
-    C.check_runnable(op, input)
+    rt.check_runnable(op, input)
     rec = Recorder(input, running_mean, running_var, weight, bias)
     y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=input.device,
                               memory_format=_out_format(input)))
     if input.numel() == 0:
         return y
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
-    bn_view = C.View(B, S, Ch, ((xb, xs, xc),))
-    cfg: LaunchConfig = C.decide(SPEC, x, bn_view, make_problem=lambda: Problem(
-        op=op, dtype=C.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    C.no_tail(cfg, "batch_norm")
+    bn_view = rt.View(B, S, Ch, ((xb, xs, xc),))
+    cfg: LaunchConfig = rt.decide(SPEC, x, bn_view, make_problem=lambda: Problem(
+        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, "batch_norm")
     acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
-    w = C.unit_stride(weight) if weight is not None else y
-    b = C.unit_stride(bias) if bias is not None else y
-    rm_buf, rv_buf = C.unit_stride(running_mean), C.unit_stride(running_var)
+    w = rt.unit_stride(weight) if weight is not None else y
+    b = rt.unit_stride(bias) if bias is not None else y
+    rm_buf, rv_buf = rt.unit_stride(running_mean), rt.unit_stride(running_var)
     has_running = running_mean is not None and running_var is not None
     dev = x.device
-    tiles = C.cdiv(B, cfg.BLOCK_M) * C.cdiv(S, cfg.BLOCK_N)
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
     if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
         bm, bn = _split_tiles(cfg, B, S)
-        tiles = C.cdiv(B, bm) * C.cdiv(S, bn)
-        blocks, parts = C.cdiv(Ch, cfg.BLOCK_K), C.next_pow2(tiles)
+        tiles = rt.cdiv(B, bm) * rt.cdiv(S, bn)
+        blocks, parts = rt.cdiv(Ch, cfg.BLOCK_K), rt.next_pow2(tiles)
         args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
                 rm_buf if has_running else y, rv_buf if has_running else y, w, b)
         (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
@@ -599,19 +594,19 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         if tiles == 1:  # a channel block in one tile: one program each, no partials, no barrier
             rec.launch(_split_channels_kernel, (blocks,), *args, y, **kwargs, PHASE=3)
         else:
-            C.launch_split_rows(rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs, args, kwargs)
+            rt.launch_split_rows(rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs, args, kwargs)
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
         rec.save(key, y)
         return y
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
     if training and not resident:
-        split, tiles_per_split = C.slices(tiles, cfg.split)
+        split, tiles_per_split = rt.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
         # Statistics groups: one 16-byte vector of spatial neighbours (NCHW), the elements one thread loads
         # together; single lanes when channels are the contiguous axis (the vector runs across channels).
         group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
         rec.launch(
-            _stats_kernel, (C.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
+            _stats_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
             tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
             num_warps=cfg.num_warps, num_stages=1)  # (the prefetch is by hand; Triton's own stages: SASS identical)
@@ -620,18 +615,18 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         pm2 = pn = psum = pm
     # The normalize launch: cfg.num_programs > 0 spreads each channel block's tiles over num_programs / (channel
     # blocks) programs (its statistics merged once per program), 0 gives one tile per program.
-    c_blocks, units = C.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split
+    c_blocks, units = rt.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split
     per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
-    tiles_per_program = C.cdiv(units, min(per_block, units))
-    grid = (c_blocks * C.cdiv(units, tiles_per_program),)
+    tiles_per_program = rt.cdiv(units, min(per_block, units))
+    grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
     rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
                rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split,
                tiles_per_program,
                *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
                HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
-               SPLIT=split, BLOCK_S=C.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
-               **(C.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
+               **(rt.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
     _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
     rec.save(key, y)
     return y
@@ -643,10 +638,10 @@ _MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at i
 def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
     """DIV_S of the NCHW kernels: the largest power of two (2-8) dividing S and every tensor's batch and channel
     strides, when Triton cannot see it (it specializes on 16 only); 1 otherwise, or when the spatial axis is not
-    unit-stride. 14x14 maps (S = 196): 8-byte loads instead of scalar ones, as ``_common.row_hint`` for rows."""
+    unit-stride. 14x14 maps (S = 196): 8-byte loads instead of scalar ones, as ``runtime.row_hint`` for rows."""
     if S <= 1 or any(s != 1 for _, s, _ in strides):
         return 1
-    d = C.pow2_divisor(S, *(b for b, _, _ in strides), *(c for _, _, c in strides))
+    d = rt.pow2_divisor(S, *(b for b, _, _ in strides), *(c for _, _, c in strides))
     return d if 1 < d < 16 else 1
 
 
@@ -655,8 +650,8 @@ def _split_tiles(cfg: LaunchConfig, B: int, S: int) -> tuple[int, int]:
     largest tile) until a channel block has at most ``_MAX_TILES`` tiles, so that any config computes the problem
     (each program merges every partial of its block: a tile of ``next_pow2(tiles)`` elements)."""
     bm, bn = cfg.BLOCK_M, cfg.BLOCK_N
-    while C.cdiv(B, bm) * C.cdiv(S, bn) > _MAX_TILES and bm * bn * cfg.BLOCK_K < 1 << 20:
-        if bn < C.next_pow2(S):
+    while rt.cdiv(B, bm) * rt.cdiv(S, bn) > _MAX_TILES and bm * bn * cfg.BLOCK_K < 1 << 20:
+        if bn < rt.next_pow2(S):
             bn *= 2
         else:
             bm *= 2

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, hookimpl
 
-from ._common import cdiv, next_pow2, unrolled_chunks
+from .runtime.hints import unrolled_chunks
+from .runtime.launch import cdiv, next_pow2
 from .tuning import lookup
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1, "uint8": 1, "int8": 1,
@@ -370,7 +371,7 @@ def _wide_rows(name: str, problem: Problem, caps: _Caps) -> LaunchConfig | None:
 def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> LaunchConfig | None:
     """2-byte rows over 4096 elements that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such
     chunk): a loop over those chunks, 8 elements per thread, whose first sweep is unrolled
-    (``_common.unrolled_chunks``); None elsewhere. A power-of-two tile leaves lanes of such rows masked, and the
+    (``runtime.unrolled_chunks``); None elsewhere. A power-of-two tile leaves lanes of such rows masked, and the
     loop keeps the whole row's loads in flight with a quarter of the single pass's registers.
 
     H200, ``tools/unroll_ab.py``, against the single pass (or the rule before), bf16 unless named:
@@ -390,7 +391,7 @@ def _unrolled_loop(problem: Problem, caps: _Caps, statistics: bool = False) -> L
 
 
 def _smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | None:
-    """The loop over the first of ``chunks`` whose rows of N unroll (``_common.unrolled_chunks``), one warp per
+    """The loop over the first of ``chunks`` whose rows of N unroll (``runtime.unrolled_chunks``), one warp per
     256 elements (8 per thread); None if none does."""
     for chunk in chunks:
         cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
@@ -402,12 +403,12 @@ def _smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | 
 def _short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     """2-byte layer_norm rows of 1025-2560 elements that are whole chunks (1280, 1536, 1792, 2560): a loop over
     5-7 chunks of 256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8
-    or more masked), 8 elements per thread, the first sweep unrolled (``_common.unrolled_chunks``); None
+    or more masked), 8 elements per thread, the first sweep unrolled (``runtime.unrolled_chunks``); None
     elsewhere.
     As rows of up to 1024 (one warp each), a row stays on one or two warps, and all of its loads are issued at
     once, where the single pass of a 2048 or 4096 tile on 4 warps leaves an eighth or more of its lanes masked.
     Only unit-stride rows whose stride is a multiple of 16 elements (the measured case): other rows take the
-    shifted tiles (``_common.row_align``), whose loop is not unrolled.
+    shifted tiles (``runtime.row_align``), whose loop is not unrolled.
 
     H200 (``tools/s28_probe.py lnw``, 134 MB inputs, % of copy bandwidth, against the single pass on 4 warps):
     bf16 1280 62.5 -> 87.7, 1536 71.0 -> 89.7, 1792 79.4 -> 88.7, 2560 71.8 -> 78.0; fp16 1536 76.4 -> 89.6, 2560

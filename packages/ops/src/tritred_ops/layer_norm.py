@@ -18,35 +18,34 @@ import triton
 import triton.language as tl
 from tritred_core import ReductionSpec
 
-from . import _common as C
-from ._kernels import (
-    acc_dtype,
+from . import runtime as rt
+from .kernels.combine import div_exact, sqrt_exact
+from .kernels.dtypes import acc_dtype, f32_split, tl_dtype
+from .kernels.rows import (
     aligned_rows,
-    chan_fn,
-    chunk_stats,
-    div_exact,
     edge_cols,
-    f32_split,
     group_barrier,
     inner_mask,
-    join_chunk,
-    merge_lanes,
     row_block,
     row_masks,
     shifted_out,
+    single_load_evict,
+)
+from .kernels.welford import (
+    chan_fn,
+    chunk_stats,
+    join_chunk,
+    merge_lanes,
     shifted_row_stats,
     short_rows_stats,
     short_rows_tile,
-    single_load_evict,
     single_tile,
-    sqrt_exact,
     stats_shift,
     tile_stats,
     tiles_stats,
-    tl_dtype,
     welford_step,
 )
-from ._replay import Recorder, find_plan
+from .runtime import Recorder, find_plan
 
 
 @triton.jit
@@ -76,7 +75,7 @@ def _shift_affine_kernel(w_ptr, b_ptr, w_sh_ptr, b_sh_ptr, N, s_wl, HAS_W: tl.co
     """Copy ``l`` of weight and bias shifted by ``l`` lanes: ``w_sh[l, j] = weight[j - l]`` (0 outside the row),
     ``l`` = program_id(1) < ALIGN, ``j`` < ``s_wl`` (a multiple of 16).
 
-    Shifted tiles (odd widths, ``_kernels.aligned_rows``) hold row element ``j - lead`` at tile column ``j``, so
+    Shifted tiles (odd widths, ``kernels.rows.aligned_rows``) hold row element ``j - lead`` at tile column ``j``, so
     the weight a row needs starts ``lead`` elements before a 16-byte boundary: read from ``weight`` directly it
     takes one load per element (as many instructions as the row's own loads saved). Copy ``lead`` at column ``j``
     is aligned with the tile: 16-byte loads. ALIGN x (N + 2 ALIGN) elements of each, written per call (weights
@@ -151,16 +150,16 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
     load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
-    (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``_common.row_hint``). UNROLL
+    (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``runtime.row_hint``). UNROLL
     (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
-    (:func:`_common.unrolled_chunks`); UNROLL_OUT: the second sweep too (rows of at most :data:`UNROLL_SECOND`
+    (:func:`runtime.unrolled_chunks`); UNROLL_OUT: the second sweep too (rows of at most :data:`UNROLL_SECOND`
     chunks). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second sweep's whole chunks take no
     column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte boundary below each row; weight
     and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy ``l`` at ``w_ptr + l * s_wl``. TAIL
     (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a
     power of two). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns across a few
     threads, its other columns in their registers, weight and bias loaded with the row (``threads_per_row``,
-    ``_kernels.short_rows_tile``)."""
+    ``kernels.welford.short_rows_tile``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -388,7 +387,7 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
     elements)) and, PHASE 3, waits at the row's barrier (:func:`group_barrier`); then every program merges the
     SPLIT partials in the same fixed order (Chan et al. 1979; deterministic, identical in every program) and
     writes its chunk from registers, weight and bias loaded per row (from L2 after the first rows). A persistent
-    grid of co-resident groups (a cooperative launch, ``_common.launch_split_rows``) loops over the rows; PHASE 1
+    grid of co-resident groups (a cooperative launch, ``runtime.launch_split_rows``) loops over the rows; PHASE 1
     and 2 are the halves as two launches (the interpreter, or no group fits the device), PHASE 2 reading the row
     again.
     """
@@ -461,10 +460,10 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     if plan is not None:
         outs = plan.run(input, weight, bias)
         return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
-    input = C.check_tensor(op, "input", input)
+    input = rt.check_tensor(op, "input", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    sizes = [C.as_index(s) for s in normalized_shape]  # as torch: ints (numpy ints too), no floats or bools
+    sizes = [rt.as_index(s) for s in normalized_shape]  # as torch: ints (numpy ints too), no floats or bools
     for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):
         if size is None:
             raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
@@ -477,22 +476,22 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     for name, t in (("weight", weight), ("bias", bias)):
         if t is None:
             continue
-        C.check_tensor(op, name, t)
+        rt.check_tensor(op, name, t)
         if tuple(t.shape) != normalized_shape:
             raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
-        C.check_float(op, t, what=name)
-    C.check_float(op, input)
+        rt.check_float(op, t, what=name)
+    rt.check_float(op, input)
     for name, t in (("weight", weight), ("bias", bias)):  # as torch's CUDA kernel (its CPU one is laxer)
         if t is not None and t.dtype != input.dtype:
             raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
                                f"bias must have the input's dtype")
-    C.check_same_device(op, input, weight=weight, bias=bias)
-    C.check_runnable(op, input)
+    rt.check_same_device(op, input, weight=weight, bias=bias)
+    rt.check_runnable(op, input)
     rec = Recorder(input, weight, bias)
     y = rec.empty(input.shape, input.dtype, input.device)  # contiguous, as torch's (whatever the input's layout)
     lead = input.shape[: input.dim() - D]
-    rows = C.prod(lead)
+    rows = rt.prod(lead)
     mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
     rstd = rec.empty(lead, torch.float32, input.device) if store_stats else None
     if input.numel() == 0:
@@ -501,11 +500,11 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
             rstd.fill_(float("nan"))
         return y, mean, rstd
     dims = tuple(range(input.dim() - D, input.dim()))
-    x, y, view = C.map_view(input, y, dims)
+    x, y, view = rt.map_view(input, y, dims)
     # Weights are indexed by the flat position in normalized_shape with unit stride: a strided or expanded one
     # is copied (N elements, not the input); a contiguous one is passed as is (the kernel reads it flat).
-    w, b = C.unit_stride(weight), C.unit_stride(bias)
-    cfg = C.decide(SPEC, x, view)
+    w, b = rt.unit_stride(weight), rt.unit_stride(bias)
+    cfg = rt.decide(SPEC, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     R = view.M * view.K
     assert R == rows
@@ -513,9 +512,9 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
     eps_hi, eps_lo = f32_split(float(eps))
     if cfg.strategy == "split_rows":
         # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (one read; see the kernel).
-        block_n, split = C.split_row_chunks(cfg, view.N)
-        parts = C.next_pow2(split)
-        C.launch_split_rows(
+        block_n, split = rt.split_row_chunks(cfg, view.N)
+        parts = rt.next_pow2(split)
+        rt.launch_split_rows(
             rec, _split_rows_kernel, x, R, split, cfg.num_programs,
             (x, w if w is not None else dummy, b if b is not None else dummy, y,
              mean if mean is not None else dummy, rstd if rstd is not None else dummy,
@@ -529,31 +528,31 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         else:
             rec.save(key, y)
         return y, mean, rstd
-    programs, persist = C.row_programs(cfg, R)
+    programs, persist = rt.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
-    cols = C.row_cols(cfg, x, op, True, single, 1)
-    align = C.row_align(x, view, cfg, single, True)
-    tail = C.single_tail(cfg, view, single)
+    cols = rt.row_cols(cfg, x, op, True, single, 1)
+    align = rt.row_align(x, view, cfg, single, True)
+    tail = rt.single_tail(cfg, view, single)
     s_wl = 0
     if align and (w is not None or b is not None):
         # shifted tiles read the shifted copies of weight and bias (see _shift_affine_kernel)
-        s_wl = C.cdiv(view.N + 2 * align, 16) * 16
+        s_wl = rt.cdiv(view.N + 2 * align, 16) * 16
         w_sh = rec.empty((align, s_wl), x.dtype, x.device) if w is not None else None
         b_sh = rec.empty((align, s_wl), x.dtype, x.device) if b is not None else None
-        rec.launch(_shift_affine_kernel, (C.cdiv(s_wl, 1024), align), w if w is not None else dummy,
+        rec.launch(_shift_affine_kernel, (rt.cdiv(s_wl, 1024), align), w if w is not None else dummy,
                    b if b is not None else dummy, w_sh if w_sh is not None else dummy,
                    b_sh if b_sh is not None else dummy, view.N, s_wl, HAS_W=w is not None, HAS_B=b is not None,
                    BLOCK=1024, num_warps=4)
         w, b = w_sh, b_sh
-    unroll = 0 if single or align else C.unrolled_chunks(view.N, cfg)
+    unroll = 0 if single or align else rt.unrolled_chunks(view.N, cfg)
     rec.launch(
         _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
         y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
         sym, syn, syk, eps_hi, eps_lo, s_wl, HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
         ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-        PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-        EVEN=C.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
-        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=C.row_hint(view, align),
+        PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=rt.row_align_out(y, x, view, align),
+        EVEN=rt.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
+        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=rt.row_hint(view, align),
         TAIL=tail, COLS=cols,
         UNROLL=unroll, UNROLL_OUT=0 < unroll <= UNROLL_SECOND, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 
-from . import _common as C
+from . import runtime as rt
 from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
 
 # Submodules by full name: the package re-exports functions called softmax, layer_norm, batch_norm, which
@@ -77,18 +77,18 @@ def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Proble
     def problem(x: torch.Tensor, dim: Any = None, *args: Any, keepdim: bool = False, **kwargs: Any) -> Problem:
         if isinstance(dim, bool):
             dim = None
-        dims = C.wrap_dims(name, dim, x.dim())
+        dims = rt.wrap_dims(name, dim, x.dim())
         if name in _red.SPECS and (not keep_order or dim is None):  # the plain reductions' path: maybe staged
-            step = _red._next_launch(x, dims, torch.empty(C.reduced_shape(x.shape, dims, False), device="meta"))
+            step = _red._next_launch(x, dims, torch.empty(rt.reduced_shape(x.shape, dims, False), device="meta"))
             if step is not None:  # (staged: the first stage, the launch over the whole input)
-                return C.problem_of(name, x, step[0])
-        out = torch.empty(C.reduced_shape(x.shape, dims, keepdim), device="meta")
+                return rt.problem_of(name, x, step[0])
+        out = torch.empty(rt.reduced_shape(x.shape, dims, keepdim), device="meta")
         if name in _st.SPECS:  # statistics over two reduced axes: the inner rows the call decides for
             two = _st._two_axes(x, dims, out, keepdim)
             if two is not None:
-                return C.problem_of(name, x, two[0])
-        src, view, layout = _red._prepare(name, x, dims, out, keepdim, reorder=not keep_order)
-        return C.problem_of(name, x, view, layout)
+                return rt.problem_of(name, x, two[0])
+        src, view, layout = rt.gathering(name, x, dims, out, keepdim, reorder=not keep_order)
+        return rt.problem_of(name, x, view, layout)
     return problem
 
 
@@ -107,9 +107,9 @@ def _io_bytes(reference: Callable[..., Any]) -> Callable[..., int]:
 
 def _softmax_problem(name: str) -> Callable[..., Problem]:
     def problem(x: torch.Tensor, dim: int, *args: Any, **kwargs: Any) -> Problem:
-        d = C.wrap_dim(name, dim, x.dim())
-        _, _, view = C.map_view(x, torch.empty(x.shape, device="meta"), (d,) if x.dim() else ())
-        return C.problem_of(name, x, view)
+        d = rt.wrap_dim(name, dim, x.dim())
+        _, _, view = rt.map_view(x, torch.empty(x.shape, device="meta"), (d,) if x.dim() else ())
+        return rt.problem_of(name, x, view)
     return problem
 
 
@@ -126,8 +126,8 @@ def _layer_norm_problem(x: torch.Tensor, normalized_shape: Sequence[int], *args:
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
-    _, _, view = C.map_view(x, torch.empty(x.shape, device="meta"), dims)
-    return C.problem_of("layer_norm", x, view)
+    _, _, view = rt.map_view(x, torch.empty(x.shape, device="meta"), dims)
+    return rt.problem_of("layer_norm", x, view)
 
 
 def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",

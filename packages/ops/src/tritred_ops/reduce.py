@@ -29,35 +29,33 @@ import triton
 import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
-from . import _common as C
-from ._common import UNSET as _UNSET  # marks an argument that was not passed
-from ._common import Unset as _Unset
-from ._kernels import (
+from . import runtime as rt
+from .kernels.combine import (
     MAX,
     MIN,
     PROD,
     SUM,
-    acc_dtype,
-    aligned_rows,
     arg_combine,
     arg_finish,
     arg_reduce,
     arg_step,
-    col_block,
     combine,
     div_exact,
-    f32_split,
-    identity,
+    tile_reduce,
+)
+from .kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
+from .kernels.rows import (
+    aligned_rows,
+    col_block,
     load_loop,
     loop_evicts,
-    pre_cast,
     row_block,
     row_masks,
-    tile_reduce,
-    tl_dtype,
     wait_for_previous_launch,
 )
-from ._replay import Recorder, find_plan
+from .runtime import UNSET as _UNSET  # marks an argument that was not passed
+from .runtime import Recorder, find_plan
+from .runtime import Unset as _Unset
 
 # --------------------------------------------------------------------------------------------------------------
 # kernels
@@ -77,14 +75,14 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
     blocks with ``tl.range`` pipelining (LOOP_STAGES), so that the next block's loads are in flight while this
     block reduces. DIV: N and the row stride are multiples of DIV. UNROLL (loop, no split, unshifted): rows of
-    exactly UNROLL full chunks, the loop unrolled (``_common.unrolled_chunks``). PART (other loops, unshifted):
+    exactly UNROLL full chunks, the loop unrolled (``runtime.unrolled_chunks``). PART (other loops, unshifted):
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
     PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
     TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
-    WAIT: a dependent launch (a split's merge, ``_common.dependent_launch``).
+    WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``).
     """
     wait_for_previous_launch(WAIT)
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
     if PERSIST > 0:
@@ -168,7 +166,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         if PART > 1 and ALIGN == 0:
             # PART whole chunks per iteration, unrolled: their loads are issued together (a runtime trip count
-            # otherwise keeps one chunk in flight, see _common.unrolled_chunks), no column mask.
+            # otherwise keeps one chunk in flight, see runtime.unrolled_chunks), no column mask.
             n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
             for g0 in range(n_lo, n_whole, PART * BLOCK_N):
                 for u in tl.static_range(PART):
@@ -206,7 +204,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     is read once, so its lines should not push other data out of L2. (H200, sum dim=1 of 64x4096x256 bf16:
     hint 69 -> 74 %, 4 loads 75 %; tools/exp_h200.py.)
     """
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
@@ -245,9 +243,9 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
     stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest.
     ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`). WAIT: a dependent launch
-    (the split's merge, ``_common.dependent_launch``)."""
+    (the split's merge, ``runtime.dependent_launch``)."""
     wait_for_previous_launch(WAIT)
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -336,7 +334,7 @@ def _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX: tl.constexpr, IDE
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT_LOOP: tl.constexpr, PART: tl.constexpr,
                       ALIGN: tl.constexpr):
     """(value, first index) of rows that start off 16-byte boundaries, in tiles from the boundary below each row
-    (``_kernels.aligned_rows``: 16-byte loads): tile chunk 0 (the shift's lanes) and the chunks past
+    (``kernels.rows.aligned_rows``: 16-byte loads): tile chunk 0 (the shift's lanes) and the chunks past
     N // BLOCK_N masked, those between whole (PART per iteration), with no element mask or select.
 
     A lane's position is its chunk's columns less the row's shift; a lane that kept the identity from a masked
@@ -369,7 +367,7 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
                      IS_MAX: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
                      SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """As the rows loop of :func:`_arg_rows_kernel`, over [BLOCK_N, BLOCK_K] tiles along the contiguous k.
-    No DIV hint (``_common.col_hint``): with it, max over dim 0 of 16384x1000 bf16 lost 27 -> 22 % of copy
+    No DIV hint (``runtime.col_hint``): with it, max over dim 0 of 16384x1000 bf16 lost 27 -> 22 % of copy
     bandwidth on the H200 (tools/div_ab.py --cols), where the other column kernels gained or held."""
     m, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m * s_xm + ks * s_xk
@@ -400,18 +398,18 @@ def _arg_cols_kernel(x_ptr, val_ptr, idx_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s
 # --------------------------------------------------------------------------------------------------------------
 
 SPECS = {
-    "sum": ReductionSpec(name="sum", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.sum",
+    "sum": ReductionSpec(name="sum", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.sum",
                          summary="sum over dims (integer and bool inputs sum into int64)"),
     "mean": ReductionSpec(name="mean", family="reduce", mirrors="torch.mean", summary="arithmetic mean over dims"),
-    "prod": ReductionSpec(name="prod", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.prod",
+    "prod": ReductionSpec(name="prod", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.prod",
                           summary="product over dims"),
-    "amax": ReductionSpec(name="amax", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.amax",
+    "amax": ReductionSpec(name="amax", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.amax",
                           summary="maximum over dims (NaN propagates)"),
-    "amin": ReductionSpec(name="amin", family="reduce", dtypes=C.ALL_DTYPES, mirrors="torch.amin",
+    "amin": ReductionSpec(name="amin", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.amin",
                           summary="minimum over dims (NaN propagates)"),
-    "max": ReductionSpec(name="max", family="reduce", dtypes=C.ALL_DTYPES, outputs=("values", "indices"),
+    "max": ReductionSpec(name="max", family="reduce", dtypes=rt.ALL_DTYPES, outputs=("values", "indices"),
                          mirrors="torch.max", summary="max, or (values, indices) of the first max along dim"),
-    "min": ReductionSpec(name="min", family="reduce", dtypes=C.ALL_DTYPES, outputs=("values", "indices"),
+    "min": ReductionSpec(name="min", family="reduce", dtypes=rt.ALL_DTYPES, outputs=("values", "indices"),
                          mirrors="torch.min", summary="min, or (values, indices) of the first min along dim"),
 }
 
@@ -421,7 +419,7 @@ def _values_indices(name: str, values: torch.Tensor, indices: torch.Tensor) -> A
     return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))
 
 
-def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.View, out: torch.Tensor,
+def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: rt.View, out: torch.Tensor,
                    cast: torch.dtype, acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig) -> None:
     """Run one plain reduction of ``x`` (described by ``view``) into ``out`` with config ``cfg``."""
     (sxm, sxn, sxk), (som, _, sok) = view.strides
@@ -429,65 +427,37 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: C.V
     ident = identity(op, acc)
     consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
-    split, nps = C.split_plan(cfg, view.N)
+    split, nps = rt.split_plan(cfg, view.N)
     target = rec.empty((R, split), acc, x.device) if split > 1 else out
-    if C.rows_layout(view):
-        programs, persist = C.row_programs(cfg, R, split)
+    if rt.rows_layout(view):
+        programs, persist = rt.row_programs(cfg, R, split)
         grid = (programs, split)
         single = split == 1 and cfg.BLOCK_N + cfg.BLOCK_TAIL >= view.N
-        align = C.row_align(x, view, cfg, single) if split == 1 else 0
+        align = rt.row_align(x, view, cfg, single) if split == 1 else 0
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align,
-            DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
-            PART=1 if single else cfg.num_stages, TAIL=C.single_tail(cfg, view, single), **consts)
+            DIV=rt.row_hint(view, align),
+            UNROLL=rt.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
+            PART=1 if single else cfg.num_stages, TAIL=rt.single_tail(cfg, view, single), **consts)
     else:
-        C.no_tail(cfg, name)
-        grid = (view.M * C.cdiv(view.K, cfg.BLOCK_K), split)
+        rt.no_tail(cfg, name)
+        grid = (view.M * rt.cdiv(view.K, cfg.BLOCK_K), split)
         # num_stages of a column config: tiles loaded per loop iteration (see _cols_kernel)
         rec.launch(
             _cols_kernel, grid, x, target, view.M, view.N, view.K, sxm, sxn, sxk, som, sok, nps,
             *f32_split(mean_divisor), PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split,
-            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, LOADS=cfg.num_stages, DIV=C.col_hint(view),
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, LOADS=cfg.num_stages, DIV=rt.col_hint(view),
             **{**consts, "num_stages": 1})
     if split > 1:  # combine the partials of each output in a fixed order
-        block_m, block_n = C.combine_blocks(R, split)
-        rec.launch(_rows_kernel, (C.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
+        block_m, block_n = rt.combine_blocks(R, split)
+        rec.launch(_rows_kernel, (rt.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
                    som, sok, split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc), SPLIT=1,
-                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **C.dependent_launch(x.device), **consts)
+                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **rt.dependent_launch(x.device), **consts)
 
 
-def _out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool) -> list[int]:
-    """Strides of ``out`` over the input's dims (0 on reduced dims), for the joint canonical view."""
-    strides, j = [], 0
-    for d in range(ndim):
-        if d in dims:
-            strides.append(0)
-            j += keepdim
-        else:
-            strides.append(out.stride(j))
-            j += 1
-    return strides
-
-
-def _prepare(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool,
-             reorder: bool = True) -> tuple[torch.Tensor, C.View, str]:
-    """Joint canonical view of ``x`` and ``out``; gathers ``x`` when its reduced dims are not one strided axis."""
-    strides = [list(x.stride()), _out_strides(out, x.dim(), dims, keepdim)]
-    view = C.canonical_view(x.shape, strides, dims, reorder_reduced=reorder)
-    if view is not None:
-        return x, view, "strided"
-    kept = [d for d in range(x.dim()) if d not in dims]
-    C.log.debug("tritred.%s: reduced dims %s of a %s tensor with strides %s are gathered (one copy)",
-                name, dims, tuple(x.shape), x.stride())
-    g = x.permute(*kept, *dims).reshape(out.numel(), -1)
-    view = C.View(out.numel(), g.shape[1], 1, ((g.stride(0), g.stride(1), 0), (1, 0, 0)))
-    return g, view, "gathered"
-
-
-def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...], list[int], C.View] | None:
+def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...], list[int], rt.View] | None:
     """A first stage for reduced dims that are not one strided axis of ``x`` (dims (0, 2, 3) of NCHW): the
     most reduced dims, taken in order of stride (smallest first), that are one strided axis; returns (those
     dims, the shape of the contiguous temporary that keeps every other dim, the joint view of ``x`` and that
@@ -497,19 +467,19 @@ def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...
         first = tuple(sorted(order[:k]))
         shape = [s for d, s in enumerate(x.shape) if d not in first]
         temp = torch.empty(shape, device="meta")  # (its strides over x's dims, as the output's)
-        view = C.canonical_view(x.shape, [list(x.stride()), _out_strides(temp, x.dim(), first, False)], first)
+        view = rt.canonical_view(x.shape, [list(x.stride()), rt.out_strides(temp, x.dim(), first, False)], first)
         if view is not None:
             return first, shape, view
     return None
 
 
 def _next_launch(x: torch.Tensor, dims: tuple[int, ...],
-                 out_flat: torch.Tensor) -> tuple[C.View, tuple[int, ...], list[int]] | None:
+                 out_flat: torch.Tensor) -> tuple[rt.View, tuple[int, ...], list[int]] | None:
     """What :func:`_reduce_into` launches next for ``dims`` of ``x``: (view, (), []) when they are one strided
     axis (straight into the output), (view of the first stage, its dims, its temporary's shape) when they are not,
     None when not even a first stage exists (the caller gathers). ``tritred explain`` and ``tune`` describe the
     same first launch."""
-    view = C.canonical_view(x.shape, [list(x.stride()), _out_strides(out_flat, x.dim(), dims, False)], dims)
+    view = rt.canonical_view(x.shape, [list(x.stride()), rt.out_strides(out_flat, x.dim(), dims, False)], dims)
     if view is not None:
         return view, (), []
     stage = _first_stage(x, dims)
@@ -532,10 +502,10 @@ def _reduce_into(rec: Recorder, op: int, name: str, x: torch.Tensor, dims: tuple
         return False
     view, first, shape = step
     if not first:
-        _launch_reduce(rec, op, name, x, view, out, cast, acc, mean_divisor, C.decide(SPECS[name], x, view))
+        _launch_reduce(rec, op, name, x, view, out, cast, acc, mean_divisor, rt.decide(SPECS[name], x, view))
         return True
     temp = rec.empty(shape, acc, x.device)
-    _launch_reduce(rec, op, name, x, view, temp, cast, acc, 0.0, C.decide(SPECS[name], x, view))
+    _launch_reduce(rec, op, name, x, view, temp, cast, acc, 0.0, rt.decide(SPECS[name], x, view))
     rest = tuple(d - builtins.sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
     return _reduce_into(rec, op, name, temp, rest, out, out_flat, acc, acc, mean_divisor)
 
@@ -545,26 +515,26 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
     plan, key = find_plan(name, (dim, keepdim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
-    x = C.check_tensor(name, "input", x)
+    x = rt.check_tensor(name, "input", x)
     spec = SPECS[name]
-    C.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
-    C.check_keepdim(name, keepdim)
+    rt.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
+    rt.check_keepdim(name, keepdim)
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
     cast = dtype if dtype is not None else x.dtype
     if cast.is_complex:
         raise NotImplementedError(f"tritred.{name}(): dtype={cast} is not supported (complex)")
-    if name == "mean" and cast not in C.FLOATS:
+    if name == "mean" and cast not in rt.FLOATS:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
-                           f"or complex dtype. Got: {C.SCALAR_TYPE_NAMES.get(cast, cast)}")
-    if cast not in C.FLOATS + C.INTEGERS:
+                           f"or complex dtype. Got: {rt.SCALAR_TYPE_NAMES.get(cast, cast)}")
+    if cast not in rt.FLOATS + rt.INTEGERS:
         raise NotImplementedError(f"tritred.{name}(): dtype={cast} is not supported")
-    if name in ("sum", "prod") and dtype is None and x.dtype in C.INTEGERS:
+    if name in ("sum", "prod") and dtype is None and x.dtype in rt.INTEGERS:
         out_dtype = torch.int64  # torch promotes integer and bool sums/products to int64
     else:
         out_dtype = cast
-    dims = C.wrap_dims(name, dim, x.dim())
-    C.check_runnable(name, x)
+    dims = rt.wrap_dims(name, dim, x.dim())
+    rt.check_runnable(name, x)
     if x.numel() == 0 or any(x.shape[d] == 0 for d in dims):
         if name in ("amax", "amin") and (x.numel() == 0 and (dim is None or dim == () or dim == [])):
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -573,16 +543,16 @@ def _reduce(name: str, op: int, x: torch.Tensor, dim: int | Sequence[int] | None
             if x.shape[d] == 0 and name in ("amax", "amin", "max", "min"):
                 raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         fill = {"sum": 0, "prod": 1, "mean": float("nan")}.get(name, 0)  # amax/amin: the result is empty
-        return torch.full(C.reduced_shape(x.shape, dims, keepdim), fill, dtype=out_dtype, device=x.device)
+        return torch.full(rt.reduced_shape(x.shape, dims, keepdim), fill, dtype=out_dtype, device=x.device)
     acc = acc_dtype(cast)
     rec = Recorder(x)
-    out = rec.empty(C.reduced_shape(x.shape, dims, keepdim), out_dtype, x.device)
-    count = C.prod([x.shape[d] for d in dims])
+    out = rec.empty(rt.reduced_shape(x.shape, dims, keepdim), out_dtype, x.device)
+    count = rt.prod([x.shape[d] for d in dims])
     divisor = float(count) if name == "mean" else 0.0
-    out_flat = out.view(C.reduced_shape(x.shape, dims, False))
+    out_flat = out.view(rt.reduced_shape(x.shape, dims, False))
     if not _reduce_into(rec, op, name, x, dims, out, out_flat, cast, acc, divisor):
-        src, view, layout = _prepare(name, x, dims, out, keepdim)
-        _launch_reduce(rec, op, name, src, view, out, cast, acc, divisor, C.decide(spec, x, view, layout))
+        src, view, layout = rt.gathering(name, x, dims, out, keepdim)
+        _launch_reduce(rec, op, name, src, view, out, cast, acc, divisor, rt.decide(spec, x, view, layout))
     rec.save(key, out)
     return out
 
@@ -634,10 +604,10 @@ def prod(input: torch.Tensor, dim: int | _Unset = _UNSET, keepdim: bool = False,
         if keepdim is not False:
             raise TypeError("prod(): keepdim needs an int dim")
         return _reduce("prod", PROD, input, None, False, dtype)
-    if dim is None and C.torch_accepts("prod(x, None)",
+    if dim is None and rt.torch_accepts("prod(x, None)",
                                        lambda: torch.prod(torch.empty(2, device="meta"), None)):  # type: ignore[call-overload]
         return _reduce("prod", PROD, input, None, keepdim, dtype)
-    if C.as_index(dim) is None:
+    if rt.as_index(dim) is None:
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     return _reduce("prod", PROD, input, dim, keepdim, dtype)  # type: ignore[arg-type]
 
@@ -660,25 +630,25 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
     plan, key = find_plan(name, (dim, keepdim), x)
     if plan is not None:
         return _values_indices(name, *plan.run(x))
-    x = C.check_tensor(name, "input", x)
+    x = rt.check_tensor(name, "input", x)
     if isinstance(dim, torch.Tensor):  # torch.max(x, other): the elementwise binary overload, not a reduction
         raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
                         f"(elementwise); tritred has only the reductions: use torch.{name}imum, or an int dim")
-    C.check_supported(name, x, allow_integers=True)
+    rt.check_supported(name, x, allow_integers=True)
     if dim is None:  # as torch: max(input) or max(input, int dim), no max(input, None)
         raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, NoneType): "
                         "'dim' must be an int (or omitted for the full reduction)")
     if dim is _UNSET and keepdim is not _UNSET:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
-    keepdim = C.check_keepdim(name, False if keepdim is _UNSET else keepdim)
+    keepdim = rt.check_keepdim(name, False if keepdim is _UNSET else keepdim)
     if isinstance(dim, _Unset):
         if x.numel() == 0:
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")
         return _reduce(name, MAX if name == "max" else MIN, x, None, False, None)
-    d = C.wrap_dim(name, dim, x.dim())
-    C.check_runnable(name, x)
-    shape = C.reduced_shape(x.shape, (d,) if x.dim() else (), keepdim)
+    d = rt.wrap_dim(name, dim, x.dim())
+    rt.check_runnable(name, x)
+    shape = rt.reduced_shape(x.shape, (d,) if x.dim() else (), keepdim)
     rec = Recorder(x)
     values = rec.empty(shape, x.dtype, x.device)
     indices = rec.empty(shape, torch.int64, x.device)
@@ -690,40 +660,40 @@ def _arg(name: str, x: torch.Tensor, dim: int | _Unset, keepdim: bool | _Unset) 
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     if x.numel() == 0:
         return _values_indices(name, values, indices)
-    src, view, layout = _prepare(name, x, (d,), values, keepdim, reorder=False)
-    cfg = C.decide(SPECS[name], x, view, layout)
+    src, view, layout = rt.gathering(name, x, (d,), values, keepdim, reorder=False)
+    cfg = rt.decide(SPECS[name], x, view, layout)
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     acc = acc_dtype(x.dtype)
     R = view.M * view.K
     is_max = name == "max"
     consts = dict(IS_MAX=is_max, IDENT=identity(MAX if is_max else MIN, acc), ACC=tl_dtype(acc),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    split, nps = C.split_plan(cfg, view.N)
+    split, nps = rt.split_plan(cfg, view.N)
     if split > 1:
         pv = rec.empty((R, split), acc, x.device)
         pi = rec.empty((R, split), torch.int64, x.device)
     else:
         pv, pi = values, indices
-    C.no_tail(cfg, name)
-    if C.rows_layout(view):
+    rt.no_tail(cfg, name)
+    if rt.rows_layout(view):
         single = cfg.strategy == "single_pass"
         # odd widths, loops only: the shifted tiles (the single pass keeps its plain masked tiles: not measured)
-        align = C.row_align(src, view, cfg, False, True) if not single and split == 1 else 0
+        align = rt.row_align(src, view, cfg, False, True) if not single and split == 1 else 0
         rec.launch(
-            _arg_rows_kernel, (C.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
+            _arg_rows_kernel, (rt.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, EVICT_LOOP=not single and loop_evicts(src),
-            DIV=C.row_hint(view, align), PART=1 if single else cfg.num_stages, ALIGN=align, **consts)
+            DIV=rt.row_hint(view, align), PART=1 if single else cfg.num_stages, ALIGN=align, **consts)
     else:
         rec.launch(
-            _arg_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
+            _arg_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K), split), src, pv, pi, view.M, view.N, view.K, sxm,
             sxn, sxk, som, sok, nps, SPLIT=split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, **consts)
     if split > 1:
-        block_m, block_n = C.combine_blocks(R, split)
+        block_m, block_n = rt.combine_blocks(R, split)
         rec.launch(
-            _arg_rows_kernel, (C.cdiv(R, block_m), 1), pv, pi, values, indices, R, split, view.K, view.K * split, 1,
+            _arg_rows_kernel, (rt.cdiv(R, block_m), 1), pv, pi, values, indices, R, split, view.K, view.K * split, 1,
             split, som, sok, split, HAS_IDX_IN=True, SPLIT=1, SINGLE=False, BLOCK_M=block_m, BLOCK_N=block_n,
-            **C.dependent_launch(x.device), **consts)
+            **rt.dependent_launch(x.device), **consts)
     rec.save(key, values, indices)
     return _values_indices(name, values, indices)
 

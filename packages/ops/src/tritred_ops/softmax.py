@@ -14,7 +14,7 @@ barrier and write from registers: one read, one write (``_split_rows_kernel``).
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy); too few column
 blocks split N (``split``): ``_cols_part_kernel`` stores a (max, sum of exp) partial per slice, ``_cols_emit_kernel``
 merges them and writes its slice (past ``MERGE_INLINE`` slices ``_cols_merge_kernel`` merges them once, in a launch
-between the two; on sm_90+ both later launches are dependent launches, ``_common.dependent_launch``).
+between the two; on sm_90+ both later launches are dependent launches, ``runtime.dependent_launch``).
 NaN/inf follow torch: a row with NaN or +inf gives NaN (softmax) and an all -inf row gives NaN; logsumexp gives
 +inf for rows holding +inf and -inf for all -inf rows.
 """
@@ -28,24 +28,22 @@ import triton
 import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
-from . import _common as C
-from ._kernels import (
-    acc_dtype,
+from . import runtime as rt
+from .kernels.combine import max_fn
+from .kernels.dtypes import acc_dtype, pre_cast, tl_dtype
+from .kernels.rows import (
     aligned_rows,
     col_block,
     edge_cols,
     group_barrier,
     inner_mask,
-    max_fn,
-    pre_cast,
     row_block,
     row_masks,
     shifted_out,
     single_load_evict,
-    tl_dtype,
     wait_for_previous_launch,
 )
-from ._replay import Recorder, find_plan
+from .runtime import Recorder, find_plan
 
 
 @triton.jit
@@ -173,7 +171,7 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
-    multiples of DIV (``_common.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
+    multiples of DIV (``runtime.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
     dividing BLOCK_N: the elements of one thread's vector load). PEEL (the online loop; off only for an A/B,
     tools/peel_ab.py): chunks inside every row take no element mask. TAIL (single pass): the row's lanes past
     BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
@@ -294,7 +292,7 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
     registers. Per row it stores its chunk's (max, sum of exp) and, PHASE 3, waits at the row's barrier
     (:func:`group_barrier`) for the group's other programs; then each program merges the SPLIT partials in the
     same fixed order (deterministic, identical in every program) and writes its chunk from registers. A
-    persistent grid of co-resident groups (a cooperative launch, ``_common.launch_split_rows``) loops over the
+    persistent grid of co-resident groups (a cooperative launch, ``runtime.launch_split_rows``) loops over the
     rows. PHASE 1 and PHASE 2 are the two halves as separate launches (the interpreter runs programs one after
     another; also used where no group fits on the device at once): PHASE 2 reads the row a second time.
     """
@@ -366,7 +364,7 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
     """Columns: BLOCK_K adjacent k of one m, over N in one tile (SINGLE) or online chunks, then a second sweep
     that writes (logsumexp: one value per k). DIV: K and the m and n strides are multiples of DIV."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
@@ -427,7 +425,7 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
     SPLIT_P2 = 1: it loads each column's merged pair from slot 0), then writes its slice (logsumexp: one value
     per k, a grid of one slice). Slices are taken in reverse launch order: the first programs to run write the
     slices the first launch read last, the likeliest to still be in L2. WAIT: a dependent launch
-    (``_common.dependent_launch``), waiting for the launch before it (its partials) before anything else."""
+    (``runtime.dependent_launch``), waiting for the launch before it (its partials) before anything else."""
     wait_for_previous_launch(WAIT)
     if DIV > 1:  # (as _cols_kernel)
         K = K // DIV * DIV
@@ -479,34 +477,34 @@ SPECS = {
                              summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
     "log_softmax": ReductionSpec(name="log_softmax", family="softmax", mirrors="torch.log_softmax",
                                  summary="x - max - log(sum(exp(x - max)))"),
-    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=C.ALL_DTYPES,
+    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=rt.ALL_DTYPES,
                                mirrors="torch.logsumexp", summary="log(sum(exp(x))) over dims, max-shifted"),
 }
 
 
-def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Tensor, cast: torch.dtype,
+def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.Tensor, cast: torch.dtype,
             cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     single = cfg.strategy == "single_pass"
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
                   SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if C.rows_layout(view) and cfg.strategy in ("split", "split_rows") and mode != 2:
+    if rt.rows_layout(view) and cfg.strategy in ("split", "split_rows") and mode != 2:
         # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (logsumexp reads a row once in any
         # strategy: it never takes this one).
         rows = view.M * view.K
-        block_n, split = C.split_row_chunks(cfg, view.N)
-        parts = C.next_pow2(split)
+        block_n, split = rt.split_row_chunks(cfg, view.N)
+        parts = rt.next_pow2(split)
         part_m = rec.empty((rows, parts), acc_dtype(cast), x.device)
         part_s = rec.empty((rows, parts), part_m.dtype, x.device)
-        C.launch_split_rows(rec, _split_rows_kernel, x, rows, split, cfg.num_programs, (x, y, part_m, part_s),
+        rt.launch_split_rows(rec, _split_rows_kernel, x, rows, split, cfg.num_programs, (x, y, part_m, part_s),
                             dict(R=rows, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn,
                                  s_yk=syk, SPLIT=split, SPLIT_P2=parts, BLOCK_N=block_n,
                                  **{k: v for k, v in common.items() if k != "SINGLE"}))
         return
-    if C.rows_layout(view):
+    if rt.rows_layout(view):
         rows = view.M * view.K
-        programs, persist = C.row_programs(cfg, rows)
-        align = C.row_align(x, view, cfg, single)
+        programs, persist = rt.row_programs(cfg, rows)
+        align = rt.row_align(x, view, cfg, single)
         # Row loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536
         # registers). The fp32 log_softmax loop otherwise takes 46 (one program per SM: 55 % of copy bandwidth on
         # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
@@ -514,23 +512,23 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
         cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   ALIGN=align, ALIGN_Y=C.row_align_out(y, x, view, align),
-                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=C.row_hint(view, align),
+                   ALIGN=align, ALIGN_Y=rt.row_align_out(y, x, view, align),
+                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=rt.row_hint(view, align),
                    GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N),
-                   TAIL=C.single_tail(cfg, view, single), **common,
+                   TAIL=rt.single_tail(cfg, view, single), **common,
                    **({"maxnreg": cap} if cap else {}))
     elif cfg.strategy == "split" and cfg.split > 1:
         # Columns split along N (few column blocks): a launch of partial (max, sum of exp) per slice, then one that
         # merges them (past MERGE_INLINE slices, a merge launch in between) and writes its slice: the input is
         # read twice (softmax's loop over a column reads it twice too), but by cfg.split times more programs.
-        C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
-        split, nps = C.split_plan(cfg, view.N)
-        k_blocks = C.cdiv(view.K, cfg.BLOCK_K)
+        rt.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
+        split, nps = rt.split_plan(cfg, view.N)
+        k_blocks = rt.cdiv(view.K, cfg.BLOCK_K)
         part_m = rec.empty((view.M * view.K, split), acc_dtype(cast), x.device)
         part_s = rec.empty((view.M * view.K, split), part_m.dtype, x.device)
         consts = {k: v for k, v in common.items() if k not in ("SINGLE", "MODE")}
         rec.launch(_cols_part_kernel, (view.M * k_blocks, split), x, part_m, part_s, view.M, view.N, view.K, sxm,
-                   sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view),
+                   sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view),
                    **consts)
         merged = split > MERGE_INLINE
         if merged:
@@ -538,40 +536,40 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: C.View, y: torch.Te
             # programs then read one pair per column (logsumexp's too: its one program per column block would otherwise
             # hold a [split, BLOCK_K] tile of partials, too large for registers: 32768x512 fp32 logsumexp at 264 slices
             # lost 26.2 -> 12.9 %).
-            block_m, block_s = C.combine_blocks(view.M * view.K, split)
-            rec.launch(_cols_merge_kernel, (C.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
-                       split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **C.dependent_launch(x.device))
+            block_m, block_s = rt.combine_blocks(view.M * view.K, split)
+            rec.launch(_cols_merge_kernel, (rt.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
+                       split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **rt.dependent_launch(x.device))
         rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
                    view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
-                   SPLIT_P2=1 if merged else C.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-                   DIV=C.col_hint(view), **C.dependent_launch(x.device), **consts)
+                   SPLIT_P2=1 if merged else rt.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+                   DIV=rt.col_hint(view), **rt.dependent_launch(x.device), **consts)
     else:
-        C.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
-        rec.launch(_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
-                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view), **common)
+        rt.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
+        rec.launch(_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
+                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), **common)
 
 
 def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:
     plan, key = find_plan(name, (dim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
-    x = C.check_tensor(name, "input", x)
+    x = rt.check_tensor(name, "input", x)
     if dim is None:
         raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
-    d = C.wrap_dim(name, dim, x.dim())
+    d = rt.wrap_dim(name, dim, x.dim())
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
     cast = dtype if dtype is not None else x.dtype
-    if x.dtype not in C.FLOATS + C.INTEGERS or cast not in C.FLOATS:
+    if x.dtype not in rt.FLOATS + rt.INTEGERS or cast not in rt.FLOATS:
         raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
-    C.check_runnable(name, x)
+    rt.check_runnable(name, x)
     rec = Recorder(x)
     y = rec.empty(x.shape, cast, x.device)  # contiguous, as torch's (whatever the input's layout)
     if x.numel() == 0:
         return y
     dims = (d,) if x.dim() else ()
-    x, y, view = C.map_view(x, y, dims)
-    cfg = C.decide(SPECS[name], x, view)
+    x, y, view = rt.map_view(x, y, dims)
+    cfg = rt.decide(SPECS[name], x, view)
     _launch(rec, mode, x, view, y, cast, cfg)
     rec.save(key, y)
     return y
@@ -627,29 +625,27 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     Raises:
         IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
     """
-    from .reduce import _prepare
-
     plan, key = find_plan("logsumexp", (dim, keepdim), input)
     if plan is not None:
         return plan.run(input)[0]
-    input = C.check_tensor("logsumexp", "input", input)
-    C.check_supported("logsumexp", input, allow_integers=True)
-    C.check_keepdim("logsumexp", keepdim)
-    if dim is None and not C.torch_accepts("logsumexp(x, None)",
+    input = rt.check_tensor("logsumexp", "input", input)
+    rt.check_supported("logsumexp", input, allow_integers=True)
+    rt.check_keepdim("logsumexp", keepdim)
+    if dim is None and not rt.torch_accepts("logsumexp(x, None)",
                                            lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):
         raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
-    dims = C.wrap_dims("logsumexp", dim, input.dim())
-    out_dtype = input.dtype if input.dtype in C.FLOATS else torch.get_default_dtype()
-    C.check_runnable("logsumexp", input)
+    dims = rt.wrap_dims("logsumexp", dim, input.dim())
+    out_dtype = input.dtype if input.dtype in rt.FLOATS else torch.get_default_dtype()
+    rt.check_runnable("logsumexp", input)
     rec = Recorder(input)
-    out = rec.empty(C.reduced_shape(input.shape, dims, keepdim), out_dtype, input.device)
+    out = rec.empty(rt.reduced_shape(input.shape, dims, keepdim), out_dtype, input.device)
     if out.numel() == 0:
         return out
     if any(input.shape[d] == 0 for d in dims):
         return out.fill_(float("-inf"))
-    src, view, layout = _prepare("logsumexp", input, dims, out, keepdim)
+    src, view, layout = rt.gathering("logsumexp", input, dims, out, keepdim)
     # The output has no reduced axis: its n-stride is never used.
-    cfg = C.decide(SPECS["logsumexp"], input, view, layout)
-    _launch(rec, 2, src, view, out, out_dtype if input.dtype not in C.FLOATS else input.dtype, cfg)
+    cfg = rt.decide(SPECS["logsumexp"], input, view, layout)
+    _launch(rec, 2, src, view, out, out_dtype if input.dtype not in rt.FLOATS else input.dtype, cfg)
     rec.save(key, out)
     return out

@@ -1,8 +1,9 @@
 """var, std, var_mean, std_mean: one-sweep statistics, Welford lanes merged by Chan's formula.
 
 ``single_pass``: the row is one register tile, reduced by the corrected two-pass algorithm (exact for rows far
-from 0; bfloat16 rows by the plain two-pass, whose error their 8-bit significand bounds: ``_kernels.chunk_stats``);
-short rows may each be spread over a few threads (``threads_per_row``: ``_kernels.short_rows_stats``).
+from 0; bfloat16 rows by the plain two-pass, whose error their 8-bit significand bounds:
+``kernels.welford.chunk_stats``); short rows may each be spread over a few threads (``threads_per_row``:
+``kernels.welford.short_rows_stats``).
 ``multi_pass``/``split``: each lane of the [BLOCK_M, BLOCK_N] tile runs Welford's (1962) update over
 the chunks, and the lanes are merged once at the end with the parallel formula of Chan, Golub & LeVeque (1979).
 Either way the input is read once and E[x^2] - E[x]^2 is never formed, so rows with a large mean keep their
@@ -23,32 +24,23 @@ import triton
 import triton.language as tl
 from tritred_core import LaunchConfig, ReductionSpec
 
-from . import _common as C
-from ._kernels import (
-    acc_dtype,
-    aligned_rows,
+from . import runtime as rt
+from .kernels.combine import div_exact, sqrt_exact
+from .kernels.dtypes import acc_dtype, f32_split, tl_dtype
+from .kernels.rows import aligned_rows, col_block, load_loop, loop_evicts, row_block, wait_for_previous_launch
+from .kernels.welford import (
     chan_fn,
     chunk_stats,
-    col_block,
-    div_exact,
-    f32_split,
     join_chunk,
-    load_loop,
-    loop_evicts,
     merge_lanes,
-    row_block,
     shifted_row_stats,
     short_rows_stats,
     short_rows_tile,
     single_tile,
-    sqrt_exact,
     tiles_stats,
-    tl_dtype,
-    wait_for_previous_launch,
     welford_step,
 )
-from ._replay import Recorder, find_plan
-from .reduce import _out_strides, _prepare
+from .runtime import Recorder, find_plan
 
 
 @triton.jit
@@ -80,10 +72,10 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
     unshifted): N == BLOCK_N, every lane of a row is one of its elements. PARTIAL (not with SPLIT): each row's
     (mean, M2) is stored at its row index for the combine kernel instead of finished (two reduced axes). DIV: N
     and the row stride are multiples of DIV. UNROLL (loop, no split): rows of exactly UNROLL full chunks, the
-    loop unrolled (``_common.unrolled_chunks``). TAIL (single pass): the row's lanes past BLOCK_N in a second
+    loop unrolled (``runtime.unrolled_chunks``). TAIL (single pass): the row's lanes past BLOCK_N in a second
     tile of TAIL lanes (``BLOCK_TAIL``). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns
     across a few threads, its other columns in their registers (``threads_per_row``, :func:`short_rows_stats`)."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.row_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
     if PERSIST > 0:
@@ -177,7 +169,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
                        SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
     """Columns: BLOCK_K adjacent k of one m over N (split slices or whole). DIV: K and the m and n strides are
     multiples of DIV."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``_common.col_hint``): vector loads, masks
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
         K = K // DIV * DIV
         s_xm = s_xm // DIV * DIV
         s_xn = s_xn // DIV * DIV
@@ -226,7 +218,7 @@ def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_
                           BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, WAIT: tl.constexpr = False):
     """Merge the n_split partial (mean, M2) of each output (output r's slice s at r * s_prow + s * s_pslice);
     slice s holds clamp(N - s*n_per_split) elements. n_split is a runtime argument (the batch size of two reduced
-    axes: no compile per batch size). WAIT: a dependent launch (``_common.dependent_launch``)."""
+    axes: no compile per batch size). WAIT: a dependent launch (``runtime.dependent_launch``)."""
     wait_for_previous_launch(WAIT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
@@ -254,12 +246,12 @@ SPECS = {
 }
 
 
-def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mean_out: torch.Tensor, divisor: float,
+def _launch(rec: Recorder, x: torch.Tensor, view: rt.View, out: torch.Tensor, mean_out: torch.Tensor, divisor: float,
             std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     acc = acc_dtype(x.dtype)
     R = view.M * view.K
-    split, nps = C.split_plan(cfg, view.N)
+    split, nps = rt.split_plan(cfg, view.N)
     consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
@@ -269,54 +261,54 @@ def _launch(rec: Recorder, x: torch.Tensor, view: C.View, out: torch.Tensor, mea
     else:
         p_m2, p_mean = out, mean_out
     name = ("std" if std else "var") + ("_mean" if want_mean else "")
-    cols = C.row_cols(cfg, x, name, C.rows_layout(view), single, split)
-    if C.rows_layout(view):
-        programs, persist = C.row_programs(cfg, R, split)
-        align = C.row_align(x, view, cfg, single, True) if split == 1 else 0
+    cols = rt.row_cols(cfg, x, name, rt.rows_layout(view), single, split)
+    if rt.rows_layout(view):
+        programs, persist = rt.row_programs(cfg, R, split)
+        align = rt.row_align(x, view, cfg, single, True) if split == 1 else 0
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
             PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
-            EVEN=split == 1 and C.even_rows(view, cfg, single, align), DIV=C.row_hint(view, align),
-            UNROLL=C.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
-            TAIL=C.single_tail(cfg, view, single), COLS=cols, **consts)
+            EVEN=split == 1 and rt.even_rows(view, cfg, single, align), DIV=rt.row_hint(view, align),
+            UNROLL=rt.unrolled_chunks(view.N, cfg) if not single and split == 1 and not align else 0,
+            TAIL=rt.single_tail(cfg, view, single), COLS=cols, **consts)
     else:
-        C.no_tail(cfg, name)
+        rt.no_tail(cfg, name)
         rec.launch(
-            _stats_cols_kernel, (view.M * C.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
+            _stats_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
             sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, DIV=C.col_hint(view), **consts)
+            BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), **consts)
     if split > 1:
-        block_m, block_s = C.combine_blocks(R, split)
+        block_m, block_s = rt.combine_blocks(R, split)
         rec.launch(
-            _stats_combine_kernel, (C.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som, sok,
-            *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s, **C.dependent_launch(x.device),
-            **{**consts, "num_warps": 4})
+            _stats_combine_kernel, (rt.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som,
+            sok, *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s,
+            **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
 #: Most partials per output the two-axes merge takes (one tile holds all of an output's partials).
 _MAX_SLICES = 1024
 
 
-def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool) -> tuple[C.View, int] | None:
+def _two_axes(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool) -> tuple[rt.View, int] | None:
     """Reduced dims that make two strided axes of ``x``, the inner one unit-stride, beside at most one kept axis
     (var over (0, 2, 3) of NCHW: the batch, then H*W, the channels kept): (the rows view M = outer, N = inner,
     K = kept: row (m, k), the m-th inner row of output k, is its m-th partial; the output's stride along the kept
     axis). Rows in that order are adjacent in memory (NCHW: image by image), so short inner rows (7x7) share
     their sectors. None for other layouts, or past ``_MAX_SLICES`` outer slices (the caller gathers)."""
-    strides = [list(x.stride()), _out_strides(out, x.dim(), dims, keepdim)]
-    kg, rg = C.dim_groups(x.shape, strides, dims)
+    strides = [list(x.stride()), rt.out_strides(out, x.dim(), dims, keepdim)]
+    kg, rg = rt.dim_groups(x.shape, strides, dims)
     if len(rg) != 2 or len(kg) > 1:
         return None
     (slices, s_outer), (inner, s_inner) = rg  # (sorted by stride: the outer axis first)
     if s_inner[0] != 1 or slices > _MAX_SLICES:
         return None
     kept, s_kept = kg[0] if kg else (1, [0, 0])
-    view = C.View(M=slices, N=inner, K=kept, strides=((s_outer[0], 1, s_kept[0]), (0, 0, 0)))
+    view = rt.View(M=slices, N=inner, K=kept, strides=((s_outer[0], 1, s_kept[0]), (0, 0, 0)))
     return view, s_kept[1]
 
 
-def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: int, out: torch.Tensor,
+def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: rt.View, out_stride: int, out: torch.Tensor,
                      mean_out: torch.Tensor, divisor: float, std: bool, want_mean: bool, cfg: LaunchConfig) -> None:
     """Statistics over two reduced axes without a copy: the rows kernel gives each inner row (one channel of
     one image) its (mean, M2) partial (PARTIAL), the combine kernel merges each output's ``view.M`` partials in a
@@ -331,21 +323,21 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: C.View, out_stride: i
     consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
-    programs, persist = C.row_programs(cfg, R)
-    cols = C.row_cols(cfg, x, ("std" if std else "var") + ("_mean" if want_mean else ""), True, single, 1)
-    align = C.row_align(x, view, cfg, single, True)
+    programs, persist = rt.row_programs(cfg, R)
+    cols = rt.row_cols(cfg, x, ("std" if std else "var") + ("_mean" if want_mean else ""), True, single, 1)
+    align = rt.row_align(x, view, cfg, single, True)
     rec.launch(
         _stats_rows_kernel, (programs, 1), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, 0, 0, view.N,
         *f32_split(divisor), SPLIT=1, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist,
         LOOP_STAGES=cfg.num_stages, ALIGN=align, EVICT_LOOP=not single and loop_evicts(x),
-        EVEN=C.even_rows(view, cfg, single, align), PARTIAL=True, DIV=C.row_hint(view, align),
-        TAIL=C.single_tail(cfg, view, single), COLS=cols,
-        UNROLL=0 if single or align else C.unrolled_chunks(view.N, cfg), **consts)
-    block_m, block_s = C.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
+        EVEN=rt.even_rows(view, cfg, single, align), PARTIAL=True, DIV=rt.row_hint(view, align),
+        TAIL=rt.single_tail(cfg, view, single), COLS=cols,
+        UNROLL=0 if single or align else rt.unrolled_chunks(view.N, cfg), **consts)
+    block_m, block_s = rt.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
-        _stats_combine_kernel, (C.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
+        _stats_combine_kernel, (rt.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
         view.N, out_stride, 0, *f32_split(divisor), view.M, 1, view.K, BLOCK_M=block_m, BLOCK_S=block_s,
-        **C.dependent_launch(x.device), **{**consts, "num_warps": 4})
+        **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
 def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
@@ -373,22 +365,22 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     if plan is not None:
         outs = plan.run(x)
         return outs[0], outs[-1]
-    x = C.check_tensor(name, "input", x)
-    C.check_keepdim(name, keepdim)
+    x = rt.check_tensor(name, "input", x)
+    rt.check_keepdim(name, keepdim)
     dim, corr = _parse_correction(name, dim, unbiased, correction)
-    if x.dtype not in C.FLOATS:
+    if x.dtype not in rt.FLOATS:
         if x.dtype.is_complex:
             raise NotImplementedError(f"tritred.{name}(): complex inputs are not supported")
         raise RuntimeError(f"{name}(): std and var only support floating point and complex dtypes, got {x.dtype}")
-    dims = C.wrap_dims(name, dim, x.dim())  # type: ignore[arg-type]
-    C.check_runnable(name, x)
-    shape = C.reduced_shape(x.shape, dims, keepdim)
+    dims = rt.wrap_dims(name, dim, x.dim())  # type: ignore[arg-type]
+    rt.check_runnable(name, x)
+    shape = rt.reduced_shape(x.shape, dims, keepdim)
     rec = Recorder(x)
     out = rec.empty(shape, x.dtype, x.device)
     want_mean = name.endswith("_mean")
     # var/std write no mean: its pointer is out's, never stored to (one allocation less per call)
     mean_out = rec.empty(shape, x.dtype, x.device) if want_mean else out
-    n = C.prod([x.shape[d] for d in dims])
+    n = rt.prod([x.shape[d] for d in dims])
     if out.numel() == 0:
         return out, mean_out
     if n == 0:
@@ -398,10 +390,10 @@ def _stats(name: str, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased
     if two is not None:
         view, out_stride = two
         _launch_two_axes(rec, x, view, out_stride, out, mean_out, divisor, name.startswith("std"), want_mean,
-                         C.decide(SPECS[name], x, view))
+                         rt.decide(SPECS[name], x, view))
     else:
-        src, view, layout = _prepare(name, x, dims, out, keepdim)
-        cfg = C.decide(SPECS[name], x, view, layout)
+        src, view, layout = rt.gathering(name, x, dims, out, keepdim)
+        cfg = rt.decide(SPECS[name], x, view, layout)
         _launch(rec, src, view, out, mean_out, divisor, name.startswith("std"), want_mean, cfg)
     rec.save(key, *((out, mean_out) if want_mean else (out,)))
     return out, mean_out

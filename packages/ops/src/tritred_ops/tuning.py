@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import statistics
 import time
@@ -27,7 +28,10 @@ import triton.testing
 from pydantic import BaseModel, ConfigDict
 from tritred_core import DeviceInfo, LaunchConfig, Problem, Reduction, get_registry, hookimpl
 
-from . import _common as C
+from . import runtime as rt
+from .runtime import caches, hints
+
+log = logging.getLogger("tritred")
 
 CACHE_ENV = "TRITRED_TUNE_CACHE"
 
@@ -41,8 +45,8 @@ def cache_path() -> Path:
 def shape_bucket(problem: Problem) -> str:
     """The shapes one tuned entry stands for: layout, N and the number of outputs rounded up to powers of two."""
     layout = "rows" if problem.inner else "cols"
-    outputs = C.next_pow2(max(problem.outputs, 1))
-    return f"{layout}-N{C.next_pow2(max(problem.N, 1))}-out{outputs}-K{'1' if problem.K == 1 else 'n'}"
+    outputs = rt.next_pow2(max(problem.outputs, 1))
+    return f"{layout}-N{rt.next_pow2(max(problem.N, 1))}-out{outputs}-K{'1' if problem.K == 1 else 'n'}"
 
 
 def cache_key(device: DeviceInfo, op: str, problem: Problem) -> str:
@@ -59,9 +63,9 @@ def _load() -> dict[str, Any]:
             data = json.loads(path.read_text())
             return dict(data.get("entries", {}))
         except (OSError, ValueError, AttributeError) as e:
-            C.log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
+            log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
             return {}
-    return C._cached(("tuning", str(cache_path())), read)  # type: ignore[no-any-return]
+    return caches.cached(("tuning", str(cache_path())), read)  # type: ignore[no-any-return]
 
 
 def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
@@ -73,7 +77,7 @@ def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None
         config = LaunchConfig(**{**entry["config"], "tuned": True, "decided_by": None})
         config.check_fits(problem)
     except (ValueError, TypeError, KeyError) as e:
-        C.log.debug("tritred: tuned entry for %s does not apply: %s", op, e)
+        log.debug("tritred: tuned entry for %s does not apply: %s", op, e)
         return None
     return config
 
@@ -127,10 +131,10 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
     if base.strategy == "single_pass" and problem.inner and problem.op in TAIL_ROWS:
         # a row in one power-of-two tile, or in that tile's half plus a tail tile (BLOCK_TAIL) when it fits
         if base.BLOCK_TAIL:
-            add(BLOCK_N=C.next_pow2(N), BLOCK_TAIL=0)
+            add(BLOCK_N=rt.next_pow2(N), BLOCK_TAIL=0)
         elif base.BLOCK_N >= 32 and N + 15 - base.BLOCK_N // 2 <= base.BLOCK_N // 2:
-            add(BLOCK_N=base.BLOCK_N // 2, BLOCK_TAIL=max(16, C.next_pow2(N + 15 - base.BLOCK_N // 2)))
-    if base.strategy == "single_pass" and problem.inner and problem.op in C.ROW_THREADS_OPS:
+            add(BLOCK_N=base.BLOCK_N // 2, BLOCK_TAIL=max(16, rt.next_pow2(N + 15 - base.BLOCK_N // 2)))
+    if base.strategy == "single_pass" and problem.inner and problem.op in hints.ROW_THREADS_OPS:
         # each row over a few threads (threads_per_row: 32 elements a thread), or the kernel's own layout
         if base.threads_per_row:
             add(threads_per_row=0)
@@ -154,14 +158,14 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
         # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry gives
         # every row of its bucket 8192-element programs (split is a lower bound on the programs: a smaller one
         # would widen them for longer rows).
-        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=C.cdiv(C.next_pow2(N), 8192), num_warps=8,
+        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=rt.cdiv(rt.next_pow2(N), 8192), num_warps=8,
             num_programs=0, num_stages=1)
     if problem.op == "batch_norm" and problem.stride_n == 1:
         # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
         # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
-        bn = min(C.next_pow2(N), 256)
+        bn = min(rt.next_pow2(N), 256)
         for lanes, w in ((4096, 4), (8192, 8)):
-            add(strategy="split_rows", BLOCK_M=max(1, min(C.next_pow2(problem.M), lanes // bn)), BLOCK_N=bn,
+            add(strategy="split_rows", BLOCK_M=max(1, min(rt.next_pow2(problem.M), lanes // bn)), BLOCK_N=bn,
                 BLOCK_K=1, num_warps=w, num_programs=0, num_stages=1)
     return list(out.values())
 
@@ -207,7 +211,7 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     reg = get_registry()
     args, kwargs = rec.make_inputs(shape, dtype, device=device, dim=dim, seed=0)
     problem = rec.problem(*args, **kwargs)
-    info = C.device_info(device)
+    info = rt.device_info(device)
     key = cache_key(info, rec.spec.name, problem)
     base = reg.launch_config(rec.spec, problem, info)
     from .testing import compare
@@ -243,7 +247,7 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
             try:
                 data = json.loads(path.read_text())
             except ValueError:
-                C.log.warning("tritred: overwriting unreadable tuning cache %s", path)
+                log.warning("tritred: overwriting unreadable tuning cache %s", path)
         data.setdefault("entries", {})[key] = {
             "config": best.model_dump(exclude={"decided_by", "tuned"}), "ms": trials[0].ms,
             "shape": list(shape), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -31,7 +31,8 @@ import torch
 from triton import knobs
 from tritred_core import get_registry
 
-from ._common import Unset, _cached
+from . import caches
+from .checks import Unset
 
 
 def tensor_key(t: torch.Tensor | None) -> Hashable:
@@ -403,7 +404,7 @@ class Recorder:
                     for kernel, compiled, grid, args, kwargs, slots in self.launches]
         outputs_allocs = [self.allocs[s - self.n_inputs] for s in out_slots]  # type: ignore[operator]
         plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches, zero_bytes)
-        _cached(key, lambda: plan)
+        caches.cached(key, lambda: plan)
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

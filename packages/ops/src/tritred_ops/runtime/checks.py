@@ -1,0 +1,171 @@
+"""Argument checks that mirror torch's: types, dtypes, devices, dims, with torch's exceptions and messages.
+
+Every public op runs its arguments through these before any work, so that a call torch refuses is refused the
+same way (same exception type, a message naming the argument), and a call torch accepts reaches the kernels in
+the form they expect (wrapped dims, materialized negative-bit views).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tritred_core import FLOAT_DTYPES, INTEGER_DTYPES
+
+from . import caches
+
+#: The floating dtypes every op takes; integer and bool dtypes (sum, prod, amax, amin, max, min, logsumexp).
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+#: Every dtype a spec can declare, by torch's name (``tritred_core`` spells dtypes as strings).
+ALL_DTYPES = FLOAT_DTYPES + INTEGER_DTYPES
+#: torch's own names for integer dtypes in error messages (c10::ScalarType).
+SCALAR_TYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+                     torch.uint8: "Byte", torch.bool: "Bool"}
+
+
+class Unset:
+    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+UNSET = Unset()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch's name of ``dtype`` without the ``torch.`` prefix (``"bfloat16"``), as :class:`~tritred_core.Problem`
+    spells it."""
+    return str(dtype).removeprefix("torch.")
+
+
+# -- argument checks ---------------------------------------------------------------------------------------------
+
+def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:
+    """``t`` if it is a tensor (TypeError naming the argument otherwise), with a negative-bit view
+    (``torch._neg_view``) materialized: kernels read memory, which holds the values un-negated."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    return t.resolve_neg() if t.is_neg() else t
+
+
+def unit_stride(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A parameter vector (weight, bias, running statistics) as kernels read it: flat with unit stride. A
+    contiguous one is passed as is; a strided, expanded or negative-bit view is copied (its own size, not the
+    input's): the caller copies an in-place updated one back."""
+    if t is None or (t.is_contiguous() and not t.is_neg()):
+        return t
+    return t.resolve_neg().contiguous()
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (TRITON_INTERPRET set to anything but "" or "0")."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_runnable(op: str, x: torch.Tensor) -> None:
+    """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1)."""
+    if x.device.type == "cuda":
+        return
+    if x.device.type == "cpu" and interpreting():
+        return
+    raise RuntimeError(
+        f"tritred.{op}(): input is on {x.device}; tritred runs on CUDA tensors, or on CPU tensors only under "
+        "the Triton interpreter (set TRITON_INTERPRET=1 before importing tritred_ops)"
+    )
+
+
+def check_same_device(op: str, x: torch.Tensor, **others: torch.Tensor | None) -> None:
+    for name, t in others.items():
+        if t is not None and t.device != x.device:
+            raise RuntimeError(
+                f"{op}(): Expected all tensors to be on the same device, but argument '{name}' is on {t.device} "
+                f"and input is on {x.device}"
+            )
+
+
+def check_float(op: str, x: torch.Tensor, what: str = "input") -> None:
+    """Floating tensors only; like torch, a non-floating input has no kernel (NotImplementedError), a
+    non-floating parameter is a RuntimeError."""
+    if x.dtype not in FLOATS:
+        kind = NotImplementedError if what == "input" else RuntimeError
+        raise kind(f"tritred.{op}(): {what} dtype must be float16, bfloat16, float32 or float64, got {x.dtype}")
+
+
+def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
+    if x.dtype in FLOATS or (allow_integers and x.dtype in INTEGERS):
+        return
+    kinds = "floating point, integer and bool" if allow_integers else "floating point"
+    # torch raises NotImplementedError for dtypes without a kernel (e.g. complex); so do we.
+    raise NotImplementedError(f"tritred.{op}(): not implemented for dtype {x.dtype}; supported: {kinds} dtypes")
+
+
+def as_index(value: object) -> int | None:
+    """``value`` as a Python int when it is integer-like (int, numpy integer, 0-d integer tensor), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def torch_accepts(name: str, call: Callable[[], object]) -> bool:
+    """Whether the installed torch accepts ``call`` (on meta tensors): for argument forms that torch releases
+    disagree on (``logsumexp(x, None)``, ``prod(x, None)``). Asked once per process, cached."""
+    def probe() -> bool:
+        try:
+            call()
+        except TypeError:
+            return False
+        return True
+    return caches.cached(("torch_accepts", name), probe)  # type: ignore[no-any-return]
+
+
+def check_keepdim(op: str, keepdim: object) -> bool:
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"{op}(): argument 'keepdim' must be bool, not {type(keepdim).__name__}")
+    return keepdim
+
+
+def wrap_dim(op: str, dim: int, ndim: int) -> int:
+    """torch's dim wrapping: a 0-d tensor accepts dims -1 and 0; any integer-like dim is accepted."""
+    index = as_index(dim)
+    if index is None:
+        raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    dim = index
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= dim <= hi:
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
+    return dim % max(ndim, 1)
+
+
+def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """Normalize ``dim`` (None, int, tuple or list) to sorted non-negative dims; None and () mean all dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if as_index(dim) is not None:
+        dims = [wrap_dim(op, dim, ndim)]  # type: ignore[arg-type]
+    elif isinstance(dim, (tuple, list, torch.Size)):
+        # (torch's int-list arguments take a bool element as an int: sum(x, (0, True)) is a sum over dims 0, 1)
+        dims = [wrap_dim(op, int(d) if isinstance(d, bool) else d, ndim) for d in dim]
+        if not dims:  # torch treats dim=() / [] as a full reduction
+            return tuple(range(ndim))
+    else:
+        raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    seen: set[int] = set()
+    for d in dims:
+        if d in seen:
+            raise RuntimeError(f"{op}(): dim {d} appears multiple times in the list of dims")
+        seen.add(d)
+    return tuple(sorted(d for d in dims if ndim > 0))
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> list[int]:
+    return [1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims]
