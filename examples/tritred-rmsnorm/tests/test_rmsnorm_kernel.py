@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritred_core
+from tritred_ops.runtime.caches import caches
 from tritred_rmsnorm import rms_norm
 from tritred_rmsnorm.plugin import rms_norm_config
 
@@ -116,7 +117,7 @@ def test_forced_multi_pass_with_several_rows(device: str, registry: tritred_core
     x = randn((10, 45), torch.float32, device)
     w = randn((45,), torch.float32, device, seed=4)
     assert_matches_torch(rms_norm(x, [45], w), x, [45], w)
-    cached = [v for k, v in registry.cache.items() if isinstance(v, tritred_core.LaunchConfig)]
+    cached = list(caches().launch_configs.values())
     assert [c.decided_by for c in cached] == ["forcing"]
 
 

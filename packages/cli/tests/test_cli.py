@@ -274,9 +274,9 @@ def test_tune_stores_a_config_that_explain_reports(cli: Callable[..., Any], tmp_
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "tuning.json"
     monkeypatch.setenv("TRITRED_TUNE_CACHE", str(cache))
-    from tritred_core import get_registry
+    from tritred_ops.runtime.caches import caches
 
-    get_registry().cache.clear()
+    caches().clear()
     args = ("--shape", "6x300", "--dtype", "float32")
     where = "cuda" if torch.cuda.is_available() else "cpu"  # the device tune times on
     before = json.loads(cli("explain", "softmax", *args, "--device", where, "--json").output)["config"]
@@ -292,7 +292,7 @@ def test_tune_stores_a_config_that_explain_reports(cli: Callable[..., Any], tmp_
     stored = next(iter(entries.values()))["config"]
     assert {k: after[k] for k in stored} == stored
     assert "tuned (from a tuning cache)" in cli("explain", "softmax", *args, "--device", where).output
-    get_registry().cache.clear()
+    caches().clear()
 
 
 def test_tune_dry_run_and_errors(cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

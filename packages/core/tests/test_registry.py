@@ -100,20 +100,34 @@ def test_blocked_plugin_name(registry: Registry, toys: Any) -> None:
 def test_unregister_invalidates(registry: Registry, toys: Any) -> None:
     registry.register(toys.ReductionsPlugin(toys.make_reduction("toy_sum")), name="toys")
     assert "toy_sum" in registry.reductions()
-    registry.cache["k"] = "v"
+    held = registry.state("ops", dict)
+    held["k"] = "v"
     registry.unregister("toys")
     assert registry.reductions() == {}
-    assert registry.cache == {}
+    assert registry.state("ops", dict) == {} and registry.state("ops", dict) is not held
     assert "toys" not in {i.name for i in registry.plugins()}
 
 
-def test_register_invalidates_reductions_and_cache(registry: Registry, toys: Any) -> None:
+def test_register_invalidates_reductions_and_state(registry: Registry, toys: Any) -> None:
     registry.register(toys.ReductionsPlugin(toys.make_reduction("toy_a")), name="a")
     assert list(registry.reductions()) == ["toy_a"]
-    registry.cache["key"] = "cached"
+    registry.state("ops", dict)["key"] = "cached"
     registry.register(toys.ReductionsPlugin(toys.make_reduction("toy_b")), name="b")
-    assert registry.cache == {}
+    assert registry.state("ops", dict) == {}
     assert list(registry.reductions()) == ["toy_a", "toy_b"]
+
+
+def test_state_is_made_once_per_owner(registry: Registry) -> None:
+    """state(owner, factory): the factory runs on first use only; each owner has its own object."""
+    made: list[int] = []
+
+    def factory() -> list[int]:
+        made.append(1)
+        return []
+
+    first = registry.state("a", factory)
+    assert registry.state("a", factory) is first and made == [1]
+    assert registry.state("b", factory) is not first and made == [1, 1]
 
 
 def test_unknown_reduction_lists_known(registry: Registry, toys: Any) -> None:

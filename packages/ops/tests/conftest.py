@@ -135,13 +135,13 @@ def wait_spy(monkeypatch: pytest.MonkeyPatch):
     False for one that ``runtime.dependent_launch`` made dependent (patched to ``{"WAIT": False}``: the interpreter
     cannot wait, and a CPU run has no dependent launch). Saved plans are cleared: the next call takes the full
     path, which is where launches are decided."""
-    from tritred_core import get_registry
     from tritred_ops import runtime as C
+    from tritred_ops.runtime.caches import caches
 
     def start() -> list[object]:
         seen = _spy_on_launch(monkeypatch, "WAIT")
         monkeypatch.setattr(C, "dependent_launch", lambda d: {"WAIT": False})
-        get_registry().cache.clear()
+        caches().clear()
         return seen
 
     return start

@@ -220,8 +220,7 @@ def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, devi
 def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
     """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
     plan's workspace) and gives the first call's result bit for bit."""
-    from tritred_core import get_registry
-    from tritred_ops.runtime import replay as _replay
+    from tritred_ops.runtime.caches import caches
 
     force("batch_norm", strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)
     x = randn((3, 5, 7, 3), torch.float32, device)
@@ -229,7 +228,7 @@ def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
     first = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
     again = [tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5) for _ in range(2)]
     assert all(torch.equal(first, y) for y in again)
-    plans = [v for v in get_registry().cache.values() if isinstance(v, _replay.Plan)]
+    plans = list(caches().plans.values())
     assert len(plans) == 1 and plans[0].zero_bytes >= 5 * 4 and plans[0].temps[0][0][2] == torch.int32
     ref_m, ref_v = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
     for _ in range(3):

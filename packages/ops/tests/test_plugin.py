@@ -46,6 +46,7 @@ def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, 
     """`tritred explain` and `tune` read Reduction.problem: for reduced dims that go in stages it must be the
     first decision the call makes (the stage over the whole input), not a gathered problem the call never runs."""
     import tritred_ops.runtime as C
+    from tritred_ops.runtime.caches import caches
 
     x = torch.randn(4, 6, 5, 7, device=device)
     problem = get_registry().get(name).problem(x, (0, 2, 3))
@@ -57,7 +58,7 @@ def test_record_problem_is_the_first_launch_of_a_staged_call(name, monkeypatch, 
         return real(spec, t, view, layout, make_problem)
 
     monkeypatch.setattr(C, "decide", spy)
-    get_registry().cache.clear()
+    caches().clear()
     getattr(__import__("tritred_ops"), name)(x, (0, 2, 3))
     assert len(seen) == (1 if name in ("var", "std_mean") else 2) and seen[0] == problem
     if name in ("var", "std_mean"):  # one decision: the inner rows (per image, per channel: M=4 x K=6 rows of 35)

@@ -13,8 +13,8 @@ import pytest
 import torch
 import tritred_ops as tr
 from ops_helpers import assert_close, randn, seed
-from tritred_core import get_registry
 from tritred_ops.runtime import replay as _replay
+from tritred_ops.runtime.caches import caches
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _plans() -> int:
-    return sum(isinstance(v, _replay.Plan) for v in get_registry().cache.values())
+    return sum(isinstance(v, _replay.Plan) for v in caches().plans.values())
 
 
 def _bits(t):
@@ -56,7 +56,7 @@ def _run_case(call, make, replays):
     ``make(i)`` draws fresh values from seed ``base + i`` in a fixed layout (so make(1) twice is the same input).
     """
     base = seed()
-    get_registry().cache.clear()
+    caches().clear()
     call(*make(base))
     assert _plans() >= 1, "the full path saved no plan"
     b = make(base + 1)
@@ -64,7 +64,7 @@ def _run_case(call, make, replays):
     before = len(replays)
     out_replay = _outputs(call(*b))
     assert len(replays) == before + 1, "the second call did not replay"
-    get_registry().cache.clear()
+    caches().clear()
     out_full = _outputs(call(*b_full))
     for r, f in zip(out_replay + [t for t in b if isinstance(t, torch.Tensor)],
                     out_full + [t for t in b_full if isinstance(t, torch.Tensor)]):
@@ -129,7 +129,7 @@ def test_softmax_split_rows_replay_with_their_barrier_counters_zeroed(mode, forc
     (y,), (x,) = _run_case(lambda x: op(x, -1), lambda i: (randn((7, 45), torch.float32, device, gen_seed=i),),
                            replays)
     assert_close(y, getattr(torch, mode)(x.double().cpu(), -1), n=45, scale=4, what=mode)
-    plans = [v for v in get_registry().cache.values() if isinstance(v, _replay.Plan)]
+    plans = list(caches().plans.values())
     assert len(plans) == 1 and plans[0].zero_bytes >= 7 * 4  # one int32 counter per row, first in the workspace
     assert plans[0].temps[0][0][2] == torch.int32
 
@@ -176,7 +176,7 @@ def test_type_strict_keys(replays, device):
 
 
 def test_copied_layouts_and_aliases_do_not_replay(replays, device):
-    get_registry().cache.clear()
+    caches().clear()
     x = randn((6, 7, 8, 9, 10), torch.float32, device)[:, ::2, :, ::3, :]
     tr.sum(x, (0, 2))  # reduced dims that cannot even go in stages: gathered (a copy): no plan
     w = randn((12,), torch.float32, device)[::2]  # strided weight: copied per call
@@ -196,7 +196,7 @@ def test_copied_layouts_and_aliases_do_not_replay(replays, device):
 def test_staged_reductions_replay(replays, device):
     """Reduced dims that go in stages (sum over (0, 2, 3) of NCHW) keep their temporary in the plan's workspace:
     the call replays, launch for launch."""
-    get_registry().cache.clear()
+    caches().clear()
     x = randn((4, 6, 5, 7), torch.float32, device)
     first = tr.sum(x, (0, 2, 3))
     again = tr.sum(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
@@ -251,14 +251,14 @@ def _fake_plan(monkeypatch, log: list, zeroed: bool = False):
     monkeypatch.setattr(_replay, "_stream_getter", lambda: (lambda: 1234))
     monkeypatch.setattr(_replay, "_raw_stream", lambda: (lambda device: 1234, lambda: 0))  # (on a CUDA build)
     x, k = torch.randn(5), Kernel()
-    get_registry().cache.pop(("fake-plan",), None)  # a plan saved by another test logs to that test's list
+    caches().plans.pop(("fake-plan",), None)  # a plan saved by another test logs to that test's list
     rec = _replay.Recorder(x, None)
     y, t = rec.empty((4,), torch.float32, x.device), rec.empty((3, 2), torch.float64, x.device)
     t2 = rec.zeros((7,), torch.int32, x.device) if zeroed else rec.empty((7,), torch.int64, x.device)
     rec.launch(k, (2,), x, y, t, 5, BLOCK=16, EPS=0.1, EVEN=False)
     rec.launch(k, (1, 3), t, y, t2, 6)
     rec.save(("fake-plan",), y)
-    plan = get_registry().cache[("fake-plan",)]
+    plan = caches().plans[("fake-plan",)]
     assert plan.fast is not None and plan.ws_bytes == 512
     return plan, x, pool
 

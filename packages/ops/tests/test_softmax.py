@@ -312,12 +312,13 @@ def test_resident_programs_take_the_drivers_count_where_lower(monkeypatch, force
     from types import SimpleNamespace
 
     import tritred_ops.runtime.device as C
-    from tritred_core import get_registry
+    from tritred_ops.runtime.caches import caches
+
     assert C._driver_occupancy(SimpleNamespace(function=0), 64, 0) is None
     if device != "cuda":
         pytest.skip("resident programs are counted for compiled kernels only")
     monkeypatch.setattr(C, "_driver_occupancy", lambda *a: 1)  # a driver that holds one program per SM
-    get_registry().cache.clear()
+    caches().clear()
     counts: list[int] = []
     real = C.resident_programs
     monkeypatch.setattr(C, "resident_programs", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])

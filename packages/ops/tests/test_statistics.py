@@ -214,13 +214,13 @@ def test_two_reduced_axes_merge_their_slices_without_a_copy(name, cfg, force, de
 
 
 def test_two_reduced_axes_replay_and_many_slices_gather(device, caplog):
-    from tritred_core import get_registry
     from tritred_ops.runtime import replay as _replay
+    from tritred_ops.runtime.caches import caches
 
-    get_registry().cache.clear()
+    caches().clear()
     first = tr.var(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
     again = tr.var(randn((4, 6, 5, 7), torch.float32, device), (0, 2, 3))
-    assert sum(isinstance(v, _replay.Plan) for v in get_registry().cache.values()) == 1
+    assert sum(isinstance(v, _replay.Plan) for v in caches().plans.values()) == 1
     assert not torch.equal(first, again)
     many = randn((1100, 2, 3), torch.float32, device)  # more outer slices than one merge tile holds
     with caplog.at_level("DEBUG", logger="tritred"):

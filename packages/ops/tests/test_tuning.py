@@ -11,15 +11,16 @@ from tritred_core import Problem, get_registry
 from tritred_core.testing import FAKE_H200
 from tritred_ops import tuning
 from tritred_ops.runtime import device_info
+from tritred_ops.runtime.caches import caches
 
 
 @pytest.fixture
 def cache_file(tmp_path, monkeypatch):
     path = tmp_path / "tuning.json"
     monkeypatch.setenv(tuning.CACHE_ENV, str(path))
-    get_registry().cache.clear()
+    caches().clear()
     yield path
-    get_registry().cache.clear()
+    caches().clear()
 
 
 def _problem(N: int = 3000, M: int = 6) -> Problem:
@@ -138,6 +139,6 @@ def test_entry_that_does_not_fit_is_skipped(cache_file):
     assert tuning.lookup("softmax", problem, FAKE_H200) is None  # single_pass with BLOCK_N < N
     cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "multi_pass", "BLOCK_N": 512,
                                                                    "num_warps": 8}}}}))
-    get_registry().cache.clear()
+    caches().clear()
     hit = tuning.lookup("softmax", problem, FAKE_H200)
     assert hit is not None and hit.tuned and hit.BLOCK_N == 512

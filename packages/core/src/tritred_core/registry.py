@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pluggy
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -29,6 +29,8 @@ log = logging.getLogger("tritred")
 ENTRY_POINT_GROUP = "tritred"
 DISABLE_AUTOLOAD_ENV = "TRITRED_DISABLE_PLUGIN_AUTOLOAD"
 TRACE_ENV = "TRITRED_TRACE"
+
+T = TypeVar("T")
 
 
 class RegistryError(Exception):
@@ -120,7 +122,7 @@ def _tag_launch_config_results(pm: pluggy.PluginManager, plugin_name: str) -> No
 
 
 class Registry:
-    """Holds the plugin manager, the loaded reductions and the per-problem launch cache.
+    """Holds the plugin manager, the loaded reductions and the state of the layers above (:meth:`state`).
 
     ``autoload=None`` follows ``TRITRED_DISABLE_PLUGIN_AUTOLOAD``; tests pass ``autoload=False`` and register
     plugins by hand with :meth:`register`.
@@ -142,8 +144,7 @@ class Registry:
         self._errors: dict[str, str] = {}
         self._reductions: dict[str, Reduction] | None = None
         self._duplicates: list[str] = []
-        #: Launch cache owned by the ops layer: problem key -> whatever it needs to launch again.
-        self.cache: dict[Any, Any] = {}
+        self._states: dict[str, Any] = {}  # owner -> the object of :meth:`state`
 
     # -- plugins ---------------------------------------------------------------------------------------------
     def register(self, plugin: object, name: str | None = None, version: str | None = None) -> str:
@@ -165,7 +166,21 @@ class Registry:
 
     def _invalidate(self) -> None:
         self._reductions = None
-        self.cache.clear()
+        self._states = {}
+
+    # -- state of the layers above ---------------------------------------------------------------------------
+    def state(self, owner: str, factory: Callable[[], T]) -> T:
+        """The object that ``owner`` (a layer above core: ``"tritred_ops"``) keeps in this registry: ``factory()``
+        on first use, then the same object until a plugin is registered or unregistered, which drops every
+        owner's state (what it holds, launch configs above all, may depend on the plugins).
+
+        Core never looks inside it. A repeated call reads it on its hot path: one dict lookup when it exists.
+        """
+        try:
+            return cast(T, self._states[owner])
+        except KeyError:
+            with self._lock:
+                return cast(T, self._states.setdefault(owner, factory()))
 
     def load_entrypoints(self) -> None:
         """Load every ``tritred`` entry point once (a no-op when autoload is off or already done)."""
@@ -256,7 +271,7 @@ class Registry:
     def launch_config(self, spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> LaunchConfig:
         """Ask the ``tritred_launch_config`` hook; the winner is validated and carries ``decided_by``.
 
-        Not cached here: the ops layer caches per problem key in :attr:`cache`, so pydantic and pluggy stay off
+        Not cached here: the ops layer caches per problem key in its :meth:`state`, so pydantic and pluggy stay off
         the hot path. The hooks get the registered reduction's spec, stamped with its plugin and version (as
         :meth:`reductions` lists it), when the caller passes the unstamped one its module defines.
         """

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from tritred_core import DeviceInfo, LaunchConfig, Problem, Reduction, get_registry, hookimpl
 
 from . import runtime as rt
-from .runtime import caches, hints
+from .runtime import hints
+from .runtime.caches import caches
 
 log = logging.getLogger("tritred")
 
@@ -65,7 +66,7 @@ def _load() -> dict[str, Any]:
         except (OSError, ValueError, AttributeError) as e:
             log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
             return {}
-    return caches.cached(("tuning", str(cache_path())), read)  # type: ignore[no-any-return]
+    return caches().tuning.get_or_make(str(cache_path()), read)
 
 
 def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
@@ -254,5 +255,5 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1))
-        reg.cache.clear()  # the next decision reads the new entry
+        caches().clear()  # the next decision reads the new entry
     return problem, trials, best

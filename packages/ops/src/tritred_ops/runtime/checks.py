@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from tritred_core import FLOAT_DTYPES, INTEGER_DTYPES
 
-from . import caches
+from .caches import caches
 
 #: The floating dtypes every op takes; integer and bool dtypes (sum, prod, amax, amin, max, min, logsumexp).
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -125,7 +125,7 @@ def torch_accepts(name: str, call: Callable[[], object]) -> bool:
         except TypeError:
             return False
         return True
-    return caches.cached(("torch_accepts", name), probe)  # type: ignore[no-any-return]
+    return caches().accepts.get_or_make(name, probe)
 
 
 def check_keepdim(op: str, keepdim: object) -> bool:

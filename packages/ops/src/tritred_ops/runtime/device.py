@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from tritred_core import DeviceInfo
 
-from . import caches
+from .caches import caches
 from .checks import interpreting
 
 log = logging.getLogger("tritred")
@@ -32,7 +32,7 @@ def device_info(device: torch.device) -> DeviceInfo:
             regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536)),
             l2_bytes=int(getattr(p, "L2_cache_size", 0)),
         )
-    return caches.cached(("device", str(device)), read)  # type: ignore[no-any-return]
+    return caches().devices.get_or_make(str(device), read)
 
 
 def dependent_launch(device: torch.device) -> dict[str, bool]:
@@ -63,7 +63,7 @@ def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs:
     """Programs of the compiled ``kernel`` (``args``, ``kwargs``: every argument of the launch) that are resident
     on ``x``'s device at once: the largest grid of a cooperative launch."""
     compiled = kernel.warmup(*args, grid=(1,), **kwargs, launch_cooperative_grid=True)
-    key = ("coop", id(compiled), x.device)
+    key = (compiled, str(x.device))  # (the compiled kernel itself: its id could be reused once it is freed)
 
     def fit() -> int:
         init = getattr(compiled, "_init_handles", None)
@@ -84,7 +84,7 @@ def resident_programs(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs:
             log.debug("resident programs per SM: %d by the driver, %d estimated (%d registers)", driver, per_sm, regs)
             per_sm = driver
         return max(0, per_sm) * props.multi_processor_count
-    return caches.cached(key, fit)  # type: ignore[no-any-return]
+    return caches().occupancy.get_or_make(key, fit)
 
 
 def programs_per_sm(regs: int, num_warps: int, shared: int = 0, regs_per_sm: int = 65536,

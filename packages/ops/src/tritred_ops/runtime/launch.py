@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from tritred_core import LaunchConfig, Problem, ReductionSpec, get_registry
 
-from . import caches
 from . import device as devices
+from .caches import caches
 from .checks import dtype_name
 from .hints import ROW_THREADS_OPS, no_row_threads
 from .view import View
@@ -31,7 +31,7 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
     The key is plain tuples, so pydantic and pluggy stay off the hot path; ``make_problem`` builds the Problem
     on a miss when it is not the one of ``view`` (batch_norm describes its own).
     """
-    key = ("config", spec.name, x.dtype, view, layout, x.device)
+    key = (spec.name, x.dtype, view, layout, x.device)
 
     def ask() -> LaunchConfig:
         p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
@@ -39,7 +39,7 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
         if spec.name not in ROW_THREADS_OPS:
             no_row_threads(cfg, spec.name)
         return cfg
-    return caches.cached(key, ask)  # type: ignore[no-any-return]
+    return caches().configs.get_or_make(key, ask)
 
 
 def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") -> Problem:
@@ -141,5 +141,6 @@ def launch_config(spec: ReductionSpec, problem: Problem, device: torch.device) -
         tritred_core.InvalidLaunchConfigError: no plugin answered for ``spec``, or the winner cannot compute
             ``problem``.
     """
-    key = ("launch_config", spec.name, problem, str(device))
-    return caches.cached(key, lambda: get_registry().launch_config(spec, problem, devices.device_info(device)))  # type: ignore[no-any-return]
+    key = (spec.name, problem, str(device))
+    return caches().launch_configs.get_or_make(
+        key, lambda: get_registry().launch_config(spec, problem, devices.device_info(device)))

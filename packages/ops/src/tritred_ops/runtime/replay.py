@@ -31,7 +31,7 @@ import torch
 from triton import knobs
 from tritred_core import get_registry
 
-from . import caches
+from .caches import OWNER, Caches, caches
 from .checks import Unset
 
 
@@ -84,7 +84,7 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
                                 x.device, x.data_ptr() % 16)
         if tensors:  # (most calls have one tensor: no map to build and unpack on their hot path)
             key += tuple(map(tensor_key, tensors))
-        return get_registry().cache.get(key), key
+        return get_registry().state(OWNER, Caches).plans.get(key), key
     except (AttributeError, TypeError):
         return None, None
 
@@ -404,7 +404,7 @@ class Recorder:
                     for kernel, compiled, grid, args, kwargs, slots in self.launches]
         outputs_allocs = [self.allocs[s - self.n_inputs] for s in out_slots]  # type: ignore[operator]
         plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches, zero_bytes)
-        caches.cached(key, lambda: plan)
+        caches().plans.put(key, plan)
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

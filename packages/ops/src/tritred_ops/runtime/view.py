@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import caches
+from .caches import caches
 
 log = logging.getLogger("tritred")
 
@@ -32,8 +32,8 @@ class View:
 def canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
                    reorder_reduced: bool = True) -> View | None:
     """Cached :func:`_canonical_view` (see there)."""
-    key = ("view", tuple(shape), tuple(tuple(s) for s in strides), tuple(reduced), reorder_reduced)
-    return caches.cached(key, lambda: _canonical_view(shape, strides, reduced, reorder_reduced))  # type: ignore[no-any-return]
+    key = (tuple(shape), tuple(tuple(s) for s in strides), tuple(reduced), reorder_reduced)
+    return caches().views.get_or_make(key, lambda: _canonical_view(shape, strides, reduced, reorder_reduced))
 
 
 def _canonical_view(shape: Sequence[int], strides: Sequence[Sequence[int]], reduced: Sequence[int],
