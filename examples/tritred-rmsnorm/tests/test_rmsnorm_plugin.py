@@ -33,7 +33,7 @@ def test_coexists_with_the_builtins(registry: tritred_core.Registry) -> None:
 def test_plugin_decides_rms_norm_builtins_decide_softmax(registry: tritred_core.Registry,
                                                          device_info: tritred_core.DeviceInfo) -> None:
     rms = registry.get("rms_norm")
-    softmax_spec = importlib.import_module("tritred_ops.softmax").SPECS["softmax"]
+    softmax_spec = importlib.import_module("tritred_ops.families.softmax").SPECS["softmax"]
     problem = tritred_core.Problem(op="rms_norm", dtype="float32", M=8, N=1000, K=1, stride_m=1000)
     config = registry.launch_config(rms.spec, problem, device_info)
     assert config.decided_by == "tritred_rmsnorm"

@@ -349,7 +349,7 @@ def test_an_unknown_dtype_name_still_gets_a_config():
 def test_layer_norm_preloads_weight_and_bias_for_float32_on_up_to_8_warps():
     """H200, rotating inputs: 16384x4096 fp32 91% -> 98%; bf16 lost (90% -> 73%), 16-32 warps spill."""
     import torch
-    from tritred_ops.layer_norm import _preload_affine
+    from tritred_ops.families.layer_norm.launch import _preload_affine
 
     assert [_preload_affine(torch.float32, True, 0, w) for w in (1, 2, 4, 8, 16, 32)] == [True] * 4 + [False] * 2
     assert not _preload_affine(torch.bfloat16, True, 0, 4) and not _preload_affine(torch.float16, True, 0, 4)

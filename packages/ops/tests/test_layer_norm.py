@@ -88,10 +88,8 @@ def test_rows_of_a_few_whole_chunks_unroll_the_first_sweep(chunks, dtype, limit,
     when they are at most ``layer_norm.UNROLL_SECOND`` chunks (the built-in 6, or 8: all, or 0: none; the launch's
     UNROLL_OUT is checked); odd row counts leave the last program's second row out of range; rows far from zero
     (the sweep's Welford must keep the spread)."""
-    import importlib
-
     from tritred_ops import runtime as C
-    ln = importlib.import_module("tritred_ops.layer_norm")
+    from tritred_ops.families.layer_norm import launch as ln
     if limit is not None:
         monkeypatch.setattr(ln, "UNROLL_SECOND", limit)
     force("layer_norm", strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)

@@ -135,7 +135,7 @@ def test_softmax_split_rows_replay_with_their_barrier_counters_zeroed(mode, forc
 
 
 def test_layer_norm_replays_weights_and_stats(replays, device):
-    from tritred_ops.layer_norm import layer_norm_with_stats
+    from tritred_ops import layer_norm_with_stats
 
     def make(i):
         return (randn((9, 70), torch.bfloat16, device, gen_seed=i),

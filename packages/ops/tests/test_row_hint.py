@@ -88,9 +88,7 @@ def test_hint_covers_align_on_the_gpu_only(device):
 @pytest.mark.parametrize("shape", [(3, 5, 6, 2), (2, 3, 14, 14), (4, 2, 10)])
 def test_batch_norm_nchw_hint(shape, training, monkeypatch, device):
     """batch_norm over NCHW maps whose size is a multiple of 2-8 but not 16 (14x14: DIV_S 4): the same values."""
-    import importlib
-
-    bn = importlib.import_module("tritred_ops.batch_norm")  # (the module: tritred_ops.batch_norm is the op)
+    from tritred_ops.families.batch_norm import launch as bn
     seen = []
     real = bn._nchw_hint
     monkeypatch.setattr(bn, "_nchw_hint", lambda *a: seen.append(real(*a)) or seen[-1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 import pytest
@@ -371,7 +370,7 @@ def test_split_columns_merge_launch(name, force, wait_spy, device, monkeypatch):
     """Past ``MERGE_INLINE`` slices each column's partials are merged once, by a launch of their own between the
     two (a dependent launch, as the writing one), which then read one pair per column; up to it, the writing
     programs merge them. Both give torch's result, on columns whose maxima sit in different slices."""
-    S = importlib.import_module("tritred_ops.softmax")  # (the package's ``softmax`` is the function)
+    from tritred_ops.families.softmax import launch as S
     x = randn((130, 21), torch.float32, device, scale=4)
     x[:, 1] = -INF  # an all -inf column: NaN (softmax), -inf (logsumexp), as torch
     x[100, 2] = 1e3  # the maximum in a late slice

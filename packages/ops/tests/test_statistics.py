@@ -232,7 +232,7 @@ def test_two_reduced_axes_replay_and_many_slices_gather(device, caplog):
 @pytest.mark.parametrize("name", ["var", "std_mean"])
 def test_two_reduced_axes_without_a_kept_axis(name, device, monkeypatch):
     """All dims reduced, as two strided axes (the columns of a slice): one output, its partials are the rows."""
-    from tritred_ops import statistics as st
+    from tritred_ops.families.statistics import launch as st
 
     taken = []
     real = st._launch_two_axes

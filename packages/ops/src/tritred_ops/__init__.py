@@ -10,11 +10,11 @@ used by the tests). Launch decisions come from the ``tritred_launch_config`` hoo
 once per problem and cached.
 """
 
-from .batch_norm import batch_norm
-from .layer_norm import layer_norm, layer_norm_with_stats
-from .reduce import amax, amin, max, mean, min, prod, sum
-from .softmax import log_softmax, logsumexp, softmax
-from .statistics import std, std_mean, var, var_mean
+from .families.batch_norm import batch_norm
+from .families.layer_norm import layer_norm, layer_norm_with_stats
+from .families.reduce import amax, amin, max, mean, min, prod, sum
+from .families.softmax import log_softmax, logsumexp, softmax
+from .families.statistics import std, std_mean, var, var_mean
 
 __version__ = "0.1.0"
 

@@ -7,7 +7,6 @@ reference, a random-input maker, the canonical problem of a call and its byte co
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,15 +15,15 @@ import torch.nn.functional as F
 from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 
 from . import runtime as rt
+from .families import batch_norm as _bn
+from .families import layer_norm as _ln
+from .families import reduce as _red
+from .families import softmax as _sm
+from .families import statistics as _st
+from .families.batch_norm import launch as _bn_launch
+from .families.reduce import launch as _red_launch
+from .families.statistics import launch as _st_launch
 from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
-
-# Submodules by full name: the package re-exports functions called softmax, layer_norm, batch_norm, which
-# shadow the submodule attributes of the same names.
-_bn = importlib.import_module("tritred_ops.batch_norm")
-_ln = importlib.import_module("tritred_ops.layer_norm")
-_red = importlib.import_module("tritred_ops.reduce")
-_sm = importlib.import_module("tritred_ops.softmax")
-_st = importlib.import_module("tritred_ops.statistics")
 
 Args = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -79,12 +78,12 @@ def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Proble
             dim = None
         dims = rt.wrap_dims(name, dim, x.dim())
         if name in _red.SPECS and (not keep_order or dim is None):  # the plain reductions' path: maybe staged
-            step = _red._next_launch(x, dims, torch.empty(rt.reduced_shape(x.shape, dims, False), device="meta"))
+            step = _red_launch._next_launch(x, dims, torch.empty(rt.reduced_shape(x.shape, dims, False), device="meta"))
             if step is not None:  # (staged: the first stage, the launch over the whole input)
                 return rt.problem_of(name, x, step[0])
         out = torch.empty(rt.reduced_shape(x.shape, dims, keepdim), device="meta")
         if name in _st.SPECS:  # statistics over two reduced axes: the inner rows the call decides for
-            two = _st._two_axes(x, dims, out, keepdim)
+            two = _st_launch._two_axes(x, dims, out, keepdim)
             if two is not None:
                 return rt.problem_of(name, x, two[0])
         src, view, layout = rt.gathering(name, x, dims, out, keepdim, reorder=not keep_order)
@@ -184,7 +183,7 @@ def _records() -> list[Reduction]:
                              make_inputs=_layer_norm_inputs, problem=_layer_norm_problem,
                              byte_count=_io_bytes(F.layer_norm)))
     records.append(Reduction(spec=_bn.SPEC, impl=_bn.batch_norm, reference=F.batch_norm,
-                             make_inputs=_batch_norm_inputs, problem=lambda x, *a, **k: _bn.problem(x),
+                             make_inputs=_batch_norm_inputs, problem=lambda x, *a, **k: _bn_launch.problem(x),
                              byte_count=_batch_norm_bytes))
     return records
 

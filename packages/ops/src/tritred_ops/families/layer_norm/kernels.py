@@ -1,4 +1,4 @@
-"""layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
+"""layer_norm kernels: the row kernel (single pass or two sweeps), split rows, and shifted weight copies.
 
 ``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass,
 exact), then
@@ -11,27 +11,12 @@ usually hits L2).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
 import triton
 import triton.language as tl
-from tritred_core import ReductionSpec
 
-from . import runtime as rt
-from .kernels.combine import div_exact, sqrt_exact
-from .kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from .kernels.rows import (
-    aligned_rows,
-    edge_cols,
-    group_barrier,
-    inner_mask,
-    row_block,
-    row_masks,
-    shifted_out,
-    single_load_evict,
-)
-from .kernels.welford import (
+from ...kernels.combine import div_exact, sqrt_exact
+from ...kernels.rows import aligned_rows, edge_cols, group_barrier, inner_mask, row_block, row_masks, shifted_out
+from ...kernels.welford import (
     chan_fn,
     chunk_stats,
     join_chunk,
@@ -45,7 +30,6 @@ from .kernels.welford import (
     tiles_stats,
     welford_step,
 )
-from .runtime import Recorder, find_plan
 
 
 @triton.jit
@@ -120,21 +104,6 @@ def _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn
     else:
         y = _affine(y, w_ptr, b_ptr, cols[None, :], mask, HAS_W, HAS_B, ACC)
         tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
-
-
-def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
-    """``maxnreg`` for single-pass programs of 16 warps: 64 registers per thread, so that two programs share an SM
-    (65536 registers); uncapped, ptxas (sm_90a, Triton 3.6) takes 104 for fp32 16384-wide rows, one program per
-    SM, whose load, statistics and store then run one after the other (ptxas: no spill at 64)."""
-    return {"maxnreg": 64} if single and num_warps == 16 else {}
-
-
-def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int) -> bool:
-    """PRELOAD_WB: the single pass loads weight and bias beside the row, before the statistics, so that their
-    latency hides under the reductions' instead of following them. float32 rows on 1-8 warps only (H200, rotating
-    inputs, ``tools/exp_rotate.py ln-preload``: 16384x4096 91% -> 98%, 8192x8192 93% -> 97%, 65536x1024
-    96% -> 96%); bfloat16 rows lost (16384x4096 90% -> 73%), and so did 16-32 warps, whose registers spill."""
-    return single and align == 0 and dtype == torch.float32 and num_warps <= 8
 
 
 @triton.jit
@@ -432,156 +401,3 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
             if HAS_B:
                 y = y + tl.load(b_ptr + cols, mask=ok, other=0).to(ACC)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
-
-
-# Row loops whose first sweep is unrolled (UNROLL chunks) unroll the normalizing sweep too when the row is at most
-# UNROLL_SECOND chunks, so that all of its loads (x from L2, weight and bias) are issued before the first chunk is
-# normalized, as in torch.compile's loops of constant width (the thirteenth session's Inductor dump: both sweeps of
-# layer_norm 8192x12288 bf16 unrolled). H200, tools/s30_probe.py (unroll, val; rolled -> unrolled second sweep, %
-# of copy bandwidth): bf16 12288 80.2 -> 83.1, 10240 78.3 -> 83.1, 6144 74.6 -> 78.6, 5120 78.3 -> 84.2, 2560
-# 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; level: 24576 (6 chunks of 4096 on 16 warps) 78.9 -> 79.3, fp16 12288
-# 85.1 -> 84.3. Rows of 7-8 chunks: 4096-wide chunks on 16 warps lost (28672 73.0 -> 70.5, 32768 75.6 -> 74.4),
-# narrower ones moved within a point (14336 82.3 -> 81.9, 7168 77.0 -> 77.8): the bound keeps them rolled. A
-# constant, read when a launch is decided (the probe sets it to time the rolled sweep beside the unrolled one).
-UNROLL_SECOND = 6
-
-SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
-                     mirrors="torch.nn.functional.layer_norm",
-                     summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
-
-
-def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
-                          bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
-                          ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: the leading dims,
-    e.g. (32,) for a (32, 1024) input; torch's ``native_layer_norm`` keeps the normalized dims as size 1)."""
-    op = "layer_norm"
-    plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
-    if plan is not None:
-        outs = plan.run(input, weight, bias)
-        return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
-    input = rt.check_tensor(op, "input", input)
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    sizes = [rt.as_index(s) for s in normalized_shape]  # as torch: ints (numpy ints too), no floats or bools
-    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):
-        if size is None:
-            raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
-                            f"element of type {type(s).__name__} at pos {pos}")
-    normalized_shape = tuple(sizes)  # type: ignore[arg-type]
-    D = len(normalized_shape)
-    if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != normalized_shape:
-        raise RuntimeError(f"{op}(): Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is None:
-            continue
-        rt.check_tensor(op, name, t)
-        if tuple(t.shape) != normalized_shape:
-            raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
-                               f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
-        rt.check_float(op, t, what=name)
-    rt.check_float(op, input)
-    for name, t in (("weight", weight), ("bias", bias)):  # as torch's CUDA kernel (its CPU one is laxer)
-        if t is not None and t.dtype != input.dtype:
-            raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
-                               f"bias must have the input's dtype")
-    rt.check_same_device(op, input, weight=weight, bias=bias)
-    rt.check_runnable(op, input)
-    rec = Recorder(input, weight, bias)
-    y = rec.empty(input.shape, input.dtype, input.device)  # contiguous, as torch's (whatever the input's layout)
-    lead = input.shape[: input.dim() - D]
-    rows = rt.prod(lead)
-    mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
-    rstd = rec.empty(lead, torch.float32, input.device) if store_stats else None
-    if input.numel() == 0:
-        if mean is not None and rstd is not None:  # rows of no elements (torch: mean 0, rstd 1 / sqrt(0 / 0) = NaN)
-            mean.zero_()
-            rstd.fill_(float("nan"))
-        return y, mean, rstd
-    dims = tuple(range(input.dim() - D, input.dim()))
-    x, y, view = rt.map_view(input, y, dims)
-    # Weights are indexed by the flat position in normalized_shape with unit stride: a strided or expanded one
-    # is copied (N elements, not the input); a contiguous one is passed as is (the kernel reads it flat).
-    w, b = rt.unit_stride(weight), rt.unit_stride(bias)
-    cfg = rt.decide(SPEC, x, view)
-    (sxm, sxn, sxk), (sym, syn, syk) = view.strides
-    R = view.M * view.K
-    assert R == rows
-    dummy = y
-    eps_hi, eps_lo = f32_split(float(eps))
-    if cfg.strategy == "split_rows":
-        # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (one read; see the kernel).
-        block_n, split = rt.split_row_chunks(cfg, view.N)
-        parts = rt.next_pow2(split)
-        rt.launch_split_rows(
-            rec, _split_rows_kernel, x, R, split, cfg.num_programs,
-            (x, w if w is not None else dummy, b if b is not None else dummy, y,
-             mean if mean is not None else dummy, rstd if rstd is not None else dummy,
-             rec.empty((R * 3 * parts,), acc_dtype(x.dtype), x.device)),
-            dict(R=R, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn, s_yk=syk,
-                 eps=eps_hi, eps_lo=eps_lo, HAS_W=w is not None,
-                 HAS_B=b is not None, STORE_STATS=store_stats, ACC=tl_dtype(acc_dtype(x.dtype)), SPLIT=split,
-                 SPLIT_P2=parts, BLOCK_N=block_n, num_warps=cfg.num_warps))
-        if store_stats:
-            rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
-        else:
-            rec.save(key, y)
-        return y, mean, rstd
-    programs, persist = rt.row_programs(cfg, R)
-    single = cfg.strategy == "single_pass"
-    cols = rt.row_cols(cfg, x, op, True, single, 1)
-    align = rt.row_align(x, view, cfg, single, True)
-    tail = rt.single_tail(cfg, view, single)
-    s_wl = 0
-    if align and (w is not None or b is not None):
-        # shifted tiles read the shifted copies of weight and bias (see _shift_affine_kernel)
-        s_wl = rt.cdiv(view.N + 2 * align, 16) * 16
-        w_sh = rec.empty((align, s_wl), x.dtype, x.device) if w is not None else None
-        b_sh = rec.empty((align, s_wl), x.dtype, x.device) if b is not None else None
-        rec.launch(_shift_affine_kernel, (rt.cdiv(s_wl, 1024), align), w if w is not None else dummy,
-                   b if b is not None else dummy, w_sh if w_sh is not None else dummy,
-                   b_sh if b_sh is not None else dummy, view.N, s_wl, HAS_W=w is not None, HAS_B=b is not None,
-                   BLOCK=1024, num_warps=4)
-        w, b = w_sh, b_sh
-    unroll = 0 if single or align else rt.unrolled_chunks(view.N, cfg)
-    rec.launch(
-        _layer_norm_kernel, (programs,), x, w if w is not None else dummy, b if b is not None else dummy,
-        y, mean if mean is not None else dummy, rstd if rstd is not None else dummy, R, view.N, view.K, sxm, sxn, sxk,
-        sym, syn, syk, eps_hi, eps_lo, s_wl, HAS_W=w is not None, HAS_B=b is not None, STORE_STATS=store_stats,
-        ACC=tl_dtype(acc_dtype(x.dtype)), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-        PERSIST=persist, LOOP_STAGES=cfg.num_stages, ALIGN=align, ALIGN_Y=rt.row_align_out(y, x, view, align),
-        EVEN=rt.even_rows(view, cfg, single, align), EVICT=single_load_evict("layer_norm", cfg.num_warps),
-        PRELOAD_WB=_preload_affine(x.dtype, single, align, cfg.num_warps) and not tail, DIV=rt.row_hint(view, align),
-        TAIL=tail, COLS=cols,
-        UNROLL=unroll, UNROLL_OUT=0 < unroll <= UNROLL_SECOND, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **_register_cap(single, cfg.num_warps))
-    if store_stats:
-        rec.save(key, y, mean, rstd)  # type: ignore[arg-type]
-    else:
-        rec.save(key, y)
-    return y, mean, rstd
-
-
-def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
-               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
-    """Layer normalization — mirrors :func:`torch.nn.functional.layer_norm` (Ba, Kiros & Hinton 2016).
-
-    Args:
-        input: floating tensor ``[*, *normalized_shape]`` of any strides (float16/bfloat16/float32/float64).
-        normalized_shape: the trailing dims to normalize over (int or sequence).
-        weight, bias: optional tensors of shape ``normalized_shape``, of the input's dtype and device.
-        eps: added to the biased variance inside the square root.
-
-    Returns:
-        Contiguous tensor of the input's shape and dtype (as torch's): ``(x - mean) / sqrt(var + eps) * weight +
-        bias``, statistics in fp32 (fp64 for fp64 inputs).
-
-    Raises:
-        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of
-            another dtype than the input (as torch), non-float dtypes, tensors on different devices, not on CUDA
-            (outside the interpreter).
-        TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
-            (floats and bools raise, as in torch).
-    """
-    return layer_norm_with_stats(input, normalized_shape, weight, bias, eps, store_stats=False)[0]

@@ -1,4 +1,4 @@
-"""softmax, log_softmax, logsumexp.
+"""softmax, log_softmax and logsumexp kernels: rows (single pass, online loop, split rows) and columns.
 
 The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). When a row fits on chip
 (``single_pass``) it is loaded once, reduced and written from registers: one read, one write. Longer rows use the
@@ -21,17 +21,11 @@ NaN/inf follow torch: a row with NaN or +inf gives NaN (softmax) and an all -inf
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
 import triton
 import triton.language as tl
-from tritred_core import LaunchConfig, ReductionSpec
 
-from . import runtime as rt
-from .kernels.combine import max_fn
-from .kernels.dtypes import acc_dtype, pre_cast, tl_dtype
-from .kernels.rows import (
+from ...kernels.combine import max_fn
+from ...kernels.rows import (
     aligned_rows,
     col_block,
     edge_cols,
@@ -40,10 +34,8 @@ from .kernels.rows import (
     row_block,
     row_masks,
     shifted_out,
-    single_load_evict,
     wait_for_previous_launch,
 )
-from .runtime import Recorder, find_plan
 
 
 @triton.jit
@@ -465,187 +457,3 @@ def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK
                       tl.load(ps_ptr + offs, mask=mask, other=0)), 1, _online_fn)
     tl.store(pm_ptr + rows * n_split, m, mask=row_ok)
     tl.store(ps_ptr + rows * n_split, s, mask=row_ok)
-
-
-#: Split columns of more slices than this get the merge launch (:func:`_cols_merge_kernel`); with fewer, each
-#: writing program merges its columns' partials itself (one launch less).
-MERGE_INLINE = 8
-
-
-SPECS = {
-    "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
-                             summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
-    "log_softmax": ReductionSpec(name="log_softmax", family="softmax", mirrors="torch.log_softmax",
-                                 summary="x - max - log(sum(exp(x - max)))"),
-    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=rt.ALL_DTYPES,
-                               mirrors="torch.logsumexp", summary="log(sum(exp(x))) over dims, max-shifted"),
-}
-
-
-def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.Tensor, cast: torch.dtype,
-            cfg: LaunchConfig) -> None:
-    (sxm, sxn, sxk), (sym, syn, syk) = view.strides
-    single = cfg.strategy == "single_pass"
-    common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
-                  SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if rt.rows_layout(view) and cfg.strategy in ("split", "split_rows") and mode != 2:
-        # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (logsumexp reads a row once in any
-        # strategy: it never takes this one).
-        rows = view.M * view.K
-        block_n, split = rt.split_row_chunks(cfg, view.N)
-        parts = rt.next_pow2(split)
-        part_m = rec.empty((rows, parts), acc_dtype(cast), x.device)
-        part_s = rec.empty((rows, parts), part_m.dtype, x.device)
-        rt.launch_split_rows(rec, _split_rows_kernel, x, rows, split, cfg.num_programs, (x, y, part_m, part_s),
-                            dict(R=rows, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn,
-                                 s_yk=syk, SPLIT=split, SPLIT_P2=parts, BLOCK_N=block_n,
-                                 **{k: v for k, v in common.items() if k != "SINGLE"}))
-        return
-    if rt.rows_layout(view):
-        rows = view.M * view.K
-        programs, persist = rt.row_programs(cfg, rows)
-        align = rt.row_align(x, view, cfg, single)
-        # Row loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536
-        # registers). The fp32 log_softmax loop otherwise takes 46 (one program per SM: 55 % of copy bandwidth on
-        # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
-        # in 32 with no spill (tools/ptxas_regs.py). The other modes and dtypes already use 32 or fewer.
-        cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
-        rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
-                   syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
-                   ALIGN=align, ALIGN_Y=rt.row_align_out(y, x, view, align),
-                   EVICT=single_load_evict("softmax", cfg.num_warps), DIV=rt.row_hint(view, align),
-                   GROUP=1 if single else min(16 // x.element_size(), cfg.BLOCK_N),
-                   TAIL=rt.single_tail(cfg, view, single), **common,
-                   **({"maxnreg": cap} if cap else {}))
-    elif cfg.strategy == "split" and cfg.split > 1:
-        # Columns split along N (few column blocks): a launch of partial (max, sum of exp) per slice, then one that
-        # merges them (past MERGE_INLINE slices, a merge launch in between) and writes its slice: the input is
-        # read twice (softmax's loop over a column reads it twice too), but by cfg.split times more programs.
-        rt.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
-        split, nps = rt.split_plan(cfg, view.N)
-        k_blocks = rt.cdiv(view.K, cfg.BLOCK_K)
-        part_m = rec.empty((view.M * view.K, split), acc_dtype(cast), x.device)
-        part_s = rec.empty((view.M * view.K, split), part_m.dtype, x.device)
-        consts = {k: v for k, v in common.items() if k not in ("SINGLE", "MODE")}
-        rec.launch(_cols_part_kernel, (view.M * k_blocks, split), x, part_m, part_s, view.M, view.N, view.K, sxm,
-                   sxn, sxk, nps, split, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view),
-                   **consts)
-        merged = split > MERGE_INLINE
-        if merged:
-            # Many slices: each column's partials merged once, by a launch of their own, into their slot 0; the writing
-            # programs then read one pair per column (logsumexp's too: its one program per column block would otherwise
-            # hold a [split, BLOCK_K] tile of partials, too large for registers: 32768x512 fp32 logsumexp at 264 slices
-            # lost 26.2 -> 12.9 %).
-            block_m, block_s = rt.combine_blocks(view.M * view.K, split)
-            rec.launch(_cols_merge_kernel, (rt.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
-                       split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **rt.dependent_launch(x.device))
-        rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
-                   view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
-                   SPLIT_P2=1 if merged else rt.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-                   DIV=rt.col_hint(view), **rt.dependent_launch(x.device), **consts)
-    else:
-        rt.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
-        rec.launch(_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K),), x, y, view.M, view.N, view.K, sxm, sxn,
-                   sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), **common)
-
-
-def _softmax(name: str, mode: int, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:
-    plan, key = find_plan(name, (dim, dtype), x)
-    if plan is not None:
-        return plan.run(x)[0]
-    x = rt.check_tensor(name, "input", x)
-    if dim is None:
-        raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
-    d = rt.wrap_dim(name, dim, x.dim())
-    if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{name}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
-    cast = dtype if dtype is not None else x.dtype
-    if x.dtype not in rt.FLOATS + rt.INTEGERS or cast not in rt.FLOATS:
-        raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
-    rt.check_runnable(name, x)
-    rec = Recorder(x)
-    y = rec.empty(x.shape, cast, x.device)  # contiguous, as torch's (whatever the input's layout)
-    if x.numel() == 0:
-        return y
-    dims = (d,) if x.dim() else ()
-    x, y, view = rt.map_view(x, y, dims)
-    cfg = rt.decide(SPECS[name], x, view)
-    _launch(rec, mode, x, view, y, cast, cfg)
-    rec.save(key, y)
-    return y
-
-
-_SOFTMAX_DOC = """
-    Args:
-        input: tensor of any shape and strides on CUDA (or CPU under ``TRITON_INTERPRET=1``); floating, or any
-            dtype when ``dtype`` is a floating dtype.
-        dim: the dim to normalize over (negative dims count from the end).
-        dtype: convert the input to this dtype first; the output has it.
-
-    Returns:
-        Contiguous tensor of the input's shape (as torch's, whatever the input's strides), dtype ``dtype`` or
-        the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
-
-    Raises:
-        IndexError: dim out of range. TypeError: dim missing or not an int.
-        NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
-"""
-
-
-def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """exp(x - max) / sum(exp(x - max)) along ``dim`` — mirrors :func:`torch.softmax`.
-
-    Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
-    partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
-    """
-    return _softmax("softmax", 0, input, dim, dtype)
-
-
-def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
-    return _softmax("log_softmax", 1, input, dim, dtype)
-
-
-softmax.__doc__ = (softmax.__doc__ or "") + _SOFTMAX_DOC
-log_softmax.__doc__ = (log_softmax.__doc__ or "") + _SOFTMAX_DOC
-
-
-def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
-    """log(sum(exp(x))) over ``dim`` — mirrors :func:`torch.logsumexp`.
-
-    Args:
-        input: tensor of any shape/strides; floating, integer or bool (integers give the default float dtype).
-        dim: int or tuple of ints (``()`` means all dims, as in torch).
-        keepdim: keep reduced dims with size 1.
-
-    Returns:
-        Tensor of the kept shape. Max-shifted: ``m + log(sum(exp(x - m)))``; rows holding +inf give +inf, all -inf
-        rows give -inf, NaN propagates. An empty reduction gives -inf.
-
-    Raises:
-        IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
-    """
-    plan, key = find_plan("logsumexp", (dim, keepdim), input)
-    if plan is not None:
-        return plan.run(input)[0]
-    input = rt.check_tensor("logsumexp", "input", input)
-    rt.check_supported("logsumexp", input, allow_integers=True)
-    rt.check_keepdim("logsumexp", keepdim)
-    if dim is None and not rt.torch_accepts("logsumexp(x, None)",
-                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):
-        raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
-    dims = rt.wrap_dims("logsumexp", dim, input.dim())
-    out_dtype = input.dtype if input.dtype in rt.FLOATS else torch.get_default_dtype()
-    rt.check_runnable("logsumexp", input)
-    rec = Recorder(input)
-    out = rec.empty(rt.reduced_shape(input.shape, dims, keepdim), out_dtype, input.device)
-    if out.numel() == 0:
-        return out
-    if any(input.shape[d] == 0 for d in dims):
-        return out.fill_(float("-inf"))
-    src, view, layout = rt.gathering("logsumexp", input, dims, out, keepdim)
-    # The output has no reduced axis: its n-stride is never used.
-    cfg = rt.decide(SPECS["logsumexp"], input, view, layout)
-    _launch(rec, 2, src, view, out, out_dtype if input.dtype not in rt.FLOATS else input.dtype, cfg)
-    rec.save(key, out)
-    return out

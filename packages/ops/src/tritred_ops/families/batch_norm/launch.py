@@ -1,0 +1,242 @@
+"""The host path of batch_norm: argument checks, the (batch, spatial, channel) view, the launch decision, launches.
+
+The input ``[B, C, *spatial]`` is viewed as (B, C, S) with its own strides (NCHW, channels-last and sliced
+inputs alike; spatial dims that do not merge are gathered, logged). When the batch stride equals S times the
+spatial stride (channels-last), batch and spatial merge into one axis.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch._prims_common import suggest_memory_format
+from tritred_core import LaunchConfig, Problem, ReductionSpec
+
+from ... import runtime as rt
+from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
+from ...runtime import Recorder, find_plan
+from .kernels import _apply_kernel, _split_channels_kernel, _stats_kernel
+
+log = logging.getLogger("tritred")
+
+
+def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
+    """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S) with its spatial dims merged in ``order``
+    (any order: the statistics ignore it and the output uses the same one), or None if they don't merge."""
+    S = rt.prod([t.shape[d] for d in order])
+    s_s = t.stride(order[-1]) if order else 1
+    for a, b in zip(order, order[1:]):
+        if t.stride(a) != t.stride(b) * t.shape[b]:
+            return None
+    return S, t.stride(0), s_s, t.stride(1)
+
+
+def _out_format(x: torch.Tensor) -> torch.memory_format:
+    """The output's memory format, as torch's batch_norm picks it: contiguous for a contiguous input (also when
+    size-1 dims make it channels-last too), else the format the input's strides suggest (channels-last for a
+    sliced channels-last input, contiguous for a permuted one)."""
+    if x.is_contiguous():
+        return torch.contiguous_format
+    return suggest_memory_format(x)
+
+
+def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
+                                                          tuple[int, ...], tuple[int, ...]]:
+    """(x, y, (B, S, C), x strides (b, s, c), y strides (b, s, c)); batch merges into spatial when both allow.
+    ``y`` (contiguous or channels-last: :func:`_out_format`) may have another layout than ``x``: both are read
+    with their own strides, in one spatial order; where no order merges the spatial dims of both (a permuted
+    input beside its contiguous output), the input is gathered (one copy, logged)."""
+    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
+    vx, vy = _bsc(x, order), _bsc(y, order)
+    if vx is None or vy is None:
+        log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
+        x = x.contiguous()
+        order = [d for d in range(2, x.dim()) if x.shape[d] != 1]
+        vx, vy = _bsc(x, order), _bsc(y, order)
+        if vy is None:  # (an output's dims merge in the standard order: contiguous and channels-last both do)
+            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            vy = _bsc(y, order)
+        assert vx is not None and vy is not None
+    B, Ch = x.shape[0], x.shape[1]
+    (S, xb, xs, xc), (_, yb, ys, yc) = vx, vy
+    if S == 1:  # [B, C]: the batch is the spatial axis
+        return x, y, (1, B, Ch), (0, xb, xc), (0, yb, yc)
+    if B == 1 or (xb == S * xs and yb == S * ys):  # channels-last (or one image): batch and spatial merge
+        return x, y, (1, B * S, Ch), (0, xs, xc), (0, ys, yc)
+    return x, y, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
+
+
+def problem(x: torch.Tensor) -> Problem:
+    """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_out_format(x))
+    _, _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
+    return Problem(op="batch_norm", dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
+                   stride_k=xc)
+
+
+def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
+                    running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                    training: bool, momentum: float, eps: float) -> torch.Tensor:
+    """The host path of batch_norm (see the package's docstring)."""
+    op = "batch_norm"
+    plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
+    if plan is not None:
+        return plan.run(input, running_mean, running_var, weight, bias)[0]
+    input = rt.check_tensor(op, "input", input)
+    if input.dim() == 0:
+        raise IndexError(f"{op}(): expected an input of at least 1 dim [B, C, *] (channels: dim 1), got a 0-d tensor")
+    rt.check_float(op, input)
+    if not isinstance(training, bool):  # torch takes no training=1 or None
+        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
+    if momentum is None or not isinstance(momentum, (int, float)):  # (a bool is a number to torch: True is 1.0)
+        raise TypeError(f"{op}(): argument 'momentum' must be float, not {type(momentum).__name__}")
+    # A 1-D input has no channel dim: torch counts 0 channels (an empty one gives an empty output, below).
+    Ch = input.shape[1] if input.dim() > 1 else 0
+    empty_1d = input.dim() == 1 and input.numel() == 0
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is None:
+            continue
+        rt.check_tensor(op, name, t)
+        if t.numel() != Ch and not empty_1d:
+            raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
+        if name.startswith("running") and t.dim() != 1:  # torch's kernels index them as 1-D
+            raise RuntimeError(f"{op}(): {name} should be a 1-D tensor of {Ch} elements, got shape {list(t.shape)}")
+        rt.check_float(op, t, what=name)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
+    if not training and running_mean is None:
+        raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
+    if training and eps <= 0:  # (torch's test: a NaN eps passes and gives NaN)
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
+    # CUDA kernels also take running statistics of any floating dtype (they are updated in their own dtype).
+    checked = [("weight", weight), ("bias", bias)]
+    if input.device.type != "cuda":
+        checked += [("running_mean", running_mean), ("running_var", running_var)]
+    for name, t in checked:
+        if t is not None and t.dtype != input.dtype and not (
+                t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
+            raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
+                               + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
+    rt.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
+        if empty_1d:
+            return torch.empty_like(input)
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    if training and input.numel() // max(Ch, 1) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
+    rt.check_runnable(op, input)
+    rec = Recorder(input, running_mean, running_var, weight, bias)
+    y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=input.device,
+                              memory_format=_out_format(input)))
+    if input.numel() == 0:
+        return y
+    x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
+    bn_view = rt.View(B, S, Ch, ((xb, xs, xc),))
+    cfg: LaunchConfig = rt.decide(spec, x, bn_view, make_problem=lambda: Problem(
+        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, "batch_norm")
+    acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
+    # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
+    # stats updated in place go through a contiguous buffer that is copied back.
+    w = rt.unit_stride(weight) if weight is not None else y
+    b = rt.unit_stride(bias) if bias is not None else y
+    rm_buf, rv_buf = rt.unit_stride(running_mean), rt.unit_stride(running_var)
+    has_running = running_mean is not None and running_var is not None
+    dev = x.device
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
+    if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
+        bm, bn = _split_tiles(cfg, B, S)
+        tiles = rt.cdiv(B, bm) * rt.cdiv(S, bn)
+        blocks, parts = rt.cdiv(Ch, cfg.BLOCK_K), rt.next_pow2(tiles)
+        args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
+                rm_buf if has_running else y, rv_buf if has_running else y, w, b)
+        (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
+        kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=eps_hi, eps_lo=eps_lo,
+                      momentum=mom_hi, momentum_lo=mom_lo, HAS_RUNNING=has_running, HAS_W=weight is not None,
+                      HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=bm,
+                      BLOCK_N=bn, BLOCK_K=cfg.BLOCK_K,
+                      OFF64=_tile_span((bm, bn, cfg.BLOCK_K), (xb, xs, xc), (yb, ys, yc)) >= 2**31,
+                      num_warps=cfg.num_warps)
+        if tiles == 1:  # a channel block in one tile: one program each, no partials, no barrier
+            rec.launch(_split_channels_kernel, (blocks,), *args, y, **kwargs, PHASE=3)
+        else:
+            rt.launch_split_rows(rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs, args, kwargs)
+        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
+        rec.save(key, y)
+        return y
+    resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
+    if training and not resident:
+        split, tiles_per_split = rt.slices(tiles, cfg.split)
+        pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
+        # Statistics groups: one 16-byte vector of spatial neighbours (NCHW), the elements one thread loads
+        # together; single lanes when channels are the contiguous axis (the vector runs across channels).
+        group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
+        rec.launch(
+            _stats_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
+            tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+            BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
+            num_warps=cfg.num_warps, num_stages=1)  # (the prefetch is by hand; Triton's own stages: SASS identical)
+    else:
+        split, tiles_per_split, pm = 1, tiles, y
+        pm2 = pn = psum = pm
+    # The normalize launch: cfg.num_programs > 0 spreads each channel block's tiles over num_programs / (channel
+    # blocks) programs (its statistics merged once per program), 0 gives one tile per program.
+    c_blocks, units = rt.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split
+    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
+    tiles_per_program = rt.cdiv(units, min(per_block, units))
+    grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
+    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
+               rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split,
+               tiles_per_program,
+               *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
+               HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
+               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
+               **(rt.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
+    _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
+    rec.save(key, y)
+    return y
+
+
+_MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)
+
+
+def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
+    """DIV_S of the NCHW kernels: the largest power of two (2-8) dividing S and every tensor's batch and channel
+    strides, when Triton cannot see it (it specializes on 16 only); 1 otherwise, or when the spatial axis is not
+    unit-stride. 14x14 maps (S = 196): 8-byte loads instead of scalar ones, as ``runtime.row_hint`` for rows."""
+    if S <= 1 or any(s != 1 for _, s, _ in strides):
+        return 1
+    d = rt.pow2_divisor(S, *(b for b, _, _ in strides), *(c for _, _, c in strides))
+    return d if 1 < d < 16 else 1
+
+
+def _split_tiles(cfg: LaunchConfig, B: int, S: int) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of a split_rows launch: the config's, widened (spatial side first, never past Triton's
+    largest tile) until a channel block has at most ``_MAX_TILES`` tiles, so that any config computes the problem
+    (each program merges every partial of its block: a tile of ``next_pow2(tiles)`` elements)."""
+    bm, bn = cfg.BLOCK_M, cfg.BLOCK_N
+    while rt.cdiv(B, bm) * rt.cdiv(S, bn) > _MAX_TILES and bm * bn * cfg.BLOCK_K < 1 << 20:
+        if bn < rt.next_pow2(S):
+            bn *= 2
+        else:
+            bm *= 2
+    return bm, bn
+
+
+def _tile_span(blocks: tuple[int, int, int], *strides: tuple[int, int, int]) -> int:
+    """The largest offset, in elements, between a [BLOCK_M, BLOCK_N, BLOCK_K] tile's corner and one of its lanes."""
+    return max(sum((n - 1) * abs(st) for n, st in zip(blocks, stride)) for stride in strides)
+
+
+def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor | None, rm_buf: torch.Tensor | None,
+                       running_var: torch.Tensor | None, rv_buf: torch.Tensor | None) -> None:
+    """Training: copy the updated running statistics back where a strided one went through a contiguous buffer."""
+    if training:
+        for given, buf in ((running_mean, rm_buf), (running_var, rv_buf)):
+            if given is not None and buf is not None and buf is not given:
+                given.copy_(buf.view_as(given))
+                rec.replayable = False  # the copy back is not a launch

@@ -1,0 +1,57 @@
+"""layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
+
+``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass,
+exact), then
+``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
+square root, as torch); short rows (``threads_per_row``) are held with each row over a few threads, the rest of
+it in their registers, weight and bias loaded beside it. ``multi_pass``: a first sweep keeps per-lane Welford
+(1962) statistics merged once (Chan et al. 1979), a second sweep normalizes and writes (the row's second read
+usually hits L2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tritred_core import ReductionSpec
+
+from .launch import layer_norm_call
+
+SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
+                     mirrors="torch.nn.functional.layer_norm",
+                     summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
+
+SPECS = {"layer_norm": SPEC}
+
+
+def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+                          bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
+                          ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: the leading dims,
+    e.g. (32,) for a (32, 1024) input; torch's ``native_layer_norm`` keeps the normalized dims as size 1)."""
+    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats)
+
+
+def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
+    """Layer normalization — mirrors :func:`torch.nn.functional.layer_norm` (Ba, Kiros & Hinton 2016).
+
+    Args:
+        input: floating tensor ``[*, *normalized_shape]`` of any strides (float16/bfloat16/float32/float64).
+        normalized_shape: the trailing dims to normalize over (int or sequence).
+        weight, bias: optional tensors of shape ``normalized_shape``, of the input's dtype and device.
+        eps: added to the biased variance inside the square root.
+
+    Returns:
+        Contiguous tensor of the input's shape and dtype (as torch's): ``(x - mean) / sqrt(var + eps) * weight +
+        bias``, statistics in fp32 (fp64 for fp64 inputs).
+
+    Raises:
+        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of
+            another dtype than the input (as torch), non-float dtypes, tensors on different devices, not on CUDA
+            (outside the interpreter).
+        TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
+            (floats and bools raise, as in torch).
+    """
+    return layer_norm_with_stats(input, normalized_shape, weight, bias, eps, store_stats=False)[0]

@@ -1,0 +1,187 @@
+"""The plain reductions' kernels (sum, mean, prod, amax, amin, and max/min without dim): rows and columns.
+
+- ``_rows_kernel``: the reduced axis is the fast one (``stride_n == 1``, e.g. ``dim=-1``). A program owns
+  BLOCK_M rows and sweeps N in BLOCK_N chunks, combining elementwise into a [BLOCK_M, BLOCK_N] accumulator and
+  reducing it once at the end (one chunk = single pass, several = multi pass). It also merges split partials.
+- ``_cols_kernel``: the kept axis K is the fast one (``dim=0`` of a matrix, a middle dim): a program owns BLOCK_K
+  contiguous outputs of one m and sweeps N, so every load is a coalesced row segment: no transpose copy.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...kernels.combine import combine, div_exact, tile_reduce
+from ...kernels.rows import aligned_rows, col_block, row_block, row_masks, wait_for_previous_launch
+
+
+@triton.jit
+def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                 divisor, divisor_lo,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
+                 ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
+                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False):
+    """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
+
+    PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
+    blocks with ``tl.range`` pipelining (LOOP_STAGES), so that the next block's loads are in flight while this
+    block reduces. DIV: N and the row stride are multiples of DIV. UNROLL (loop, no split, unshifted): rows of
+    exactly UNROLL full chunks, the loop unrolled (``runtime.unrolled_chunks``). PART (other loops, unshifted):
+    PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
+    PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
+    TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
+    WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``).
+    """
+    wait_for_previous_launch(WAIT)
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
+        N = N // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+    if PERSIST > 0:
+        for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
+            _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                        divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
+                        PART, PEEL, TAIL)
+    else:
+        _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
+                    divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART,
+                    PEEL, TAIL)
+
+
+@triton.jit
+def _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr,
+                 CAST: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``acc`` combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``, all in the row (no
+    column mask; rows out of range load 0 and are never stored)."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
+    return combine(acc, x.to(PRE).to(CAST).to(ACC), OP)
+
+
+@triton.jit
+def _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
+                  ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``acc`` combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at column ``n_hi``
+    (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows (:func:`row_masks`,
+    never with a split: ``n_hi`` is N)."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    mask, lmask = row_masks(cols, lead, n_hi, row_ok, ALIGN)
+    # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
+    return combine(acc, tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), OP)
+
+
+@triton.jit
+def _single_tile(x_row, cols, lead, N, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr,
+                 PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr):
+    """The reduction of a single pass's tile of the rows at tile columns ``cols`` (the row's BLOCK_N lanes, or its
+    TAIL), lanes outside each row at the identity. The input is read once: evict-first."""
+    mask, lmask = row_masks(cols, lead, N, row_ok, ALIGN)
+    # int32 columns for the masks, int64 in the address: a strided row (K = 1, element stride s_xn) may reach past
+    # offset 2^31 within one tile (unit-stride rows compile to the same instructions either way)
+    x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0,
+                eviction_policy="evict_first")
+    # dtype= converts the input first (torch semantics), then we widen to the accumulator.
+    return tile_reduce(tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), 1, OP)
+
+
+@triton.jit
+def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor, divisor_lo,
+                OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
+                PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
+    """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
+    boundary below each row (see ``aligned_rows``)."""
+    rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
+    x_off = m * s_xm + k * s_xk
+    x_off, lead = aligned_rows(x_off, ALIGN)
+    x_row = x_ptr + x_off
+    if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
+        lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
+        r = _single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN)
+        if TAIL > 0:  # (the row's lanes past BLOCK_N: a row just past a power of two in BLOCK_N + TAIL lanes)
+            r = combine(r, _single_tile(x_row, BLOCK_N + tl.arange(0, TAIL), lead32, N, row_ok, s_xn, OP, IDENT, ACC,
+                                        PRE, CAST, ALIGN), OP)
+    elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
+        acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        for i in tl.static_range(UNROLL):
+            acc = _whole_chunk(acc, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+        r = tile_reduce(acc, 1, OP)
+    else:
+        n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
+        n_hi = tl.minimum(N, n_lo + n_per_split)
+        n_end = n_hi
+        if ALIGN > 0:  # (never with SPLIT: n_lo is 0, the slice is the whole row)
+            n_hi = N
+            n_end = N + ALIGN - 1
+        acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
+        if PART > 1 and ALIGN == 0:
+            # PART whole chunks per iteration, unrolled: their loads are issued together (a runtime trip count
+            # otherwise keeps one chunk in flight, see runtime.unrolled_chunks), no column mask.
+            n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
+            for g0 in range(n_lo, n_whole, PART * BLOCK_N):
+                for u in tl.static_range(PART):
+                    acc = _whole_chunk(acc, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+            n_lo = n_whole
+        if ALIGN > 0 and PEEL and BLOCK_N >= ALIGN:
+            # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
+            # element mask or select (as softmax._chunk_in), then the tail below, masked.
+            acc = _masked_chunk(acc, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+            for n0 in range(BLOCK_N, N // BLOCK_N * BLOCK_N, BLOCK_N):
+                acc = _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+            n_lo = tl.maximum(N // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
+        for n0 in range(n_lo, n_end, BLOCK_N):
+            acc = _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+        r = tile_reduce(acc, 1, OP)
+    if SPLIT > 1:
+        tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
+    else:
+        if MEAN:
+            r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
+        tl.store(out_ptr + m * s_om + k * s_ok, r, mask=row_ok)
+
+
+@triton.jit
+def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
+                 divisor, divisor_lo,
+                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                 MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 LOADS: tl.constexpr = 1, DIV: tl.constexpr = 1):
+    """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis.
+    DIV: K and the m and n strides are multiples of DIV.
+
+    Each loop iteration loads LOADS tiles before combining any (independent loads in flight per thread: a
+    manual pipeline, since Triton's pipeliner does not stage these loads), with an evict-first hint: the input
+    is read once, so its lines should not push other data out of L2. (H200, sum dim=1 of 64x4096x256 bf16:
+    hint 69 -> 74 %, 4 loads 75 %; tools/exp_h200.py.)
+    """
+    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
+        K = K // DIV * DIV
+        s_xm = s_xm // DIV * DIV
+        s_xn = s_xn // DIV * DIV
+        s_om = s_om // DIV * DIV
+    m, ks, k_ok = col_block(K, BLOCK_K)
+    x_col = x_ptr + m * s_xm + ks * s_xk
+    n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
+    n_hi = tl.minimum(N, n_lo + n_per_split)
+    acc = tl.full([BLOCK_N, BLOCK_K], IDENT, ACC)
+    for n0 in range(n_lo, n_hi, BLOCK_N * LOADS):
+        for u in tl.static_range(LOADS):
+            ns = n0 + u * BLOCK_N + tl.arange(0, BLOCK_N)
+            mask = (ns < n_hi)[:, None] & k_ok[None, :]
+            x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0,
+                        eviction_policy="evict_first")
+            x = x.to(PRE).to(CAST).to(ACC)
+            if OP != 0:  # (not a sum: its masked lanes already hold its identity, the load's 0)
+                x = tl.where(mask, x, IDENT)
+            acc = combine(acc, x, OP)
+    r = tile_reduce(acc, 0, OP)
+    if SPLIT > 1:
+        tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
+    else:
+        if MEAN:
+            r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
+        tl.store(out_ptr + m * s_om + ks * s_ok, r, mask=k_ok)

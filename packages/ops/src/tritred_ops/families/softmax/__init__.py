@@ -1,0 +1,79 @@
+"""softmax, log_softmax, logsumexp.
+
+The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). A row that fits on chip is loaded
+once, reduced and written from registers; longer rows take the online softmax of Milakov & Gimelshein (2018), or
+are held by several programs that merge their partials at a per-row barrier. NaN and inf follow torch. Kernels
+in :mod:`.kernels`, the host path in :mod:`.launch`, the launch rules in :mod:`.rules`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tritred_core import ReductionSpec
+
+from ... import runtime as rt
+from .launch import logsumexp_call, softmax_call
+
+SPECS = {
+    "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
+                             summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)"),
+    "log_softmax": ReductionSpec(name="log_softmax", family="softmax", mirrors="torch.log_softmax",
+                                 summary="x - max - log(sum(exp(x - max)))"),
+    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=rt.ALL_DTYPES,
+                               mirrors="torch.logsumexp", summary="log(sum(exp(x))) over dims, max-shifted"),
+}
+
+
+_SOFTMAX_DOC = """
+    Args:
+        input: tensor of any shape and strides on CUDA (or CPU under ``TRITON_INTERPRET=1``); floating, or any
+            dtype when ``dtype`` is a floating dtype.
+        dim: the dim to normalize over (negative dims count from the end).
+        dtype: convert the input to this dtype first; the output has it.
+
+    Returns:
+        Contiguous tensor of the input's shape (as torch's, whatever the input's strides), dtype ``dtype`` or
+        the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
+
+    Raises:
+        IndexError: dim out of range. TypeError: dim missing or not an int.
+        NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
+"""
+
+
+def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """exp(x - max) / sum(exp(x - max)) along ``dim`` — mirrors :func:`torch.softmax`.
+
+    Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
+    partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
+    """
+    return softmax_call(SPECS["softmax"], 0, input, dim, dtype)
+
+
+def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
+    return softmax_call(SPECS["log_softmax"], 1, input, dim, dtype)
+
+
+softmax.__doc__ = (softmax.__doc__ or "") + _SOFTMAX_DOC
+log_softmax.__doc__ = (log_softmax.__doc__ or "") + _SOFTMAX_DOC
+
+
+def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
+    """log(sum(exp(x))) over ``dim`` — mirrors :func:`torch.logsumexp`.
+
+    Args:
+        input: tensor of any shape/strides; floating, integer or bool (integers give the default float dtype).
+        dim: int or tuple of ints (``()`` means all dims, as in torch).
+        keepdim: keep reduced dims with size 1.
+
+    Returns:
+        Tensor of the kept shape. Max-shifted: ``m + log(sum(exp(x - m)))``; rows holding +inf give +inf, all -inf
+        rows give -inf, NaN propagates. An empty reduction gives -inf.
+
+    Raises:
+        IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
+    """
+    return logsumexp_call(SPECS["logsumexp"], input, dim, keepdim)
