@@ -7,6 +7,8 @@ from pydantic import ValidationError
 from tritred_core import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
+    KNOBS,
+    STRATEGIES,
     DeviceInfo,
     LaunchConfig,
     Problem,
@@ -88,6 +90,36 @@ def test_spec_family_and_dtypes_validated() -> None:
     with pytest.raises(ValidationError, match="unknown or empty dtypes"):
         _spec(dtypes=())
     assert _spec(dtypes=INTEGER_DTYPES + FLOAT_DTYPES).dtypes[0] == "bool"
+
+
+def test_spec_declares_every_strategy_and_knob_by_default() -> None:
+    """A spec that declares none takes every strategy and knob (third-party specs written before they existed)."""
+    spec = _spec()
+    assert spec.strategies == STRATEGIES == ("single_pass", "multi_pass", "split", "split_rows")
+    assert spec.knobs == KNOBS == ("BLOCK_TAIL", "threads_per_row", "num_programs")
+    spec.check_takes(LaunchConfig(strategy="split_rows", BLOCK_N=64, split=4, num_programs=8))
+    with pytest.raises(ValidationError):
+        _spec(strategies=())
+    with pytest.raises(ValidationError):
+        _spec(strategies=("two_pass",))
+    with pytest.raises(ValidationError):
+        _spec(knobs=("num_stages",))
+
+
+def test_spec_refuses_what_it_does_not_declare() -> None:
+    """check_takes: a knob set to anything but its default, or a strategy, that the spec does not declare raises
+    ValueError naming the field and who gave the config; a knob left at its default is fine."""
+    spec = _spec(strategies=("single_pass", "multi_pass"), knobs=("num_programs",))
+    spec.check_takes(LaunchConfig(strategy="multi_pass", num_programs=4))
+    spec.check_takes(LaunchConfig(strategy="single_pass", BLOCK_TAIL=0, threads_per_row=0))
+    with pytest.raises(ValueError, match=r"toy_sum: BLOCK_TAIL=16 \(config from plug\) is not taken"):
+        spec.check_takes(LaunchConfig(strategy="single_pass", BLOCK_N=32, BLOCK_TAIL=16, decided_by="plug"))
+    with pytest.raises(ValueError, match="threads_per_row=8 .*declares: num_programs"):
+        spec.check_takes(LaunchConfig(strategy="single_pass", threads_per_row=8))
+    with pytest.raises(ValueError, match="strategy 'split' .*implement: single_pass, multi_pass"):
+        spec.check_takes(LaunchConfig(strategy="split", split=2))
+    with pytest.raises(ValueError, match="knobs it declares: none"):
+        _spec(knobs=()).check_takes(LaunchConfig(strategy="multi_pass", num_programs=4))
 
 
 # -- Problem ----------------------------------------------------------------------------------------------------

@@ -272,6 +272,23 @@ def test_invalid_config_names_the_plugin(registry: Registry, toys: Any, spec: Re
     assert registry.launch_config(spec, toys.toy_problem(N=200), FAKE_H200).decided_by == "sloppy_plugin"
 
 
+def test_config_the_spec_does_not_declare_names_the_plugin(registry: Registry, toys: Any) -> None:
+    """A strategy or a knob the reduction's spec does not declare is refused (InvalidLaunchConfigError, a
+    ValueError), naming the field and the plugin; the same config passes for a spec that declares it."""
+    narrow = toys.make_reduction("narrow", strategies=("single_pass", "multi_pass"), knobs=("BLOCK_TAIL",)).spec
+    registry.register(toys.ConfigPlugin(lambda s, p, d: LaunchConfig(strategy="multi_pass", num_programs=8)),
+                      name="persistent_plugin")
+    with pytest.raises(InvalidLaunchConfigError, match=r"persistent_plugin.*narrow: num_programs=8 \(config from "
+                                                       r"persistent_plugin\)") as info:
+        registry.launch_config(narrow, toys.toy_problem(), FAKE_H200)
+    assert isinstance(info.value, ValueError)
+    assert registry.launch_config(toys.make_reduction("wide").spec, toys.toy_problem(), FAKE_H200).num_programs == 8
+    registry.unregister("persistent_plugin")
+    registry.register(toys.ConfigPlugin(lambda s, p, d: LaunchConfig(strategy="split", split=4)), name="split_plugin")
+    with pytest.raises(InvalidLaunchConfigError, match="split_plugin.*strategy 'split'"):
+        registry.launch_config(narrow, toys.toy_problem(), FAKE_H200)
+
+
 def test_config_failing_model_validation_names_the_plugin(registry: Registry, toys: Any,
                                                           spec: ReductionSpec) -> None:
     registry.register(toys.BuiltinHeuristic(), name="builtin")

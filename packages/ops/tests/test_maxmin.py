@@ -119,7 +119,7 @@ def test_single_element_dim(device):
 @pytest.mark.parametrize("n", [1024, 2048, 4096])
 @pytest.mark.parametrize("name", ["max", "min"])
 def test_wide_float32_rows_in_the_built_in_h200_tiles(name, n, force, device):
-    """The configs the built-in gives float32 rows of 1024-4096 on an H200 (``heuristics._wide_rows``: one row on
+    """The configs the built-in gives float32 rows of 1024-4096 on an H200 (``rules.wide_rows``: one row on
     N / 256 warps, or two on 16), forced so that the interpreter and the GPU alike run them: an odd row count (the
     last two-row tile half empty), ties, a NaN, the extreme in the last element."""
     from tritred_core import Problem

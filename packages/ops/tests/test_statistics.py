@@ -317,7 +317,7 @@ def test_loop_rows_whose_first_element_is_far_from_their_mean(cfg, force, device
 @pytest.mark.parametrize("n", [1024, 2048, 4096, 8192])
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
 def test_wide_float32_rows_in_the_built_in_h200_tiles(name, n, force, device):
-    """The configs the built-in gives float32 rows of 1024-8192 on an H200 (``heuristics._wide_rows``: one row on
+    """The configs the built-in gives float32 rows of 1024-8192 on an H200 (``rules.wide_rows``: one row on
     N / 256 warps, or two on 16), forced here so that the interpreter and the GPU alike run them: an odd row count
     (the last two-row tile half empty), rows far from 0, a NaN, against float64 torch."""
     from tritred_core import Problem

@@ -23,21 +23,26 @@ def cache_file(tmp_path, monkeypatch):
     caches().clear()
 
 
+def _spec(op: str):
+    return get_registry().get(op).spec
+
+
 def _problem(N: int = 3000, M: int = 6) -> Problem:
     return Problem(op="softmax", dtype="float32", M=M, N=N, K=1, stride_m=N, stride_n=1)
 
 
 def test_candidates_are_valid_neighbours():
     reg = get_registry()
-    spec = reg.get("sum").spec
     for problem in (_problem(), _problem(N=200), Problem(op="sum", dtype="float32", M=1, N=9000, K=64,
                                                          stride_m=9000 * 64, stride_n=64, stride_k=1)):
+        spec = reg.get(problem.op).spec
         base = reg.launch_config(spec, problem, FAKE_H200)
-        cands = tuning.candidates(base, problem)
+        cands = tuning.candidates(spec, base, problem)
         assert cands[0].model_dump(exclude={"decided_by", "tuned"}) == base.model_dump(exclude={"decided_by", "tuned"})
         assert len(cands) > 2
         for c in cands:
             c.check_fits(problem)  # every candidate can compute the problem
+            spec.check_takes(c)  # with a strategy and knobs its kernels take
 
 
 def test_candidates_with_and_without_a_tail_tile():
@@ -46,9 +51,11 @@ def test_candidates_with_and_without_a_tail_tile():
     problem = Problem(op="softmax", dtype="bfloat16", M=32768, N=2049, K=1, stride_m=2049, stride_n=1)
     from tritred_core import LaunchConfig
 
-    one = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_N=4096, num_warps=4), problem)
+    spec = _spec(problem.op)
+    one = tuning.candidates(spec, LaunchConfig(strategy="single_pass", BLOCK_N=4096, num_warps=4), problem)
     assert any(c.BLOCK_N == 2048 and c.BLOCK_TAIL == 16 and c.strategy == "single_pass" for c in one)
-    two = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_N=2048, BLOCK_TAIL=16, num_warps=1), problem)
+    two = tuning.candidates(spec, LaunchConfig(strategy="single_pass", BLOCK_N=2048, BLOCK_TAIL=16, num_warps=1),
+                            problem)
     assert any(c.BLOCK_N == 4096 and c.BLOCK_TAIL == 0 and c.strategy == "single_pass" for c in two)
     assert any(c.strategy == "multi_pass" and c.BLOCK_N == 1024 and c.BLOCK_TAIL == 0 for c in two)
     assert not any(c.BLOCK_TAIL and c.BLOCK_N >= 4096 for c in two)  # (a tail past a row that fits: none)
@@ -63,16 +70,17 @@ def test_statistics_candidates_with_and_without_a_few_threads_a_row():
     from tritred_core import LaunchConfig
 
     problem = Problem(op="var", dtype="bfloat16", M=262144, N=256, K=1, stride_m=256, stride_n=1)
-    one = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), problem)
+    spec = _spec(problem.op)
+    one = tuning.candidates(spec, LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), problem)
     assert any(c.threads_per_row == 8 and c.BLOCK_N == 256 for c in one)
-    few = tuning.candidates(LaunchConfig(strategy="single_pass", BLOCK_M=16, BLOCK_N=256, num_warps=4,
-                                         threads_per_row=8), problem)
+    few = tuning.candidates(spec, LaunchConfig(strategy="single_pass", BLOCK_M=16, BLOCK_N=256, num_warps=4,
+                                               threads_per_row=8), problem)
     assert any(c.threads_per_row == 0 and c.strategy == "single_pass" for c in few)
     assert any(c.strategy == "multi_pass" for c in few)
     assert all(c.threads_per_row == 0 for c in few if c.strategy != "single_pass")
     plain = Problem(op="sum", dtype="bfloat16", M=262144, N=256, K=1, stride_m=256, stride_n=1)
     assert all(c.threads_per_row == 0 for c in tuning.candidates(
-        LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), plain))
+        _spec("sum"), LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), plain))
 
 
 def test_batch_norm_candidates_include_split_rows_for_nchw():
@@ -82,11 +90,11 @@ def test_batch_norm_candidates_include_split_rows_for_nchw():
     spec = reg.get("batch_norm").spec
     nchw = Problem(op="batch_norm", dtype="bfloat16", M=64, N=3136, K=256, stride_m=256 * 3136, stride_n=1,
                    stride_k=3136)
-    split_rows = [c for c in tuning.candidates(reg.launch_config(spec, nchw, FAKE_H200), nchw)
+    split_rows = [c for c in tuning.candidates(spec, reg.launch_config(spec, nchw, FAKE_H200), nchw)
                   if c.strategy == "split_rows"]
     assert [(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_warps) for c in split_rows] == [(16, 256, 1, 4), (32, 256, 1, 8)]
     last = Problem(op="batch_norm", dtype="bfloat16", M=1, N=64 * 3136, K=256, stride_m=0, stride_n=256, stride_k=1)
-    assert not [c for c in tuning.candidates(reg.launch_config(spec, last, FAKE_H200), last)
+    assert not [c for c in tuning.candidates(spec, reg.launch_config(spec, last, FAKE_H200), last)
                 if c.strategy == "split_rows"]
 
 
@@ -98,7 +106,7 @@ def test_split_rows_candidates_keep_their_program_width_across_the_bucket():
     reg = get_registry()
     spec = reg.get("layer_norm").spec
     tuned = Problem(op="layer_norm", dtype="float32", M=64, N=40000, K=1, stride_m=40000, stride_n=1)
-    split_rows = [c for c in tuning.candidates(reg.launch_config(spec, tuned, FAKE_H200), tuned)
+    split_rows = [c for c in tuning.candidates(spec, reg.launch_config(spec, tuned, FAKE_H200), tuned)
                   if c.strategy == "split_rows"]
     assert [(c.BLOCK_N, c.split, c.num_warps) for c in split_rows] == [(8192, 8, 8)]
     for n in (32769, 40000, 60000, 65536):  # the bucket (32768, 65536]

@@ -145,18 +145,20 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debu
 @_clean_errors
 def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
              ) -> None:
-    """Every registered reduction: name, family, mirrored torch op, dtypes and the plugin providing it."""
+    """Every registered reduction: name, family, mirrored torch op, dtypes, the strategies its kernels implement
+    and the plugin providing it."""
     reg = _registry()
     reds = reg.reductions(strict=False)
     if as_json:
         typer.echo(json.dumps([r.spec.model_dump() for r in reds.values()], indent=1))
         return
     table = Table(title=f"{len(reds)} reductions")
-    for col in ("name", "family", "mirrors", "dtypes", "plugin", "version"):
+    for col in ("name", "family", "mirrors", "dtypes", "strategies", "plugin", "version"):
         table.add_column(col, no_wrap=col in ("name", "plugin"), overflow="fold")
     for name, rec in reds.items():
         s = rec.spec
-        table.add_row(name, s.family, s.mirrors, _dtype_list(s.dtypes), s.plugin or "?", s.version or "?")
+        table.add_row(name, s.family, s.mirrors, _dtype_list(s.dtypes), ", ".join(s.strategies), s.plugin or "?",
+                      s.version or "?")
     con = _console()
     con.print(table)
     _print_load_errors(reg, con)

@@ -8,11 +8,15 @@ from .hookspecs import hookimpl, hookspec
 from .models import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
+    KNOBS,
+    STRATEGIES,
     DeviceInfo,
+    Knob,
     LaunchConfig,
     Problem,
     Reduction,
     ReductionSpec,
+    Strategy,
 )
 from .registry import (
     DuplicateReductionError,
@@ -30,9 +34,12 @@ __version__ = "0.1.0"
 __all__ = [
     "FLOAT_DTYPES",
     "INTEGER_DTYPES",
+    "KNOBS",
+    "STRATEGIES",
     "DeviceInfo",
     "DuplicateReductionError",
     "InvalidLaunchConfigError",
+    "Knob",
     "LaunchConfig",
     "PluginInfo",
     "Problem",
@@ -40,6 +47,7 @@ __all__ = [
     "ReductionSpec",
     "Registry",
     "RegistryError",
+    "Strategy",
     "UnknownReductionError",
     "get_registry",
     "hookimpl",

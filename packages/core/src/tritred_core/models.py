@@ -9,7 +9,7 @@ triton: dtypes are spelled as torch spells them without the ``torch.`` prefix (`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -20,6 +20,13 @@ INTEGER_DTYPES: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "i
 
 Family = Literal["reduce", "statistics", "softmax", "normalize"]
 Strategy = Literal["single_pass", "multi_pass", "split", "split_rows"]
+#: The optional fields of a :class:`LaunchConfig` that only some kernels honour (each has a default that every kernel
+#: takes: 0). A spec declares the ones its kernels honour (:attr:`ReductionSpec.knobs`).
+Knob = Literal["BLOCK_TAIL", "threads_per_row", "num_programs"]
+
+#: Every strategy and every knob: a spec's defaults (a third-party spec that declares none takes any config).
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+KNOBS: tuple[Knob, ...] = get_args(Knob)
 
 
 class _Frozen(BaseModel):
@@ -31,7 +38,15 @@ def _is_pow2(v: int) -> bool:
 
 
 class ReductionSpec(_Frozen):
-    """What a reduction is: its name, family, dtypes, outputs and the torch op it mirrors."""
+    """What a reduction is: its name, family, dtypes, outputs, the torch op it mirrors, and the launch configs its
+    kernels take.
+
+    ``strategies`` are the :data:`Strategy` values its kernels implement, ``knobs`` the optional
+    :class:`LaunchConfig` fields (:data:`Knob`) they honour. The registry refuses a config whose strategy, or whose
+    knob set to anything but its default, the spec does not declare (:meth:`check_takes`). Both default to
+    everything, so that a spec that declares neither takes any config its kernels can be given (the launcher then
+    decides what a config it has no kernel for means).
+    """
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     family: Family
@@ -39,6 +54,9 @@ class ReductionSpec(_Frozen):
     outputs: tuple[str, ...] = ("out",)
     mirrors: str = Field(description="the torch op this reduction mirrors, e.g. 'torch.softmax'")
     summary: str = ""
+    strategies: tuple[Strategy, ...] = Field(default=STRATEGIES, min_length=1,
+                                             description="the strategies its kernels implement")
+    knobs: tuple[Knob, ...] = Field(default=KNOBS, description="the optional LaunchConfig fields its kernels honour")
     plugin: str | None = Field(default=None, description="filled by the registry: the plugin that provided it")
     version: str | None = Field(default=None, description="filled by the registry: that plugin's version")
 
@@ -49,6 +67,19 @@ class ReductionSpec(_Frozen):
         if unknown or not v:
             raise ValueError(f"unknown or empty dtypes {sorted(unknown)}; known: {FLOAT_DTYPES + INTEGER_DTYPES}")
         return v
+
+    def check_takes(self, config: LaunchConfig) -> None:
+        """Raise ValueError when ``config`` asks for a strategy or a knob (a :data:`Knob` field set to anything but
+        its default) that this spec does not declare; the message names the field and who gave the config."""
+        who = config.decided_by or "the launch-config hook"
+        for knob in KNOBS:
+            value = getattr(config, knob)
+            if value != LaunchConfig.model_fields[knob].default and knob not in self.knobs:
+                raise ValueError(f"{self.name}: {knob}={value} (config from {who}) is not taken by its kernels; "
+                                 f"the knobs it declares: {', '.join(self.knobs) or 'none'}")
+        if config.strategy not in self.strategies:
+            raise ValueError(f"{self.name}: strategy {config.strategy!r} (config from {who}) is not one its kernels "
+                             f"implement: {', '.join(self.strategies)}")
 
 
 class Problem(_Frozen):

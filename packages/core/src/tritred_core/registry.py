@@ -64,7 +64,8 @@ class PluginInfo(BaseModel):
 
 
 class _CoreValidation:
-    """Core-owned wrapper around the launch-config hook: validates whatever plugin won."""
+    """Core-owned wrapper around the launch-config hook: validates whatever plugin won (a valid LaunchConfig, of a
+    strategy and knobs the spec declares, that fits the problem)."""
 
     @hookspecs.hookimpl(wrapper=True)
     def tritred_launch_config(
@@ -84,6 +85,7 @@ class _CoreValidation:
             # validated again: ``model_copy(update=...)`` and ``model_construct`` skip the model's validators, and a
             # combination they forbid (threads_per_row with a tail tile) would leave elements unread
             LaunchConfig.model_validate(config.model_dump())
+            spec.check_takes(config)  # a strategy or knob the op's kernels do not have
             config.check_fits(problem)
         except ValueError as e:
             raise InvalidLaunchConfigError(f"plugin {config.decided_by!r} returned an invalid config: {e}") from e

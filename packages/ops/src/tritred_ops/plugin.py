@@ -23,7 +23,7 @@ from .families import statistics as _st
 from .families.batch_norm import launch as _bn_launch
 from .families.reduce import launch as _red_launch
 from .families.statistics import launch as _st_launch
-from .heuristics import tritred_launch_config  # noqa: F401  (the built-in heuristic hookimpl)
+from .rules import tritred_launch_config  # noqa: F401  (the built-in rules' hookimpl)
 
 Args = tuple[tuple[Any, ...], dict[str, Any]]
 

@@ -26,10 +26,9 @@ import torch
 import triton
 import triton.testing
 from pydantic import BaseModel, ConfigDict
-from tritred_core import DeviceInfo, LaunchConfig, Problem, Reduction, get_registry, hookimpl
+from tritred_core import DeviceInfo, LaunchConfig, Problem, Reduction, ReductionSpec, get_registry, hookimpl
 
 from . import runtime as rt
-from .runtime import hints
 from .runtime.caches import caches
 
 log = logging.getLogger("tritred")
@@ -83,21 +82,14 @@ def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None
     return config
 
 
-#: Ops whose single-pass row kernels take a tail tile (``BLOCK_TAIL``).
-TAIL_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp", "layer_norm",
-                       "var", "std", "var_mean", "std_mean"})
-
-#: Ops whose row kernels take ``num_programs`` (a persistent grid looping over row blocks).
-PERSISTENT_ROWS = frozenset({"sum", "mean", "prod", "amax", "amin", "softmax", "log_softmax", "logsumexp",
-                             "layer_norm", "var", "std", "var_mean", "std_mean"})
-
-
-def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
-    """``base`` and its neighbours: x0.5/x2 block sizes and warps, 1 or 3 stages, other split counts,
-    persistent row grids of 2 or 4 programs per SM, single passes with or without a tail tile, and statistics
-    rows with or without a few threads a row (``threads_per_row``)."""
+def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_count: int = 132) -> list[LaunchConfig]:
+    """``base`` and its neighbours, among the strategies and knobs ``spec`` declares: x0.5/x2 block sizes and
+    warps, 1 or 3 stages, other split counts, persistent row grids of 2 or 4 programs per SM, single passes with or
+    without a tail tile, rows with or without a few threads each (``threads_per_row``), rows held by several
+    programs (``split_rows``), and batch_norm's normalize programs looping over several tiles."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
+    batch_norm = spec.name == "batch_norm"  # (its Problem is (batch, spatial, channel), not rows)
 
     def add(**changes: Any) -> None:
         fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
@@ -109,6 +101,7 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
             fields["threads_per_row"] = 0  # (likewise: rows over a few threads are single passes of one tile)
         try:
             cfg = LaunchConfig(**fields)
+            spec.check_takes(cfg)
             cfg.check_fits(problem)
         except ValueError:
             return
@@ -129,13 +122,13 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
     for bk in (base.BLOCK_K // 2, base.BLOCK_K * 2):
         if bk >= 1 and not problem.inner:
             add(BLOCK_K=bk)
-    if base.strategy == "single_pass" and problem.inner and problem.op in TAIL_ROWS:
+    if base.strategy == "single_pass" and problem.inner and "BLOCK_TAIL" in spec.knobs:
         # a row in one power-of-two tile, or in that tile's half plus a tail tile (BLOCK_TAIL) when it fits
         if base.BLOCK_TAIL:
             add(BLOCK_N=rt.next_pow2(N), BLOCK_TAIL=0)
         elif base.BLOCK_N >= 32 and N + 15 - base.BLOCK_N // 2 <= base.BLOCK_N // 2:
             add(BLOCK_N=base.BLOCK_N // 2, BLOCK_TAIL=max(16, rt.next_pow2(N + 15 - base.BLOCK_N // 2)))
-    if base.strategy == "single_pass" and problem.inner and problem.op in hints.ROW_THREADS_OPS:
+    if base.strategy == "single_pass" and problem.inner and "threads_per_row" in spec.knobs:
         # each row over a few threads (threads_per_row: 32 elements a thread), or the kernel's own layout
         if base.threads_per_row:
             add(threads_per_row=0)
@@ -146,22 +139,23 @@ def candidates(base: LaunchConfig, problem: Problem, sm_count: int = 132) -> lis
     if base.strategy == "split":
         for s in (max(2, base.split // 2), base.split * 2):
             add(split=s)
-    if problem.inner and problem.op in PERSISTENT_ROWS and base.strategy != "split" and base.num_programs == 0:
+    if problem.inner and not batch_norm and "num_programs" in spec.knobs and base.strategy != "split" \
+            and base.num_programs == 0:
         # Persistent row grids: a few programs per SM, each looping over row blocks (loads pipelined).
         for per_sm in (2, 4):
             add(num_programs=per_sm * sm_count, num_stages=2)
-    if problem.op == "batch_norm" and base.num_programs == 0:
+    if batch_norm and base.num_programs == 0:
         # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
         for per_sm in (4, 16):
             add(num_programs=per_sm * sm_count)
-    if problem.inner and problem.op in ("softmax", "log_softmax", "layer_norm") and N > 32768:
+    if problem.inner and not batch_norm and "split_rows" in spec.strategies and N > 32768:
         # Rows past one program's registers held by programs of 8192 elements on 8 warps together (split rows).
         # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry gives
         # every row of its bucket 8192-element programs (split is a lower bound on the programs: a smaller one
         # would widen them for longer rows).
         add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=rt.cdiv(rt.next_pow2(N), 8192), num_warps=8,
             num_programs=0, num_stages=1)
-    if problem.op == "batch_norm" and problem.stride_n == 1:
+    if batch_norm and problem.stride_n == 1:
         # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
         # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
         bn = min(rt.next_pow2(N), 256)
@@ -224,7 +218,8 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     a0, k0 = fresh()
     expected = rec.reference(*a0, **k0)
     trials = []
-    for i, cfg in enumerate(candidates(base.model_copy(update={"tuned": False}), problem, max(info.sm_count, 1))):
+    for i, cfg in enumerate(candidates(rec.spec, base.model_copy(update={"tuned": False}), problem,
+                                       max(info.sm_count, 1))):
         name = reg.register(_Force(rec.spec.name, cfg), name=f"tritred-tune-{i}")
         trial = functools.partial(Trial, config=cfg, current=i == 0)  # (the first candidate is the call's own)
         try:

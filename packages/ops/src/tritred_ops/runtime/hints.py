@@ -171,14 +171,10 @@ def no_tail(cfg: LaunchConfig, op: str) -> None:
 
 
 
-#: The ops whose kernels take ``threads_per_row`` (their row single passes).
-ROW_THREADS_OPS = frozenset({"var", "std", "var_mean", "std_mean", "layer_norm"})
-
-
 def no_row_threads(cfg: LaunchConfig, op: str, where: str = "") -> None:
-    """Raise ValueError for a ``threads_per_row`` given to a kernel that keeps its own layout: every op but
-    var/std/var_mean/std_mean and layer_norm, and their column, loop and split kernels (``where`` names the
-    path)."""
+    """Raise ValueError for a ``threads_per_row`` given to a path that keeps its own layout: the column, loop and
+    split kernels of var/std/var_mean/std_mean and layer_norm (``where`` names the path; the ops whose specs do
+    not declare the knob are refused by the registry before any launch)."""
     if cfg.threads_per_row:
         raise ValueError(
             f"{op}: threads_per_row={cfg.threads_per_row} (config from {cfg.decided_by or 'the launch-config hook'}) "

@@ -18,7 +18,6 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec, get_registry
 from . import device as devices
 from .caches import caches
 from .checks import dtype_name
-from .hints import ROW_THREADS_OPS, no_row_threads
 from .view import View
 
 log = logging.getLogger("tritred")
@@ -35,10 +34,7 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
 
     def ask() -> LaunchConfig:
         p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
-        cfg = get_registry().launch_config(spec, p, devices.device_info(x.device))
-        if spec.name not in ROW_THREADS_OPS:
-            no_row_threads(cfg, spec.name)
-        return cfg
+        return get_registry().launch_config(spec, p, devices.device_info(x.device))
     return caches().configs.get_or_make(key, ask)
 
 

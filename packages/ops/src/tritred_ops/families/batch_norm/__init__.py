@@ -37,9 +37,12 @@ from tritred_core import ReductionSpec
 
 from .launch import batch_norm_call
 
+#: ``split``: the statistics launch over slices of each channel block's tiles (a split of 1: one slice), then the
+#: normalize launch; ``num_programs``: normalize programs looping over several tiles of a channel block.
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.batch_norm",
-                     summary="per-channel statistics over (batch, *spatial); running stats updated in training")
+                     summary="per-channel statistics over (batch, *spatial); running stats updated in training",
+                     strategies=("split", "split_rows"), knobs=("num_programs",))
 
 SPECS = {"batch_norm": SPEC}
 

@@ -18,9 +18,13 @@ from tritred_core import ReductionSpec
 
 from .launch import layer_norm_call
 
+#: ``split_rows``: rows held by several programs meeting at a barrier (one read); not a built-in choice, a plugin's
+#: or ``tritred tune``'s. A tail tile and a few threads a row on the single pass; persistent row grids.
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
-                     summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims")
+                     summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims",
+                     strategies=("single_pass", "multi_pass", "split_rows"),
+                     knobs=("BLOCK_TAIL", "threads_per_row", "num_programs"))
 
 SPECS = {"layer_norm": SPEC}
 

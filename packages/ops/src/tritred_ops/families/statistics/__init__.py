@@ -15,8 +15,11 @@ from tritred_core import ReductionSpec
 
 from .launch import stats_call
 
+#: Their row single passes take a tail tile and a few threads a row; row kernels, persistent grids.
 SPECS = {
-    name: ReductionSpec(name=name, family="statistics", outputs=outputs, mirrors=f"torch.{name}", summary=summary)
+    name: ReductionSpec(name=name, family="statistics", outputs=outputs, mirrors=f"torch.{name}", summary=summary,
+                        strategies=("single_pass", "multi_pass", "split"),
+                        knobs=("BLOCK_TAIL", "threads_per_row", "num_programs"))
     for name, outputs, summary in (
         ("var", ("var",), "variance with Bessel-style correction"),
         ("std", ("std",), "standard deviation with correction"),

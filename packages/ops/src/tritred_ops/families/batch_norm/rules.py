@@ -1,0 +1,63 @@
+"""Launch rules of batch_norm: tiles of [batch, spatial, channel] over the (B, S, C) view of the input.
+
+Its Problem is (M = batch, N = spatial, K = channels) with the input's strides; the tiles run along whichever of
+spatial (NCHW) or channels (channels-last) is contiguous. Training is two launches (statistics over slices of each
+channel block's tiles, then the normalize launch, which merges them), or one when a tile holds a whole channel
+block; eval is the normalize launch alone.
+"""
+
+from __future__ import annotations
+
+from tritred_core import LaunchConfig, Problem, ReductionSpec
+
+from ...rules import Caps, itemsize
+from ...runtime.launch import cdiv, next_pow2
+
+
+def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
+    """The built-in config of batch_norm (``split``: the statistics' slices per channel block).
+
+    - Channels-last: tiles of up to 64 channels by the spatial and batch sides, 4096 elements on 8 warps.
+    - NCHW: 2048-element tiles of up to 128 spatial x 16 images (31 -> 38 % on 64x256x56x56 bf16 against one
+      4096-wide spatial row); one image widens the spatial side instead. Two warps: 32 elements (two to four 16-byte
+      loads) per thread keep more loads in flight than four warps' 16 (training, against 32x64 tiles on 4 warps:
+      64x256x56x56 fp32 56 -> 60 %, 32x128x112x112 fp16 50 -> 54, 64x96x55x55 bf16 19 -> 24, 16x64x224x224 fp32
+      56 -> 60).
+    - A channel block that fits one tile: statistics and normalization in one launch from registers (one read, one
+      write) instead of two launches and a second read, ~64 elements per thread, down to one warp: these grids are
+      one wave of short programs, and 49-wide rows load one element per instruction, so fuller threads keep more
+      loads in flight per warp while more programs share an SM (32x2048x7x7 bf16 20 -> 26 %, fp32 34 -> 41;
+      64x1024x7x7 bf16 17 -> 24, fp32 31 -> 42, against 4 warps).
+    - ~8 statistics programs per SM: each streams its range of tiles with few loads in flight (64x256x56x56 bf16,
+      2 programs per channel: 33 -> 42 % against 1).
+    - 2-byte NCHW planes of several tiles: the statistics launch loads each tile one iteration ahead
+      (``num_stages=2``; 64x256x56x56 bf16 50.1 -> 51.3 %, 32x96x55x55 19.6 -> 21.0, 32x128x112x112 fp16
+      53.2 -> 54.7; float32 lost 4 points on 168 registers, 14x14 planes 3).
+    - ``num_programs`` stays 0: one normalize tile per program. Programs looping over several tiles (their channel
+      block's statistics merged once each) measured equal in training and 4-9 points lower in eval (64x256x56x56
+      bf16 eval 81 -> 74 % at 16 programs per SM); a plugin or ``tritred tune`` can still pick them.
+    """
+    N, K = max(problem.N, 1), problem.K
+    channels_fast = problem.stride_k == 1 and problem.stride_n != 1
+    if channels_fast:
+        block_k = min(next_pow2(K), 64 if caps.tile >= 4096 else 16)
+        block_n = max(1, min(next_pow2(N), caps.tile // block_k))
+        block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
+        warps = 8
+    else:
+        tile = caps.tile // 2
+        block_k = 1
+        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
+        block_m = max(1, min(next_pow2(problem.M), tile // block_n))
+        block_n = max(1, min(next_pow2(N), tile // block_m))
+        warps = 2 if caps.gpu else 4
+    whole = next_pow2(problem.M) * next_pow2(N)
+    if whole * block_k <= 2 * caps.tile:
+        block_m, block_n = next_pow2(problem.M), next_pow2(N)
+        warps = max(1, min(caps.max_warps, whole * block_k // 2048))
+    tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
+    channel_blocks = cdiv(K, block_k)
+    split = max(1, min(tiles, caps.col_programs // channel_blocks))
+    stages = 2 if not channels_fast and tiles > 1 and itemsize(problem) == 2 and N >= 4 * block_n else 1
+    return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                        num_warps=min(warps, caps.max_warps), num_stages=stages)

@@ -1,0 +1,140 @@
+"""Launch rules of layer_norm.
+
+Rows up to 32768 elements are one pass in registers (the statistics, then the normalized row, with one read), rows
+of up to 1024 in one-warp tiles of several rows; longer rows loop over 16384-wide chunks on 32 warps (two sweeps:
+the second reads the row again, mostly from L2). On a GPU, the shared rules first (tails, odd widths, rows over a
+few threads), then this family's: two 2-byte rows a one-warp program (:func:`half_rows`) and rows whose
+power-of-two tile is largely masked (:func:`masked_rows`).
+"""
+
+from __future__ import annotations
+
+from tritred_core import LaunchConfig, Problem, ReductionSpec
+
+from ...rules import (
+    Caps,
+    cols_config,
+    itemsize,
+    odd_rows_loop,
+    rows_config,
+    short_rows,
+    smallest_unrolled_chunk,
+    tail_rows,
+    unrolled_loop,
+    warps,
+)
+from ...runtime.launch import next_pow2
+
+
+def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
+    """The built-in config of layer_norm. Loops: 16384-wide chunks of 32 warps (1024x131072 bf16 51 -> 61 %
+    against 4096-wide ones)."""
+    single_cap, rows_tile = caps.norm_resident, 2048
+    if not caps.gpu:
+        rows_tile = min(rows_tile, caps.tile)
+    if problem.inner and caps.gpu:
+        for rule in (tail_rows, odd_rows_loop, short_rows):
+            cfg = rule(spec, problem, caps)
+            if cfg is not None:
+                return cfg
+        cfg = half_rows(problem, caps)
+        if cfg is None and problem.N <= single_cap:
+            cfg = masked_rows(problem, caps, next_pow2(problem.N))
+        if cfg is not None:
+            return cfg
+    if problem.inner:
+        return rows_config(problem, caps, False, single_cap, rows_tile, caps.norm_chunk, caps.loop_warps,
+                           caps.norm_short_row)
+    return cols_config(problem, caps, False, single_cap, 4, caps.programs)
+
+
+def half_rows(problem: Problem, caps: Caps) -> LaunchConfig | None:
+    """2-byte rows of 513-896 elements (a 1024 tile an eighth or more masked: hidden sizes 640, 768; the rows just
+    past 512 take ``rules.tail_rows`` first), unit stride, row stride a multiple of 16 elements, at least 64 two-row
+    programs per SM: two rows a one-warp program (a 2048-element tile, 64 elements a thread), not one; None
+    elsewhere.
+
+    Why: as var's one-warp tiles of 2-byte rows, a 2-byte element fills half the bytes of a float32 one, and a
+    one-warp tile of a partly masked row keeps few loads in flight per thread. Best of alternated rounds: bf16
+    65536x768 80.1 -> 84.0 %, 100000x768 82.9 -> 88.4, 32768x768 71.4 -> 74.3, 65536x640 70.8 -> 75.5, fp16
+    65536x768 82.7 -> 84.6; on shapes it was not chosen on: bf16 65536x576 65.2 -> 69.9, 65536x720 74.8 -> 80.2,
+    65536x896 86.5 -> 87.9, fp16 65536x832 85.8 -> 87.3, 100000x768 86.9 -> 89.6, 65536x640 level. Not taken where
+    it lost: 50000x1000 bf16 (2 % masked) 85.7 -> 84.5, float32 65536x768 95.6 -> 94.8, 512-wide tiles
+    (131072x384 bf16, four rows a warp) 82.3 -> 80.5, 16384x768 bf16 (59.6 -> 58.6: hence the rows bound, 16896
+    rows on an H200). Weight and bias loaded with the rows (torch.compile's order) lost 5-14 points on bf16 rows of
+    384-1000.
+    """
+    N = problem.N
+    if not caps.gpu or itemsize(problem) != 2 or not 512 < N <= 896 or problem.stride_n != 1 \
+            or problem.stride_m % 16 or problem.K != 1 or problem.M < 2 * 64 * caps.sm_count:
+        return None
+    return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1)
+
+
+def short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
+    """2-byte rows of 1025-2560 elements that are whole chunks (1280, 1536, 1792, 2560): a loop over 5-7 chunks of
+    256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8 or more masked),
+    8 elements per thread, the first sweep unrolled (``runtime.unrolled_chunks``); None elsewhere. Only unit-stride
+    rows whose stride is a multiple of 16 elements (the measured case): other rows take the shifted tiles
+    (``runtime.row_align``), whose loop is not unrolled.
+
+    Why: as rows of up to 1024 (one warp each), a row stays on one or two warps and all of its loads are issued at
+    once, where the single pass of a 2048 or 4096 tile on 4 warps leaves an eighth or more of its lanes masked.
+    134 MB inputs, against the single pass on 4 warps: bf16 1280 62.5 -> 87.7 %, 1536 71.0 -> 89.7, 1792
+    79.4 -> 88.7, 2560 71.8 -> 78.0; fp16 1536 76.4 -> 89.6, 2560 75.4 -> 84.7. Lost, so left to the single pass:
+    3072 (80.3 -> 78.1) and 3584 (86.3 -> 79.4) in 512-wide chunks on 2 warps, and 1536 in 512-wide chunks on one
+    warp (16 elements per thread, 71.0 -> 70.0). 2304 (nine 256-wide chunks: a rolled loop) measured level (66.1 ->
+    67.2) and stays. Powers of two keep the single pass (2048: 88.7 against 85.0 for the loop).
+    """
+    N = problem.N
+    # (past 2560 a 4096 tile is less than 3/8 masked: the single pass is ahead)
+    if itemsize(problem) != 2 or not 1024 < N <= 2560 or N & (N - 1) == 0 or problem.stride_n != 1 \
+            or problem.stride_m % 16:
+        return None
+    return smallest_unrolled_chunk(N, (256, 512))  # (256 unrolls the rows under 2048, 512 those over it)
+
+
+def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | None:
+    """Rows whose power-of-two tile (``block_n``) leaves many lanes masked (hidden sizes 5120, 6144, 20480: a
+    5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would); None elsewhere.
+
+    - float32 rows of 4097-6144 (an 8192 tile a quarter or more masked): two rows per program on 16 warps, which
+      also halves the weight and bias reads per row (as many bytes as the row itself, from L2): 16384x5120
+      79 -> 94 %, 8192x6144 86 -> 92.
+    - 2-byte rows over 4096 that are 2-8 whole chunks of 1024-4096 elements: the unrolled loop
+      (``rules.unrolled_loop``); of 1280-1792 and 2560: :func:`short_unrolled_loop`.
+    - other 2-byte rows in a 2048 tile (1793-2048, and shorter rows that are not 5-7 whole 256-element chunks or
+      whose stride is not a multiple of 16 elements), at least 3 x 4 x SMs of them: two rows a program on 4 warps,
+      the weight and bias loaded once for both (bf16 33554x2000 84.3 -> 89.8 %, 34952x1920 82.5 -> 89.2,
+      32768x2048 88.9 -> 91.8, fp16 33554x2000 87.6 -> 90.8; 8192 rows +1.0-5.5 points; two rows on 8 warps 3-9
+      below one on 4; aligned rows 1280 62.5 -> 70.5, 1536 71.0 -> 79.7, 1792 79.4 -> 86.7; on shapes it was not
+      chosen on: 65536x1800 84.3 -> 90.6, 50000x1600 72.5 -> 83.1, 40000x2047 41.5 -> 52.3, fp16 16384x1984
+      81.0 -> 83.3, 4096x2000 51.6 -> 55.0). Fewer rows keep one a program: 1024x2048 (512 programs) lost,
+      30.0 -> 27.9, and 1056x2048 bf16 31.7 -> 29.1, where 2048x2048 bf16 gained (44.1 -> 46.3) and 2048x1920
+      fp16 too (42.7 -> 44.9): the bound, 3 x 4 x SMs rows (1584 on an H200), lies between them.
+    - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
+      largest power of two dividing N (512-2048 elements), one warp per 1024, so that no lane is masked (bf16
+      16384x5120 61 -> 71 %, 4096x20480 50 -> 67).
+
+    Where the same changes lost, the rule does not reach: float32 two-row tiles of 4096 (16384x2560 86 -> 74 %) and
+    16384 (4096x12288 90 -> 81), float32 loops (4096x20480 78 -> 68, 2048x24576 76 -> 63), rolled 2-byte loops over
+    the largest power-of-two chunk, 16+ elements per thread, of rows a quarter masked (32768x1536 70 -> 65,
+    8192x3072 fp16 72 -> 63, 8192x6144 64 -> 63; 8192x12288 69 -> 73 the one gain) or 2560 wide (68 -> 67).
+    """
+    N = problem.N
+    if not (caps.gpu and N > caps.norm_short_row):
+        return None
+    if itemsize(problem) >= 4:
+        if block_n == 8192 and 4 * N <= 3 * block_n:
+            return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
+                                num_warps=min(caps.max_warps, 2 * warps(block_n, caps)))
+        return None
+    unrolled = unrolled_loop(problem, caps) or short_unrolled_loop(problem)
+    if unrolled is not None:
+        return unrolled
+    if block_n == 2048 and problem.M * problem.K >= 3 * caps.programs:
+        return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4)
+    if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
+        chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
+    return None
