@@ -61,9 +61,16 @@ def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:
     assert data["problem"]["M"] == 4096 and data["problem"]["N"] == 32768 and data["problem"]["K"] == 1
     assert data["config"]["decided_by"] == "tritred_ops" and data["device"]["sm_count"] == 132
     assert data["bytes"] == 2 * 4096 * 32768 * 2
+    # the call's own decisions and launches (built-ins): the first decision is the Problem and config above
+    assert data["decisions"][0] == {"op": "softmax", "problem": data["problem"], "config": data["config"]}
+    assert [launch["kernel"] for launch in data["launches"]] == ["_rows_kernel"]
+    assert data["launches"][0]["kwargs"]["BLOCK_N"] == data["config"]["BLOCK_N"]
     # dim=0 of a matrix: an outer reduction (K > 1); 'none' reduces everything; the interpreter device.
     outer = json.loads(cli("explain", "sum", "--shape", "64x4096x256", "--dim", "1", "--json").output)
     assert (outer["problem"]["M"], outer["problem"]["N"], outer["problem"]["K"]) == (64, 4096, 256)
+    staged = json.loads(cli("explain", "sum", "--shape", "4x6x5x7", "--dim", "0,2,3", "--json").output)
+    assert [d["problem"]["N"] for d in staged["decisions"]] == [35, 4]  # (H*W of each image, then the batch)
+    assert len(staged["launches"]) == 2
     full = json.loads(cli("explain", "sum", "--shape", "1000x10", "--dim", "none", "--device", "cpu",
                           "--json").output)
     assert full["problem"]["N"] == 10000 and full["device"]["backend"] == "interpreter"

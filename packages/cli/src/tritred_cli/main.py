@@ -275,7 +275,9 @@ def explain_cmd(
 ) -> None:
     """How OP would run: its canonical Problem, the device, and the LaunchConfig the plugins decide (and who).
 
-    Inputs are meta tensors (no memory, no kernel launch), so any shape works on any machine.
+    Inputs are meta tensors (no memory, no kernel launch), so any shape works on any machine. With --json, a
+    built-in op also lists every launch decision and kernel launch of the call (its host path run on the meta
+    tensors, nothing launched).
     """
     reg = _registry()
     rec = reg.get(op)
@@ -293,7 +295,7 @@ def explain_cmd(
     try:
         args, kwargs = rec.make_inputs(shp, dt, device="meta", dim=d)
         problem = rec.problem(*args, **kwargs)
-    except (IndexError, RuntimeError, TypeError) as e:
+    except (IndexError, RuntimeError, TypeError, ValueError) as e:
         raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
     info = _device_info(device)
     config = reg.launch_config(rec.spec, problem, info)
@@ -304,10 +306,12 @@ def explain_cmd(
         except Exception as e:  # informational
             log.debug("byte_count failed: %s", e)
     if as_json:
-        typer.echo(json.dumps({"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d,
-                               "spec": rec.spec.model_dump(),
-                               "problem": problem.model_dump(), "device": info.model_dump(),
-                               "config": config.model_dump(), "bytes": nbytes}, indent=1, default=str))
+        report = {"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d,
+                  "spec": rec.spec.model_dump(), "problem": problem.model_dump(), "device": info.model_dump(),
+                  "config": config.model_dump(), "bytes": nbytes}
+        if rec.spec.plugin == "tritred_ops":
+            report.update(_call_trace(rec, args, kwargs, info))
+        typer.echo(json.dumps(report, indent=1, default=str))
         return
     con = _console()
     con.print(f"[bold]{op}[/] ({rec.spec.mirrors}) from plugin [bold]{rec.spec.plugin}[/] {rec.spec.version or ''}"
@@ -332,6 +336,22 @@ def explain_cmd(
         else:
             con.print(f"the call's {kept} outputs come in stages (its reduced dims are not one strided axis): this "
                       "is the first, over the whole input, into a temporary (docs/api.md)")
+
+
+def _call_trace(rec: Any, args: Any, kwargs: dict[str, Any], info: Any) -> dict[str, Any]:
+    """Every launch decision and kernel launch of a built-in op's call on ``info`` (meta tensors, nothing launched;
+    ``tritred_ops.runtime.trace.explain``), or the error the call raised on the way."""
+    from tritred_ops.runtime.trace import explain
+
+    try:
+        trace = explain(rec.impl, *args, device=info, **kwargs)
+    except Exception as e:  # informational: the Problem and config above stand
+        return {"trace_error": f"{type(e).__name__}: {e}"}
+    return {"decisions": [{"op": dec.spec.name, "problem": dec.problem.model_dump(),
+                           "config": dec.config.model_dump() if dec.config is not None else None}
+                          for dec in trace.decisions],
+            "launches": [{"kernel": launch.kernel, "grid": list(launch.grid), "args": list(launch.args),
+                          "kwargs": launch.kwargs} for launch in trace.launches]}
 
 
 def _kept_outputs(shape: tuple[int, ...], dim: Any) -> int | None:

@@ -7,6 +7,7 @@ reference, a random-input maker, the canonical problem of a call and its byte co
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,16 +15,13 @@ import torch
 import torch.nn.functional as F
 from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 
-from . import runtime as rt
 from .families import batch_norm as _bn
 from .families import layer_norm as _ln
 from .families import reduce as _red
 from .families import softmax as _sm
 from .families import statistics as _st
-from .families.batch_norm import launch as _bn_launch
-from .families.reduce import launch as _red_launch
-from .families.statistics import launch as _st_launch
 from .rules import tritred_launch_config  # noqa: F401  (the built-in rules' hookimpl)
+from .runtime.trace import first_problem
 
 Args = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -60,6 +58,12 @@ def _bytes(*tensors: Any) -> int:
     return total
 
 
+def _problem(impl: Callable[..., Any]) -> Callable[..., Problem]:
+    """``Reduction.problem`` of a built-in op: the Problem of the first launch decision the op itself makes for
+    the call (run on meta tensors, nothing launched: :func:`~tritred_ops.runtime.trace.first_problem`)."""
+    return functools.partial(first_problem, impl)
+
+
 # -- per-family record builders -----------------------------------------------------------------------------------
 
 def _reduce_inputs(spec: ReductionSpec) -> Callable[..., Args]:
@@ -70,25 +74,6 @@ def _reduce_inputs(spec: ReductionSpec) -> Callable[..., Args]:
             return (x,), {}
         return (x,), {"dim": dim}
     return make
-
-
-def _reduce_problem(name: str, keep_order: bool = False) -> Callable[..., Problem]:
-    def problem(x: torch.Tensor, dim: Any = None, *args: Any, keepdim: bool = False, **kwargs: Any) -> Problem:
-        if isinstance(dim, bool):
-            dim = None
-        dims = rt.wrap_dims(name, dim, x.dim())
-        if name in _red.SPECS and (not keep_order or dim is None):  # the plain reductions' path: maybe staged
-            step = _red_launch._next_launch(x, dims, torch.empty(rt.reduced_shape(x.shape, dims, False), device="meta"))
-            if step is not None:  # (staged: the first stage, the launch over the whole input)
-                return rt.problem_of(name, x, step[0])
-        out = torch.empty(rt.reduced_shape(x.shape, dims, keepdim), device="meta")
-        if name in _st.SPECS:  # statistics over two reduced axes: the inner rows the call decides for
-            two = _st_launch._two_axes(x, dims, out, keepdim)
-            if two is not None:
-                return rt.problem_of(name, x, two[0])
-        src, view, layout = rt.gathering(name, x, dims, out, keepdim, reorder=not keep_order)
-        return rt.problem_of(name, x, view, layout)
-    return problem
 
 
 def _meta(a: Any) -> Any:
@@ -104,14 +89,6 @@ def _io_bytes(reference: Callable[..., Any]) -> Callable[..., int]:
     return count
 
 
-def _softmax_problem(name: str) -> Callable[..., Problem]:
-    def problem(x: torch.Tensor, dim: int, *args: Any, **kwargs: Any) -> Problem:
-        d = rt.wrap_dim(name, dim, x.dim())
-        _, _, view = rt.map_view(x, torch.empty(x.shape, device="meta"), (d,) if x.dim() else ())
-        return rt.problem_of(name, x, view)
-    return problem
-
-
 def _layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
                        dim: Any = -1, seed: int = 0) -> Args:
     x = random_tensor(shape, dtype, device, seed)
@@ -119,14 +96,6 @@ def _layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | t
     w = random_tensor(n, dtype, device, seed + 1)
     b = random_tensor(n, dtype, device, seed + 2)
     return (x, n, w, b), {"eps": 1e-5}
-
-
-def _layer_norm_problem(x: torch.Tensor, normalized_shape: Sequence[int], *args: Any, **kwargs: Any) -> Problem:
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
-    _, _, view = rt.map_view(x, torch.empty(x.shape, device="meta"), dims)
-    return rt.problem_of("layer_norm", x, view)
 
 
 def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
@@ -164,26 +133,26 @@ def _records() -> list[Reduction]:
         impl = getattr(_red, name)
         records.append(Reduction(spec=_red.SPECS[name], impl=impl, reference=_torch_reference(name),
                                  make_inputs=_reduce_inputs(_red.SPECS[name]),
-                                 problem=_reduce_problem(name, keep_order=name in ("max", "min")),
+                                 problem=_problem(impl),
                                  byte_count=_io_bytes(_torch_reference(name))))
     for name, spec in _st.SPECS.items():
         impl = getattr(_st, name)
         records.append(Reduction(spec=spec, impl=impl, reference=_torch_reference(name),
-                                 make_inputs=_reduce_inputs(spec), problem=_reduce_problem(name),
+                                 make_inputs=_reduce_inputs(spec), problem=_problem(impl),
                                  byte_count=_io_bytes(_torch_reference(name))))
     for name in ("softmax", "log_softmax"):
         impl = getattr(_sm, name)
         records.append(Reduction(spec=_sm.SPECS[name], impl=impl, reference=_torch_reference(name),
-                                 make_inputs=_reduce_inputs(_sm.SPECS[name]), problem=_softmax_problem(name),
+                                 make_inputs=_reduce_inputs(_sm.SPECS[name]), problem=_problem(impl),
                                  byte_count=_io_bytes(_torch_reference(name))))
     records.append(Reduction(spec=_sm.SPECS["logsumexp"], impl=_sm.logsumexp, reference=_torch_reference("logsumexp"),
                              make_inputs=_reduce_inputs(_sm.SPECS["logsumexp"]),
-                             problem=_reduce_problem("logsumexp"), byte_count=_io_bytes(_torch_reference("logsumexp"))))
+                             problem=_problem(_sm.logsumexp), byte_count=_io_bytes(_torch_reference("logsumexp"))))
     records.append(Reduction(spec=_ln.SPEC, impl=_ln.layer_norm, reference=F.layer_norm,
-                             make_inputs=_layer_norm_inputs, problem=_layer_norm_problem,
+                             make_inputs=_layer_norm_inputs, problem=_problem(_ln.layer_norm),
                              byte_count=_io_bytes(F.layer_norm)))
     records.append(Reduction(spec=_bn.SPEC, impl=_bn.batch_norm, reference=F.batch_norm,
-                             make_inputs=_batch_norm_inputs, problem=lambda x, *a, **k: _bn_launch.problem(x),
+                             make_inputs=_batch_norm_inputs, problem=_problem(_bn.batch_norm),
                              byte_count=_batch_norm_bytes))
     return records
 

@@ -16,6 +16,7 @@ import torch
 from tritred_core import FLOAT_DTYPES, INTEGER_DTYPES
 
 from .caches import caches
+from .trace import active
 
 #: The floating dtypes every op takes; integer and bool dtypes (sum, prod, amax, amin, max, min, logsumexp).
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -68,10 +69,13 @@ def interpreting() -> bool:
 
 
 def check_runnable(op: str, x: torch.Tensor) -> None:
-    """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1)."""
+    """Kernels run on CUDA tensors, or on CPU tensors under the Triton interpreter (TRITON_INTERPRET=1); a traced
+    call (:func:`~.trace.tracing`, which launches nothing) on meta tensors too."""
     if x.device.type == "cuda":
         return
     if x.device.type == "cpu" and interpreting():
+        return
+    if x.device.type == "meta" and active() is not None:
         return
     raise RuntimeError(
         f"tritred.{op}(): input is on {x.device}; tritred runs on CUDA tensors, or on CPU tensors only under "

@@ -18,6 +18,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec, get_registry
 from . import device as devices
 from .caches import caches
 from .checks import dtype_name
+from .trace import Decision, Stopped, active
 from .view import View
 
 log = logging.getLogger("tritred")
@@ -28,8 +29,18 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
     """The launch config of a call: asked from the hook once per (op, dtype, view, device), then cached.
 
     The key is plain tuples, so pydantic and pluggy stay off the hot path; ``make_problem`` builds the Problem
-    on a miss when it is not the one of ``view`` (batch_norm describes its own).
+    on a miss when it is not the one of ``view`` (batch_norm describes its own). Under :func:`~.trace.tracing`
+    the decision is recorded and not cached.
     """
+    trace = active()
+    if trace is not None:
+        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
+        if trace.stop_at_problem:
+            trace.decisions.append(Decision(spec, p, None))
+            raise Stopped
+        cfg = get_registry().launch_config(spec, p, trace.device or devices.device_info(x.device))
+        trace.decisions.append(Decision(spec, p, cfg))
+        return cfg
     key = (spec.name, x.dtype, view, layout, x.device)
 
     def ask() -> LaunchConfig:

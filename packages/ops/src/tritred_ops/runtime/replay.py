@@ -33,6 +33,7 @@ from tritred_core import get_registry
 
 from .caches import OWNER, Caches, caches
 from .checks import Unset
+from .trace import Launch, active
 
 
 def tensor_key(t: torch.Tensor | None) -> Hashable:
@@ -351,7 +352,13 @@ class Recorder:
         return t
 
     def launch(self, kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
-        """``kernel[grid](*args, **kwargs)``, noted with every tensor argument as a slot of the call."""
+        """``kernel[grid](*args, **kwargs)``, noted with every tensor argument as a slot of the call (recorded in the
+        trace instead of run, under :func:`~.trace.tracing`)."""
+        trace = active()
+        if trace is not None:
+            trace.launches.append(Launch.of(kernel, grid, args, kwargs))
+            self.replayable = False
+            return
         compiled = kernel[grid](*args, **kwargs)
         if compiled is not None and not hasattr(compiled, "packed_metadata"):
             compiled = None  # not a CompiledKernel (another Triton front end): replay through the JIT function

@@ -67,14 +67,6 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return x, y, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
 
 
-def problem(x: torch.Tensor) -> Problem:
-    """The canonical problem of a batch_norm call: M=batch, N=spatial, K=channels with the input's strides."""
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=_out_format(x))
-    _, _, (B, S, Ch), (xb, xs, xc), _ = _canonical(x, y)
-    return Problem(op="batch_norm", dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs,
-                   stride_k=xc)
-
-
 def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
                     running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
                     training: bool, momentum: float, eps: float) -> torch.Tensor:

@@ -87,37 +87,23 @@ def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...
     return None
 
 
-def _next_launch(x: torch.Tensor, dims: tuple[int, ...],
-                 out_flat: torch.Tensor) -> tuple[rt.View, tuple[int, ...], list[int]] | None:
-    """What :func:`_reduce_into` launches next for ``dims`` of ``x``: (view, (), []) when they are one strided
-    axis (straight into the output), (view of the first stage, its dims, its temporary's shape) when they are not,
-    None when not even a first stage exists (the caller gathers). ``tritred explain`` and ``tune`` describe the
-    same first launch."""
-    view = rt.canonical_view(x.shape, [list(x.stride()), rt.out_strides(out_flat, x.dim(), dims, False)], dims)
-    if view is not None:
-        return view, (), []
-    stage = _first_stage(x, dims)
-    if stage is None:
-        return None
-    first, shape, view = stage
-    return view, first, shape
-
-
-def _reduce_into(rec: Recorder, op: int, spec: ReductionSpec, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor,
-                 out_flat: torch.Tensor, cast: torch.dtype, acc: torch.dtype, mean_divisor: float) -> bool:
+def _reduce_into(rec: Recorder, op: int, spec: ReductionSpec, x: torch.Tensor, dims: tuple[int, ...],
+                 out: torch.Tensor, out_flat: torch.Tensor, cast: torch.dtype, acc: torch.dtype,
+                 mean_divisor: float) -> bool:
     """Reduce ``dims`` of ``x`` into ``out`` (``out_flat``: ``out`` viewed without its reduced dims, for strides
     only: the kernels get ``out`` itself, so the call stays replayable). Reduced dims that are not one strided
     axis go in stages through contiguous temporaries in the accumulation dtype, smallest strides first (sum over
     (0, 2, 3) of NCHW: each (n, c) row of H*W, then n of the (N, C) partials): every stage reads its input once,
     and only the last divides (mean) and rounds to the output dtype. False when not even a first stage exists
     (the caller gathers)."""
-    step = _next_launch(x, dims, out_flat)
-    if step is None:
-        return False
-    view, first, shape = step
-    if not first:
+    view = rt.canonical_view(x.shape, [list(x.stride()), rt.out_strides(out_flat, x.dim(), dims, False)], dims)
+    if view is not None:  # one strided axis: straight into the output
         _launch_reduce(rec, op, spec.name, x, view, out, cast, acc, mean_divisor, rt.decide(spec, x, view))
         return True
+    stage = _first_stage(x, dims)
+    if stage is None:
+        return False
+    first, shape, view = stage
     temp = rec.empty(shape, acc, x.device)
     _launch_reduce(rec, op, spec.name, x, view, temp, cast, acc, 0.0, rt.decide(spec, x, view))
     rest = tuple(d - builtins.sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
