@@ -130,6 +130,12 @@ def unroll_out_spy(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 @pytest.fixture
+def phase_spy(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The PHASE of each launch of the test (split rows: 3 for the one cooperative launch, 1 and 2 for two)."""
+    return _spy_on_launch(monkeypatch, "PHASE")
+
+
+@pytest.fixture
 def wait_spy(monkeypatch: pytest.MonkeyPatch):
     """wait_spy() -> list: from now on, the WAIT option of each kernel launch, in order: None for a plain launch,
     False for one that ``runtime.dependent_launch`` made dependent (patched to ``{"WAIT": False}``: the interpreter

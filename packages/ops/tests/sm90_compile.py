@@ -151,10 +151,6 @@ def calls():
     yield "batch_norm channels-last", lambda: tr.batch_norm(
         r(8, 16, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True, 0.1, 1e-5)
     # strategies only a plugin or `tritred tune` picks
-    yield "batch_norm split_rows", lambda: _forced("batch_norm", dict(strategy="split_rows", BLOCK_M=8, BLOCK_N=64,
-                                                                       split=4, num_warps=4),
-                                                   lambda: tr.batch_norm(r(32, 8, 7, 7), None, None, None, None,
-                                                                         True, 0.1, 1e-5))
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),
                                                    lambda: tr.layer_norm(r(4, 16384, dtype=bf), (16384,)))

@@ -80,13 +80,6 @@ def test_strided_input(device):
                                       num_programs=5),
                                  # statistics groups wider than the tile's lanes allow: a group of 2 lanes
                                  dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=3),
-                                 # split rows (one read): a channel's 6 tiles held by 6 programs, edges in B and S
-                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1),
-                                 # blocks of 2 channels (5 channels: the last block half empty), 21 tiles
-                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=4, BLOCK_K=2),
-                                 # one tile per channel; a program count below one group per channel block
-                                 dict(strategy="split_rows", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1),
-                                 dict(strategy="split_rows", BLOCK_M=1, BLOCK_N=16, BLOCK_K=1, num_programs=1),
                                  # statistics tiles loaded one ahead (num_stages=2): edges in B and S, ranges of
                                  # unequal length (the last load of a range masked off), one tile per range,
                                  # blocks of 2 channels
@@ -99,6 +92,18 @@ def test_forced_configs(cfg, force, device):
     _run(randn((3, 5, 7, 3), torch.float32, device), True)
     _run(randn((3, 5, 7, 3), torch.float32, device).to(memory_format=torch.channels_last), True)
     _run(randn((3, 5, 7, 3), torch.float32, device), False)
+
+
+@pytest.mark.parametrize("cfg", [dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=8),
+                                 dict(strategy="multi_pass", BLOCK_N=8)], ids=["split_rows", "multi_pass"])
+def test_strategies_it_does_not_declare_are_refused(cfg, force, device):
+    """batch_norm's kernels implement ``split`` only (a split of 1: one slice of statistics per channel block): a
+    plugin's config of another strategy is refused before any launch, naming the plugin."""
+    from tritred_core import InvalidLaunchConfigError
+
+    force("batch_norm", **cfg)
+    with pytest.raises(InvalidLaunchConfigError, match=f"strategy '{cfg['strategy']}' \\(config from test-force"):
+        tr.batch_norm(randn((3, 5, 7), torch.float32, device), None, None, training=True)
 
 
 @pytest.mark.parametrize(("cfg", "training", "waits"), [
@@ -149,92 +154,17 @@ def test_channels_far_from_zero_keep_their_spread(cfg, force, device):
         assert ((rv.double().cpu() - rv_ref) / rv_ref).abs().max().item() <= 1e-4, f"running_var {shape}"
 
 
-@pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1),
-                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=4, BLOCK_K=1),
-                                 dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)],
-                         ids=["groups", "split-rows", "split-rows-one-tile"])
 @pytest.mark.parametrize("dtype, value", [(torch.float32, 1e38), (torch.float32, -3e38), (torch.bfloat16, 5e37)])
-def test_group_means_of_values_near_the_float_maximum(cfg, dtype, value, force, device):
+def test_group_means_of_values_near_the_float_maximum(dtype, value, force, device):
     """A constant channel above FLT_MAX / GROUP over full tiles: the group mean stays finite (a sum of GROUP such
-    values would overflow: NaN output and running stats), so y is 0 and the running statistics are torch's.
-    split_rows sums its tiles' values scaled by a power of two for the same reason (found by an adversarial run:
-    3e38 gave NaN)."""
-    force("batch_norm", **cfg)
+    values would overflow: NaN output and running stats), so y is 0 and the running statistics are torch's."""
+    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=8, BLOCK_K=1, split=1)
     x = torch.full((2, 1, 8), value, dtype=dtype, device=device)
     rm, rv = torch.zeros(1, device=device), torch.ones(1, device=device)
     y = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
     assert torch.equal(y, torch.zeros_like(y))
     torch.testing.assert_close(rm.cpu(), torch.tensor([0.1 * x[0, 0, 0].item()]), rtol=1e-6, atol=0)
     torch.testing.assert_close(rv.cpu(), torch.tensor([0.9]), rtol=1e-6, atol=0)
-
-
-@pytest.mark.parametrize("cfg", [dict(BLOCK_M=2, BLOCK_N=8, BLOCK_K=1), dict(BLOCK_M=2, BLOCK_N=4, BLOCK_K=4)],
-                         ids=["nchw", "channel-blocks"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
-def test_split_rows_of_nonfinite_channels_and_layouts(cfg, dtype, force, device):
-    """Split rows merge the tiles' partials after the barrier: a channel with +inf (running_mean inf, y NaN), one
-    with NaN, one far from zero, in NCHW, channels-last and sliced inputs, deterministic across calls."""
-    force("batch_norm", strategy="split_rows", **cfg)
-    x = randn((5, 6, 7, 3), dtype, device, offset=1.0)
-    x[3, 0, 2, 1] = float("inf")
-    x[0, 1, 6, 2] = float("nan")
-    x[:, 2] += 500.0
-    _run(x, True, y_scale=512.0 if dtype == torch.float32 else 8.0)
-    first = tr.batch_norm(x, None, None, None, None, True)
-    torch.testing.assert_close(tr.batch_norm(x, None, None, None, None, True), first, equal_nan=True, rtol=0, atol=0,
-                               msg="not deterministic")
-    _run(x.to(memory_format=torch.channels_last), True, y_scale=512.0 if dtype == torch.float32 else 8.0)
-    _run(randn((4, 12, 10, 10), dtype, device)[:, ::2, 1:9, ::3], True)
-    _run(randn((6, 4), dtype, device), True)  # [B, C]: the batch is the reduced axis
-
-
-@pytest.mark.parametrize("cfg", [dict(BLOCK_M=2, BLOCK_N=4, BLOCK_K=1), dict(BLOCK_M=1, BLOCK_N=4, BLOCK_K=2)],
-                         ids=["nchw", "channel-blocks"])
-def test_split_rows_of_channels_far_from_zero_keep_their_spread(cfg, force, device):
-    """Channels of mean 1e4 and spread 1e-2: the tiles' statistics are of x less the channel's first element, so
-    that the float32 tile means merged after the barrier keep the spread (found by an adversarial run of the
-    layer_norm twin: off by up to 0.9 in y without it). Tighter than the two-launch path's bound above."""
-    force("batch_norm", strategy="split_rows", **cfg)
-    x = (randn((4, 3, 5), torch.float64, device) * 1e-2 + 1e4).float()
-    _run(x, True, y_scale=8.0)
-    _run(-x, True, affine=False, y_scale=8.0)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="the cooperative launch is compiled only")
-def test_split_rows_take_one_cooperative_launch_unless_no_group_fits(force, device, caplog):
-    """A channel block's programs must be co-resident (one cooperative launch, a barrier per block); more tiles
-    per block than the device holds at once take the two launches instead, and say so."""
-    if device != "cuda":
-        pytest.skip("GPU test")
-    x = randn((16, 40, 30, 30), torch.float32, device)
-    force("batch_norm", strategy="split_rows", BLOCK_M=4, BLOCK_N=256, num_warps=4)  # 16 tiles per channel
-    with caplog.at_level("INFO", logger="tritred"):
-        _run(x, True)
-    assert "two launches" not in caplog.text
-    force("batch_norm", strategy="split_rows", BLOCK_M=1, BLOCK_N=1, num_warps=32)  # 4096 programs of 1024 threads
-    with caplog.at_level("INFO", logger="tritred"):
-        _run(x, True)
-    assert "two launches" in caplog.text
-
-
-def test_split_rows_replay_with_their_barrier_counters_zeroed(force, device):
-    """A replayed split-rows call zeroes its per-channel-block barrier counters (one int32 each, first in the
-    plan's workspace) and gives the first call's result bit for bit."""
-    from tritred_ops.runtime.caches import caches
-
-    force("batch_norm", strategy="split_rows", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1)
-    x = randn((3, 5, 7, 3), torch.float32, device)
-    rm, rv = torch.zeros(5, device=device), torch.ones(5, device=device)
-    first = tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5)
-    again = [tr.batch_norm(x, rm, rv, None, None, True, 0.1, 1e-5) for _ in range(2)]
-    assert all(torch.equal(first, y) for y in again)
-    plans = list(caches().plans.values())
-    assert len(plans) == 1 and plans[0].zero_bytes >= 5 * 4 and plans[0].temps[0][0][2] == torch.int32
-    ref_m, ref_v = torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64)
-    for _ in range(3):
-        F.batch_norm(x.double().cpu(), ref_m, ref_v, None, None, True, 0.1, 1e-5)
-    assert_close(rm, ref_m, n=63, scale=4, what="running_mean after replays")
-    assert_close(rv, ref_v, n=63, scale=8, what="running_var after replays")
 
 
 LAYOUTS_AS_TORCH = {
@@ -248,15 +178,11 @@ LAYOUTS_AS_TORCH = {
 }
 
 
-@pytest.mark.parametrize("cfg", [None, dict(strategy="split_rows", BLOCK_M=2, BLOCK_N=4, BLOCK_K=1)],
-                         ids=["heuristic", "split-rows"])
 @pytest.mark.parametrize("layout", list(LAYOUTS_AS_TORCH))
-def test_output_memory_format_as_torch(layout, cfg, force, device):
+def test_output_memory_format_as_torch(layout, device):
     """The output's strides are torch's (contiguous, or channels-last where the input's strides suggest it), in
     training and eval, whatever layout the kernels read (found by an adversarial run: permuted inputs kept their
     permutation, a sliced channels-last-3d one came out contiguous)."""
-    if cfg is not None:
-        force("batch_norm", **cfg)
     x = LAYOUTS_AS_TORCH[layout](device)
     for training in (True, False):
         rm, rv = torch.zeros(x.shape[1], device=device), torch.ones(x.shape[1], device=device)
@@ -264,21 +190,6 @@ def test_output_memory_format_as_torch(layout, cfg, force, device):
         out = tr.batch_norm(x, rm, rv, None, None, training)
         assert out.stride() == ref.stride(), f"{layout} training={training}: {out.stride()} != {ref.stride()}"
         assert_close(out, ref.double(), n=16, scale=8, what=f"{layout} training={training}")
-
-
-def test_split_rows_tiles_are_widened_past_the_partials_cap(force, device, monkeypatch):
-    """A split_rows config of more tiles per channel block than the cap computes with wider tiles (each program
-    merges every partial of its block), spatial side first."""
-    from tritred_core import LaunchConfig
-    from tritred_ops.families.batch_norm import launch as mod
-    cfg = LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=1)
-    assert mod._split_tiles(cfg, 64, 3136) == (1, 64)  # spatial widened until 64 x 49 tiles
-    assert mod._split_tiles(cfg, 3, 5) == (1, 1)
-    monkeypatch.setattr(mod, "_MAX_TILES", 4)
-    assert mod._split_tiles(cfg, 3, 7) == (1, 8)
-    assert mod._split_tiles(cfg, 9, 2) == (4, 2)  # the plane's width reached: the batch side widens
-    force("batch_norm", strategy="split_rows", BLOCK_M=1, BLOCK_N=1)
-    _run(randn((3, 2, 7), torch.float32, device), True)
 
 
 def test_without_affine_or_running(device):

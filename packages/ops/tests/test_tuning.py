@@ -83,19 +83,16 @@ def test_statistics_candidates_with_and_without_a_few_threads_a_row():
         _spec("sum"), LaunchConfig(strategy="single_pass", BLOCK_M=4, BLOCK_N=256, num_warps=1), plain))
 
 
-def test_batch_norm_candidates_include_split_rows_for_nchw():
-    """tune measures batch_norm's one-read strategy (a channel's tiles held together) on NCHW inputs: tiles of
-    4096 and 8192 elements, 256 wide along the spatial axis; channels-last inputs get none (strided per channel)."""
+def test_batch_norm_candidates_are_its_split_and_normalize_programs():
+    """batch_norm's candidates keep its one strategy (``split``: its spec declares no other) and add normalize
+    programs looping over several tiles of a channel block (``num_programs``: 4 and 16 per SM)."""
     reg = get_registry()
     spec = reg.get("batch_norm").spec
     nchw = Problem(op="batch_norm", dtype="bfloat16", M=64, N=3136, K=256, stride_m=256 * 3136, stride_n=1,
                    stride_k=3136)
-    split_rows = [c for c in tuning.candidates(spec, reg.launch_config(spec, nchw, FAKE_H200), nchw)
-                  if c.strategy == "split_rows"]
-    assert [(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_warps) for c in split_rows] == [(16, 256, 1, 4), (32, 256, 1, 8)]
-    last = Problem(op="batch_norm", dtype="bfloat16", M=1, N=64 * 3136, K=256, stride_m=0, stride_n=256, stride_k=1)
-    assert not [c for c in tuning.candidates(spec, reg.launch_config(spec, last, FAKE_H200), last)
-                if c.strategy == "split_rows"]
+    cands = tuning.candidates(spec, reg.launch_config(spec, nchw, FAKE_H200), nchw)
+    assert {c.strategy for c in cands} == {"split"}
+    assert sorted({c.num_programs for c in cands}) == [0, 4 * 132, 16 * 132]
 
 
 def test_split_rows_candidates_keep_their_program_width_across_the_bucket():

@@ -142,9 +142,9 @@ class LaunchConfig(_Frozen):
     ``split`` programs of at least ``BLOCK_N`` elements hold a row together and merge their partials after a
     per-row barrier in one cooperative launch), ``split_rows`` (that same row holding, named for what it is:
     softmax and log_softmax as ``split``, layer_norm rows of ``split`` programs of at least ``BLOCK_N``
-    elements, batch_norm training with a channel block's tiles held by one program each, ``split`` unused; one
-    read of the input instead of two. For layer_norm and batch_norm not a built-in choice: measured slower than
-    the built-in strategies on the H200; a plugin or ``tritred tune`` can pick it).
+    elements; one read of the input instead of two. For layer_norm not a built-in choice: measured slower than
+    its loop on the H200; a plugin or ``tritred tune`` can pick it). Which strategies an op's kernels implement
+    is :attr:`ReductionSpec.strategies`.
     ``num_programs`` = 0 lets the launcher use one program per tile; a positive value makes the grid persistent
     (batch_norm: its normalize launch uses about that many programs, each looping over tiles of one channel block).
     ``num_stages``: software-pipelining depth of loops; for the plain reductions (sum, mean, prod, amax, amin) the
@@ -158,7 +158,9 @@ class LaunchConfig(_Frozen):
     row spread over that many threads (a power of two <= 32), its other elements in the same threads' registers, so
     that a row's sums take log2(threads_per_row) shuffle levels and its per-row arithmetic is shared by fewer
     threads. Taken by the row single passes of var/std/var_mean/std_mean and layer_norm (the built-in choice for
-    short power-of-two rows); the other kernels raise ValueError for it.
+    short power-of-two rows); their other paths raise ValueError for it when the call runs.
+    ``BLOCK_TAIL``, ``threads_per_row`` and ``num_programs`` are the knobs (:data:`Knob`): an op's spec declares
+    those its kernels honour (:attr:`ReductionSpec.knobs`), and the registry refuses a config that sets another.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache.
     """

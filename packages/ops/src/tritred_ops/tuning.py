@@ -86,7 +86,8 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
     """``base`` and its neighbours, among the strategies and knobs ``spec`` declares: x0.5/x2 block sizes and
     warps, 1 or 3 stages, other split counts, persistent row grids of 2 or 4 programs per SM, single passes with or
     without a tail tile, rows with or without a few threads each (``threads_per_row``), rows held by several
-    programs (``split_rows``), and batch_norm's normalize programs looping over several tiles."""
+    programs (``split_rows``: softmax, log_softmax, layer_norm), and batch_norm's normalize programs looping over
+    several tiles."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
     batch_norm = spec.name == "batch_norm"  # (its Problem is (batch, spatial, channel), not rows)
@@ -148,20 +149,13 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
         # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
         for per_sm in (4, 16):
             add(num_programs=per_sm * sm_count)
-    if problem.inner and not batch_norm and "split_rows" in spec.strategies and N > 32768:
+    if problem.inner and "split_rows" in spec.strategies and N > 32768:
         # Rows past one program's registers held by programs of 8192 elements on 8 warps together (split rows).
         # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry gives
         # every row of its bucket 8192-element programs (split is a lower bound on the programs: a smaller one
         # would widen them for longer rows).
         add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=rt.cdiv(rt.next_pow2(N), 8192), num_warps=8,
             num_programs=0, num_stages=1)
-    if batch_norm and problem.stride_n == 1:
-        # NCHW training in one read: a channel's tiles held by programs together (split rows) of 4096 elements on
-        # 4 warps or 8192 on 8, the tile as wide along the contiguous spatial axis as 256 allows.
-        bn = min(rt.next_pow2(N), 256)
-        for lanes, w in ((4096, 4), (8192, 8)):
-            add(strategy="split_rows", BLOCK_M=max(1, min(rt.next_pow2(problem.M), lanes // bn)), BLOCK_N=bn,
-                BLOCK_K=1, num_warps=w, num_programs=0, num_stages=1)
     return list(out.values())
 
 

@@ -11,7 +11,7 @@ Training runs two launches, both deterministic:
    running (mean, M2) (Chan et al. 1979; one scalar division per tile); partial tiles (edges of B and S) take
    the corrected two-pass over the tile; everything merges once at the end, all of it on x less the channel's
    first element (channels far from 0 keep their spread). NCHW tiles run along the spatial axis, channels-last
-   along rt. With ``num_stages`` > 1 each tile's load is issued one iteration ahead (the built-in choice for
+   along C. With ``num_stages`` > 1 each tile's load is issued one iteration ahead (the built-in choice for
    2-byte planes of several tiles).
 2. ``_apply_kernel``: merges each channel's partials in a fixed order into mean and rstd (the first program
    of each channel block also updates ``running_mean``/``running_var`` in place with ``momentum``, the unbiased
@@ -23,11 +23,6 @@ Training runs two launches, both deterministic:
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
 statistics.
-
-Strategy ``split_rows`` (training; a plugin's or ``tritred tune``'s choice, not the built-in heuristic's: on the
-H200 it measured slower than the two launches, 24-54 % against 49-56 % of copy bandwidth on the 56x56 shapes):
-a channel block's tiles are held by as many programs together, which meet at a barrier per channel block and
-normalize from registers (``_split_channels_kernel``): one read and one write.
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ from .launch import batch_norm_call
 SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.batch_norm",
                      summary="per-channel statistics over (batch, *spatial); running stats updated in training",
-                     strategies=("split", "split_rows"), knobs=("num_programs",))
+                     strategies=("split",), knobs=("num_programs",))
 
 SPECS = {"batch_norm": SPEC}
 

@@ -16,7 +16,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
-from .kernels import _apply_kernel, _split_channels_kernel, _stats_kernel
+from .kernels import _apply_kernel, _stats_kernel
 
 log = logging.getLogger("tritred")
 
@@ -139,26 +139,6 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
     has_running = running_mean is not None and running_var is not None
     dev = x.device
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
-    if training and cfg.strategy == "split_rows":  # one read: a channel block's tiles held by programs together
-        bm, bn = _split_tiles(cfg, B, S)
-        tiles = rt.cdiv(B, bm) * rt.cdiv(S, bn)
-        blocks, parts = rt.cdiv(Ch, cfg.BLOCK_K), rt.next_pow2(tiles)
-        args = (x, y, rec.empty((blocks * 4 * parts * cfg.BLOCK_K,), acc, dev) if tiles > 1 else y,
-                rm_buf if has_running else y, rv_buf if has_running else y, w, b)
-        (eps_hi, eps_lo), (mom_hi, mom_lo) = f32_split(float(eps)), f32_split(float(momentum))
-        kwargs = dict(B=B, S=S, C=Ch, s_b=xb, s_s=xs, s_c=xc, y_b=yb, y_s=ys, y_c=yc, eps=eps_hi, eps_lo=eps_lo,
-                      momentum=mom_hi, momentum_lo=mom_lo, HAS_RUNNING=has_running, HAS_W=weight is not None,
-                      HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=tiles, SPLIT_P2=parts, BLOCK_M=bm,
-                      BLOCK_N=bn, BLOCK_K=cfg.BLOCK_K,
-                      OFF64=_tile_span((bm, bn, cfg.BLOCK_K), (xb, xs, xc), (yb, ys, yc)) >= 2**31,
-                      num_warps=cfg.num_warps)
-        if tiles == 1:  # a channel block in one tile: one program each, no partials, no barrier
-            rec.launch(_split_channels_kernel, (blocks,), *args, y, **kwargs, PHASE=3)
-        else:
-            rt.launch_split_rows(rec, _split_channels_kernel, x, blocks, tiles, cfg.num_programs, args, kwargs)
-        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
-        rec.save(key, y)
-        return y
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
     if training and not resident:
         split, tiles_per_split = rt.slices(tiles, cfg.split)
@@ -193,9 +173,6 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
     return y
 
 
-_MAX_TILES = 4096  # split_rows: tiles of a channel block (programs meeting at its barrier, partials each merges)
-
-
 def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
     """DIV_S of the NCHW kernels: the largest power of two (2-8) dividing S and every tensor's batch and channel
     strides, when Triton cannot see it (it specializes on 16 only); 1 otherwise, or when the spatial axis is not
@@ -204,24 +181,6 @@ def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
         return 1
     d = rt.pow2_divisor(S, *(b for b, _, _ in strides), *(c for _, _, c in strides))
     return d if 1 < d < 16 else 1
-
-
-def _split_tiles(cfg: LaunchConfig, B: int, S: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N) of a split_rows launch: the config's, widened (spatial side first, never past Triton's
-    largest tile) until a channel block has at most ``_MAX_TILES`` tiles, so that any config computes the problem
-    (each program merges every partial of its block: a tile of ``next_pow2(tiles)`` elements)."""
-    bm, bn = cfg.BLOCK_M, cfg.BLOCK_N
-    while rt.cdiv(B, bm) * rt.cdiv(S, bn) > _MAX_TILES and bm * bn * cfg.BLOCK_K < 1 << 20:
-        if bn < rt.next_pow2(S):
-            bn *= 2
-        else:
-            bm *= 2
-    return bm, bn
-
-
-def _tile_span(blocks: tuple[int, int, int], *strides: tuple[int, int, int]) -> int:
-    """The largest offset, in elements, between a [BLOCK_M, BLOCK_N, BLOCK_K] tile's corner and one of its lanes."""
-    return max(sum((n - 1) * abs(st) for n, st in zip(blocks, stride)) for stride in strides)
 
 
 def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor | None, rm_buf: torch.Tensor | None,

@@ -114,21 +114,20 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
                        PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0,
                        ALIGN_Y: tl.constexpr = False, EVEN: tl.constexpr = False, EVICT: tl.constexpr = "",
                        PRELOAD_WB: tl.constexpr = False, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0,
-                       PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0,
-                       UNROLL_OUT: tl.constexpr = False):
-    """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks. EVEN (single pass,
-    unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of the single-pass
-    load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are loaded with the row
-    (:func:`_preload_affine`). DIV: N and the row strides are multiples of DIV (``runtime.row_hint``). UNROLL
-    (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is unrolled
-    (:func:`runtime.unrolled_chunks`); UNROLL_OUT: the second sweep too (rows of at most :data:`UNROLL_SECOND`
-    chunks). PEEL (multi pass; off only for an A/B, tools/peel_ab.py): the second sweep's whole chunks take no
-    column mask. ALIGN (odd widths, single pass or loop): tiles start at the 16-byte boundary below each row; weight
-    and bias are then the shifted copies of :func:`_shift_affine_kernel`, copy ``l`` at ``w_ptr + l * s_wl``. TAIL
-    (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a
-    power of two). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns across a few
-    threads, its other columns in their registers, weight and bias loaded with the row (``threads_per_row``,
-    ``kernels.welford.short_rows_tile``)."""
+                       TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0, UNROLL_OUT: tl.constexpr = False):
+    """Row blocks of layer_norm; PERSIST > 0: a persistent grid looping over row blocks.
+
+    EVEN (single pass, unshifted): N == BLOCK_N, every lane of a row is one of its elements. EVICT: the L2 hint of
+    the single-pass load (:func:`single_load_evict`). PRELOAD_WB (single pass, unshifted): weight and bias are
+    loaded with the row (``launch._preload_affine``). DIV: N and the row strides are multiples of DIV
+    (``runtime.row_hint``). UNROLL (multi pass): the rows hold exactly UNROLL full chunks, and the first sweep is
+    unrolled (``runtime.unrolled_chunks``); UNROLL_OUT: the second sweep too (rows of at most
+    ``launch.UNROLL_SECOND`` chunks); the second sweep's whole chunks take no column mask. ALIGN (odd widths,
+    single pass or loop): tiles start at the 16-byte boundary below each row; weight and bias are then the shifted
+    copies of :func:`_shift_affine_kernel`, copy ``l`` at ``w_ptr + l * s_wl``. TAIL (single pass): the row's lanes
+    past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two). COLS (single pass,
+    unshifted, no tail): each row's COLS neighbouring columns across a few threads, its other columns in their
+    registers, weight and bias loaded with the row (``threads_per_row``, ``kernels.welford.short_rows_tile``)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -137,11 +136,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,
                               s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS, UNROLL_OUT)
+                              BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, TAIL, COLS, UNROLL_OUT)
     else:
         _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, tl.program_id(0), R, N, K, s_xm, s_xn,
                           s_xk, s_ym, s_yn, s_yk, eps, eps_lo, s_wl, HAS_W, HAS_B, STORE_STATS, ACC, SINGLE, BLOCK_M,
-                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, PEEL, TAIL, COLS, UNROLL_OUT)
+                          BLOCK_N, ALIGN, ALIGN_Y, EVEN, EVICT, PRELOAD_WB, UNROLL, TAIL, COLS, UNROLL_OUT)
 
 
 @triton.jit
@@ -150,7 +149,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, ACC: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
-                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr,
+                      PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, TAIL: tl.constexpr,
                       COLS: tl.constexpr = 0, UNROLL_OUT: tl.constexpr = False):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
@@ -273,7 +272,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2. The
-        # partial last chunk first, then the whole chunks, whose lanes are all in the row: no column mask (PEEL).
+        # partial last chunk first, then the whole chunks, whose lanes are all in the row: no column mask.
         # Shifted rows (ALIGN): the head chunk, tile chunk 0, is partial too, and is written last.
         if ALIGN > 0:
             n_chunks = tl.cdiv(N + ALIGN - 1, BLOCK_N)
@@ -283,12 +282,10 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
             n_chunks = tl.cdiv(N, BLOCK_N)
             head = 0
             n_whole = N // BLOCK_N
-            if not PEEL:
-                n_whole = 0
         if UNROLL > 0 and UNROLL_OUT:  # (ALIGN == 0, N == UNROLL x BLOCK_N) all of the sweep's loads in flight
             for i in tl.static_range(UNROLL):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (UNROLL - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
-                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, PEEL, BLOCK_N)
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
         else:
             for i in range(0, n_chunks - n_whole - head):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,

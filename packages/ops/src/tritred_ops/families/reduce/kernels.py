@@ -23,7 +23,7 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
                  ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False):
+                 TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -31,7 +31,6 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     block reduces. DIV: N and the row stride are multiples of DIV. UNROLL (loop, no split, unshifted): rows of
     exactly UNROLL full chunks, the loop unrolled (``runtime.unrolled_chunks``). PART (other loops, unshifted):
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
-    PEEL (shifted loops; off only for an A/B, tools/peel_ab.py): the chunks inside every row take no element mask.
     TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
     WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``).
     """
@@ -43,11 +42,11 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                         divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
-                        PART, PEEL, TAIL)
+                        PART, TAIL)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                     divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART,
-                    PEEL, TAIL)
+                    TAIL)
 
 
 @triton.jit
@@ -92,9 +91,9 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
+                TAIL: tl.constexpr = 0):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
-    boundary below each row (see ``aligned_rows``)."""
+    boundary below each row (see ``aligned_rows``), and the loop's chunks inside every row take no element mask."""
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
     x_off, lead = aligned_rows(x_off, ALIGN)
@@ -126,7 +125,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 for u in tl.static_range(PART):
                     acc = _whole_chunk(acc, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
             n_lo = n_whole
-        if ALIGN > 0 and PEEL and BLOCK_N >= ALIGN:
+        if ALIGN > 0 and BLOCK_N >= ALIGN:
             # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
             # element mask or select (as softmax._chunk_in), then the tail below, masked.
             acc = _masked_chunk(acc, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)

@@ -6,9 +6,9 @@ online softmax of Milakov & Gimelshein (2018): one sweep keeps a running (max, s
 lanes (no cross-warp reduction inside the loop), rescaling a sum whenever its max grows, merges the pairs once per
 row, and a second sweep, from the row's end back, writes the output (the chunks the first sweep read last are the
 likeliest to still be in L2). Both sweeps mask only the chunks that hold a row's edges: the chunks between take
-no element mask and no select (``PEEL``). ``split`` rows (the heuristic: float32 rows of 64K+
-elements) are held by several programs at once, which merge their chunks' (max, sum of exp) after a per-row
-barrier and write from registers: one read, one write (``_split_rows_kernel``).
+no element mask and no select. Split rows (the built-in rules: float32 rows of 64K+ elements) are held by several
+programs at once, which merge their chunks' (max, sum of exp) after a per-row barrier and write from registers:
+one read, one write (``_split_rows_kernel``).
 
 ``MODE``: 0 softmax, 1 log_softmax, 2 logsumexp (one value per row). ``_rows_kernel`` serves ``dim`` with unit
 stride, ``_cols_kernel`` a non-last dim (tiles along the contiguous kept axis, no transpose copy); too few column
@@ -160,13 +160,12 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
                  EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1,
-                 PEEL: tl.constexpr = True, TAIL: tl.constexpr = 0):
+                 TAIL: tl.constexpr = 0):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
     multiples of DIV (``runtime.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
-    dividing BLOCK_N: the elements of one thread's vector load). PEEL (the online loop; off only for an A/B,
-    tools/peel_ab.py): chunks inside every row take no element mask. TAIL (single pass): the row's lanes past
-    BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
+    dividing BLOCK_N: the elements of one thread's vector load). TAIL (single pass): the row's lanes past BLOCK_N in
+    a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -175,17 +174,17 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL, TAIL)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, PEEL, TAIL)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-                EVICT: tl.constexpr, GROUP: tl.constexpr, PEEL: tl.constexpr, TAIL: tl.constexpr):
+                EVICT: tl.constexpr, GROUP: tl.constexpr, TAIL: tl.constexpr):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
@@ -241,11 +240,8 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # compares against the row's shift and a select: odd widths, 2048x50257 bf16, lost ~15 points to them);
         # the head (the chunk holding the shift's lanes) and the tail chunks keep them.
         n_chunks = tl.cdiv(n_end, BLOCK_N)
-        head = 0
-        inner = 0
-        if PEEL:
-            head = tl.minimum(n_chunks, tl.cdiv(ALIGN, BLOCK_N))
-            inner = tl.maximum(head, N // BLOCK_N)
+        head = tl.minimum(n_chunks, tl.cdiv(ALIGN, BLOCK_N))
+        inner = tl.maximum(head, N // BLOCK_N)
         for k in range(0, head):
             m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
                                                 False, BLOCK_N, G, GROUP))
