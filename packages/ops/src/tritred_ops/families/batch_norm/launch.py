@@ -15,7 +15,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, check_no_grad, find_plan
 from .kernels import _apply_kernel, _stats_kernel
 
 log = logging.getLogger("tritred")
@@ -72,6 +72,7 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
                     training: bool, momentum: float, eps: float) -> torch.Tensor:
     """The host path of batch_norm (see the package's docstring)."""
     op = "batch_norm"
+    check_no_grad(op, input, weight, bias, running_mean, running_var)
     plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
     if plan is not None:
         return plan.run(input, running_mean, running_var, weight, bias)[0]

@@ -34,7 +34,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: the leading dims,
     e.g. (32,) for a (32, 1024) input; torch's ``native_layer_norm`` keeps the normalized dims as size 1)."""
-    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats)
+    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats, "layer_norm_with_stats")
 
 
 def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
@@ -58,4 +58,4 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
             (floats and bools raise, as in torch).
     """
-    return layer_norm_with_stats(input, normalized_shape, weight, bias, eps, store_stats=False)[0]
+    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, False, "layer_norm")[0]

@@ -14,7 +14,7 @@ from tritred_core import ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, check_no_grad, find_plan
 from .kernels import _layer_norm_kernel, _shift_affine_kernel, _split_rows_kernel
 
 
@@ -47,9 +47,11 @@ UNROLL_SECOND = 6
 
 def layer_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Sequence[int],
                     weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, store_stats: bool,
-                    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """The host path of layer_norm: (output, mean, rstd; None without ``store_stats``)."""
+                    public: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The host path of layer_norm: (output, mean, rstd; None without ``store_stats``); ``public``: the name of
+    the public function called (layer_norm or layer_norm_with_stats)."""
     op = "layer_norm"
+    check_no_grad(public, input, weight, bias)
     plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
     if plan is not None:
         outs = plan.run(input, weight, bias)

@@ -23,7 +23,7 @@ from ... import runtime as rt
 from ...kernels.combine import MAX, MIN
 from ...kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import UNSET, Recorder, Unset, find_plan
+from ...runtime import UNSET, Recorder, Unset, check_no_grad, find_plan
 from .arg_kernels import _arg_cols_kernel, _arg_rows_kernel
 from .kernels import _cols_kernel, _rows_kernel
 
@@ -114,6 +114,7 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
                 dtype: torch.dtype | None) -> torch.Tensor:
     """The host path of sum, mean, prod, amax, amin (and max/min without dim): op code ``op`` over ``dim``."""
     name = spec.name
+    check_no_grad(name, x)
     plan, key = find_plan(name, (dim, keepdim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
@@ -161,6 +162,7 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
 def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
     """The host path of max and min: with ``dim``, (values, indices); without, the full reduction."""
     name = spec.name
+    check_no_grad(name, x)
     plan, key = find_plan(name, (dim, keepdim), x)
     if plan is not None:
         return _values_indices(name, *plan.run(x))

@@ -17,7 +17,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, check_no_grad, find_plan
 from .kernels import (
     _cols_emit_kernel,
     _cols_kernel,
@@ -103,6 +103,7 @@ def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | Non
                  dtype: torch.dtype | None) -> torch.Tensor:
     """The host path of softmax (``mode`` 0) and log_softmax (1) over ``dim``."""
     name = spec.name
+    check_no_grad(name, x)
     plan, key = find_plan(name, (dim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
@@ -130,6 +131,7 @@ def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | Non
 
 def logsumexp_call(spec: ReductionSpec, input: torch.Tensor, dim: int | Sequence[int], keepdim: bool) -> torch.Tensor:
     """The host path of logsumexp over ``dim`` (the reduced view of the reductions, one value per row)."""
+    check_no_grad("logsumexp", input)
     plan, key = find_plan("logsumexp", (dim, keepdim), input)
     if plan is not None:
         return plan.run(input)[0]

@@ -1,0 +1,58 @@
+"""Inputs that require grad: every op refuses them while grad mode is on (no backward yet), rather than return a
+result cut from the autograd graph; under ``torch.no_grad()`` or ``torch.inference_mode()`` the call runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import randn
+
+#: Every public op: a call on a small float input ``x`` (its other tensors, when it has some, built from ``x``).
+CALLS = {
+    "sum": lambda x: tr.sum(x, -1), "mean": lambda x: tr.mean(x, 0), "prod": lambda x: tr.prod(x, 1),
+    "amax": lambda x: tr.amax(x, -1), "amin": lambda x: tr.amin(x), "max": lambda x: tr.max(x, 1),
+    "min": lambda x: tr.min(x), "var": lambda x: tr.var(x, -1), "std": lambda x: tr.std(x, 0),
+    "var_mean": lambda x: tr.var_mean(x, -1), "std_mean": lambda x: tr.std_mean(x, -1),
+    "softmax": lambda x: tr.softmax(x, -1), "log_softmax": lambda x: tr.log_softmax(x, 0),
+    "logsumexp": lambda x: tr.logsumexp(x, -1), "layer_norm": lambda x: tr.layer_norm(x, (x.shape[-1],)),
+    "layer_norm_with_stats": lambda x: tr.layer_norm_with_stats(x, (x.shape[-1],)),
+    "batch_norm": lambda x: tr.batch_norm(x, None, None, training=True),
+}
+
+
+def test_every_public_op_is_covered():
+    assert set(CALLS) == set(tr.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_requires_grad_raises_naming_the_op(name, device):
+    """NotImplementedError naming the op, also when the same call has a replay plan (its key does not see
+    requires_grad); no_grad, inference_mode and a detached input run."""
+    x = randn((4, 6), torch.float32, device)
+    with torch.no_grad():
+        CALLS[name](x)
+    CALLS[name](x)  # (a saved plan, where the call saves one)
+    leaf = x.clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match=f"tritred\\.{name}\\(\\): backward is not implemented yet; call "
+                                                  "it under torch.no_grad\\(\\) or on a detached input"):
+        CALLS[name](leaf)
+    with pytest.raises(NotImplementedError, match=f"tritred\\.{name}\\(\\)"):
+        CALLS[name](leaf * 2)  # (not a leaf: any tensor that requires grad)
+    with torch.no_grad():
+        CALLS[name](leaf)
+    with torch.inference_mode():
+        CALLS[name](leaf)
+    CALLS[name](leaf.detach())
+
+
+def test_parameters_that_require_grad(device):
+    """layer_norm's and batch_norm's weight and bias (an nn module's parameters) count too."""
+    x = randn((4, 6), torch.float32, device)
+    w = torch.ones(6, device=device, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="tritred.layer_norm\\(\\)"):
+        tr.layer_norm(x, (6,), w, None)
+    with pytest.raises(NotImplementedError, match="tritred.batch_norm\\(\\)"):
+        tr.batch_norm(x, None, None, None, w, training=True)
+    with torch.no_grad():
+        tr.layer_norm(x, (6,), w, w)
