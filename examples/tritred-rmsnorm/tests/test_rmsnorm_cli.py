@@ -36,14 +36,15 @@ def _interpreter_of(exe: str) -> str:
     return first[2:].split()[0] if first.startswith("#!") and first[2:].strip() else sys.executable
 
 
-_PROBE = ("import sys; from importlib.metadata import entry_points; "
-          "sys.exit(0 if any(e.name == 'tritred_rmsnorm' for e in entry_points(group='tritred')) else 1)")
+_SEES_ENTRY_POINT = ("import sys; from importlib.metadata import entry_points; "
+                     "sys.exit(0 if any(e.name == 'tritred_rmsnorm' for e in entry_points(group='tritred')) else 1)")
 
 
 def _entry_point_visible(python: str, env: dict[str, str], cwd: Path) -> bool:
     """Whether ``python`` in ``env`` sees this plugin's entry point (asked in a subprocess: this process may have
     ``src/`` on ``sys.path``, where a stray ``*.egg-info`` from an in-place build would fool the check)."""
-    return subprocess.run([python, "-c", _PROBE], env=env, cwd=cwd, capture_output=True, timeout=120).returncode == 0
+    return subprocess.run([python, "-c", _SEES_ENTRY_POINT], env=env, cwd=cwd, capture_output=True,
+                          timeout=120).returncode == 0
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """Every kernel variant the ops launch on a list of calls (``sm90_compile.py``) compiles for an H200 (sm_90).
 
 The interpreter runs a kernel's Python, so it cannot see what only compiling shows: a variable typed int32 in one
-branch and int64 in another (the statistics loop's unrolled branch had one, found by the thirteenth session's GPU
-run), an operation the compiler does not support in a branch. Triton compiles for sm_90 without a GPU; the
-script does it in a process of its own, without ``TRITON_INTERPRET``, with the H200's launch configs.
+branch and int64 in another (the statistics loop's unrolled branch once had one), an operation the compiler does not
+support in a branch. Triton compiles for sm_90 without a GPU; the script does it in a process of its own, without
+``TRITON_INTERPRET``, with the H200's launch configs.
 """
 
 from __future__ import annotations

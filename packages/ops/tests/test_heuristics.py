@@ -29,7 +29,7 @@ def test_every_problem_gets_a_fitting_config(op):
 @pytest.mark.parametrize("N", [7, 100, 256, 512])
 def test_short_rows_take_one_warp_per_1024_elements(op, N):
     if op == "layer_norm" and N in (256, 512):
-        return  # (whole power-of-two rows over a few threads each since the twenty-fifth session: below)
+        return  # (whole power-of-two rows over a few threads each: below)
     cfg = _config(op, 262144, N, dtype="float32")
     assert (cfg.strategy, cfg.num_warps) == ("single_pass", 1)
     assert cfg.BLOCK_M * cfg.BLOCK_N == 1024
@@ -43,7 +43,7 @@ def test_two_byte_rows_of_512_to_1024_take_one_warp_per_2048_elements(op):
     for N in (512, 600, 1024):
         for dtype in ("bfloat16", "float16"):
             if N == 512 and op in ("var", "std", "var_mean", "std_mean"):
-                continue  # (rows over a few threads since the twenty-fifth session: the next test)
+                continue  # (rows over a few threads: the next test)
             cfg = _config(op, 65536, N, dtype=dtype)
             assert (cfg.strategy, cfg.BLOCK_M * cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2048, 1)
     if op in ("max", "min"):
@@ -54,7 +54,7 @@ def test_two_byte_rows_of_512_to_1024_take_one_warp_per_2048_elements(op):
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
 def test_two_byte_statistics_rows_of_128_to_512_spread_over_a_few_threads(op):
-    """H200, tools/s25_probe.py: var 262144x256 bf16 70 -> 85 %, 524288x128 71 -> 86, 131072x512 83 -> 85 with
+    """H200: var 262144x256 bf16 70 -> 85 %, 524288x128 71 -> 86, 131072x512 83 -> 85 with
     each row over N / 32 threads of 32 elements on 4 warps; float32, masked tiles (300) and 1024-wide rows keep
     the kernel's own layout."""
     for N in (128, 256, 512):
@@ -70,7 +70,7 @@ def test_two_byte_statistics_rows_of_128_to_512_spread_over_a_few_threads(op):
 
 
 def test_layer_norm_rows_of_128_to_1024_spread_over_a_few_threads():
-    """H200, tools/s25_probe.py (probe kernels, weight and bias loaded with the row): 262144x256 bf16 91 -> 94 %,
+    """H200 (weight and bias loaded with the row): 262144x256 bf16 91 -> 94 %,
     65536x1024 91 -> 94, 524288x128 81 -> 94, fp32 96-97 -> 97-98.5; 32 elements a thread (16 for float32 rows of
     up to 512), 4 warps; masked tiles (768, 300) and float64 keep the one-warp tiles."""
     for N in (128, 256, 512, 1024):
@@ -84,7 +84,7 @@ def test_layer_norm_rows_of_128_to_1024_spread_over_a_few_threads():
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean", "max", "min"])
 def test_float32_statistics_and_arg_rows_of_1024_to_8192_take_more_warps(op):
-    """H200, tools/s26_probe.py: var 65536x1024 fp32 88 -> 92-93.5 % (one row on 4 warps), 32768x2048 88 -> 92
+    """H200: var 65536x1024 fp32 88 -> 92-93.5 % (one row on 4 warps), 32768x2048 88 -> 92
     (one on 8), 16384x4096 88 -> 91-92 (two on 16), 8192x8192 88 -> 89.5 (two on 16); max 88 -> 90-91. Fewer than
     ~4 waves of two-row programs (3000x4096: 65 -> 60 %), bfloat16, masked tiles, float64, 16384-wide rows (and
     max/min's 8192) keep the generic tile."""
@@ -163,7 +163,7 @@ def _loop(cfg: LaunchConfig) -> tuple[str, int, int]:
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_two_byte_softmax_rows_loop_in_the_narrowest_programs_whose_rows_fit_l2(op, dtype):
-    """H200, tools/softmax_rows_ab.py (bf16): 4096x32768 single pass 72 -> 81 % (8192 on 16 warps), 16384x20000
+    """H200 (bf16): 4096x32768 single pass 72 -> 81 % (8192 on 16 warps), 16384x20000
     55 -> 85 and 8192x24576 62 -> 83 (4096 on 8), 4096x40000 63 -> 80 (8192/16), 512x32768 54 -> 61 (8192/16);
     1024x131072 and 256x131072 keep 16384 on 32 warps, 16384-wide rows the single pass."""
     assert _config(op, 8192, 16384, dtype=dtype).strategy == "single_pass"
@@ -187,7 +187,7 @@ def test_two_byte_softmax_rows_loop_in_the_narrowest_programs_whose_rows_fit_l2(
 
 @pytest.mark.parametrize("N", [65536, 100000, 131072, 1 << 22])
 def test_float32_softmax_rows_of_64k_or_more_are_split_over_programs_of_8192(N):
-    """H200, rotating inputs (tools/exp_rotate.py split, split-shapes): 1024x131072 fp32 68% -> 80%, 2048x65536
+    """H200, rotating inputs: 1024x131072 fp32 68% -> 80%, 2048x65536
     77% -> 81%; shorter rows (4096x40000 80% -> 76%) and bfloat16 (63% -> 58%) lost and keep the online loop;
     logsumexp reads a row once in any strategy."""
     for op in ("softmax", "log_softmax"):
@@ -225,7 +225,7 @@ def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
                       stride_k=3136)
     cfg = h200_config(problem)
     assert cfg.BLOCK_M * cfg.BLOCK_N == 2048 and 256 * cfg.split <= 8 * FAKE_H200.sm_count
-    # NCHW tiles of 16 images x 128 spatial on 2 warps: 32 elements per thread (H200, tools/bn_tiles_ab.py:
+    # NCHW tiles of 16 images x 128 spatial on 2 warps: 32 elements per thread (H200:
     # 64x256x56x56 fp32 56 -> 59 % against 32 x 64 on 4 warps)
     assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == (16, 128, 2)
 
@@ -280,7 +280,7 @@ def test_split_column_sums_load_four_tiles_per_iteration(shape):
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("shape", [(1, 256, 262144), (1, 1000, 100000), (32, 512, 4096), (100, 4000, 1000)])
 def test_unsplit_column_reductions_take_short_tiles(op, shape):
-    """H200 (tools/cols_ab.py): 8-row x 64-output tiles, two per iteration, where no split is needed: sum dim=0 of
+    """H200: 8-row x 64-output tiles, two per iteration, where no split is needed: sum dim=0 of
     256x262144 bf16 67 -> 76 %, 128x1000000 bf16 68 -> 82, amin dim=1 of 100x4000x1000 fp16 52 -> 63."""
     cfg = _config(op, *shape)
     assert (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps, cfg.num_stages) == ("multi_pass", 8, 64, 4, 2)
@@ -296,7 +296,7 @@ def test_unsplit_column_reductions_take_short_tiles(op, shape):
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
 def test_column_blocks_for_a_program_per_sm_run_unsplit_on_the_warps_that_fill_it(op):
     """Between one and eight programs per SM (132 to 1055 column blocks of 64): no split, 64 warps per SM over
-    the programs (8 or 16), two 16-byte vectors per thread per iteration (H200, tools/cols_tiles_ab.py: sum dim=1
+    the programs (8 or 16), two 16-byte vectors per thread per iteration (H200: sum dim=1
     of 64x4096x256 bf16 66 -> 75 %, fp32 79 -> 83; 128x2048x512 bf16 53 -> 82)."""
     def cfg(shape, dtype="bfloat16"):
         c = _config(op, *shape, dtype=dtype)
@@ -358,7 +358,7 @@ def test_layer_norm_preloads_weight_and_bias_for_float32_on_up_to_8_warps():
 
 
 def test_two_byte_layer_norm_rows_of_513_to_896_take_two_rows_a_one_warp_program():
-    """H200, tools/s30_probe.py pre: bf16 65536x768 80 -> 84 %, 100000x768 83 -> 88, 65536x640 71 -> 76; lost on
+    """H200: bf16 65536x768 80 -> 84 %, 100000x768 83 -> 88, 65536x640 71 -> 76; lost on
     1000 (85.7 -> 84.5), float32 768 and four 384-wide rows a warp: those keep one row a program."""
     for N in (520, 576, 640, 720, 768, 832, 896):
         for dtype in ("bfloat16", "float16"):
@@ -377,14 +377,14 @@ def test_two_byte_layer_norm_rows_of_513_to_896_take_two_rows_a_one_warp_program
 
 
 def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
-    """H200 (tools/sweep.py, tools/ab_rules.py): float32 5120/6144 in two-row 8192 tiles on 16 warps (79 -> 94,
+    """H200: float32 5120/6144 in two-row 8192 tiles on 16 warps (79 -> 94,
     86 -> 92); 2-byte rows over 4096 with 3/8+ of the tile masked loop over unmasked chunks (5120: 61 -> 71,
-    20480: 50 -> 67); 2-byte rows of 1280-2560 loop over 256 or 512 (twenty-eighth session). Everywhere the same
+    20480: 50 -> 67); 2-byte rows of 1280-2560 loop over 256 or 512. Everywhere the same
     changes lost, the config stays as it was."""
     for N in (5120, 6144):
         cfg = _config("layer_norm", 8192, N, dtype="float32")
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 8192, 16)
-    # 2-8 chunks of 1024-4096 elements, 8 per thread: the unrolled loop (tools/unroll_ab.py: 12288 71 -> 82 %)
+    # 2-8 chunks of 1024-4096 elements, 8 per thread: the unrolled loop (12288 71 -> 82 %)
     for N, chunk, warps in ((5120, 1024, 4), (6144, 1024, 4), (7168, 1024, 4), (10240, 2048, 8), (12288, 2048, 8),
                             (20480, 4096, 16), (24576, 4096, 16), (28672, 4096, 16), (32768, 4096, 16),
                             (4608, 512, 1), (9216, 1024, 1)):
@@ -392,7 +392,7 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
             cfg = _config("layer_norm", 4096, N, dtype=dtype)
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("multi_pass", 1, chunk, warps), N
     # 1025-4095 of 5-7 chunks of 256 (one warp) or 512 (two, at most 5/8 of a 4096 tile): the unrolled loop too
-    # (tools/s28_probe.py lnw: bf16 1536 71 -> 90 %, 2560 72 -> 78); rows whose stride is not a multiple of 16
+    # (bf16 1536 71 -> 90 %, 2560 72 -> 78); rows whose stride is not a multiple of 16
     # elements (shifted tiles, whose loop is rolled) keep the single pass
     for N, chunk, warps in ((1280, 256, 1), (1536, 256, 1), (1792, 256, 1), (2560, 512, 2)):
         for dtype in ("bfloat16", "float16"):
@@ -408,14 +408,14 @@ def test_layer_norm_rows_that_leave_many_lanes_of_their_tile_masked():
         cfg = _config("layer_norm", 8192, N, dtype=dtype)
         assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N) == ("single_pass", 1, 1 << (N - 1).bit_length()), (N, dtype)
     assert _config("softmax", 8192, 5120).strategy == "single_pass"  # layer_norm only
-    # other 2-byte rows in a 2048 tile: two rows a program on 4 warps (tools/s29_probe.py ln2, val), unless too
+    # other 2-byte rows in a 2048 tile: two rows a program on 4 warps, unless too
     # few rows give a device's worth of programs of two (1024x2048: 512 programs, lost)
     for N, stride in ((1800, None), (2000, None), (2047, None), (2048, None), (1536, 1540), (1700, 1704)):
         for dtype in ("bfloat16", "float16"):
             cfg = _config("layer_norm", 8192, N, dtype=dtype, stride=stride)
             assert (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == ("single_pass", 2, 2048, 4), N
     assert _config("layer_norm", 1024, 2048).BLOCK_M == 1
-    assert _config("layer_norm", 1056, 2048).BLOCK_M == 1  # (tools/s29_probe.py val2: lost at 1056 rows)
+    assert _config("layer_norm", 1056, 2048).BLOCK_M == 1  # (lost at 1056 rows)
     assert _config("layer_norm", 2048, 2048).BLOCK_M == 2
     assert _config("layer_norm", 8192, 2048, dtype="float32").BLOCK_M == 1
 
@@ -424,7 +424,7 @@ def test_two_byte_logsumexp_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
     """Rows that are not whole 16-byte vectors, 8+ per SM. H200: logsumexp 2048x50257 bf16 30% -> 40% against
     16384-wide chunks on 32 warps; 1024 rows lost: not taken there. logsumexp's other 2-byte loops take 4096 on 8
     warps (1024x131072 69% -> 73%). softmax and log_softmax rows of that kind follow the L2 rule since their loop's
-    inner chunks are unmasked (H200, tools/peel_ab.py: log_softmax 2048x50257 bf16 60% -> 70% on 8192/16)."""
+    inner chunks are unmasked (H200: log_softmax 2048x50257 bf16 60% -> 70% on 8192/16)."""
     assert _loop(_config("logsumexp", 2048, 50257)) == ("multi_pass", 4096, 4)
     assert _loop(_config("logsumexp", 1024, 50257)) != ("multi_pass", 4096, 4)  # fewer than 8 rows per SM
     for op in ("softmax", "log_softmax"):
@@ -440,7 +440,7 @@ def test_two_byte_logsumexp_rows_of_32k_to_64k_loop_over_4096_wide_chunks():
 def test_softmax_columns_split_until_they_fill_the_device():
     """Few 64-column blocks split N (a partial launch, then a merging and writing one) up to 8 programs per SM
     over 128-column blocks (their partials merged once, by a launch of their own, past ``MERGE_INLINE`` slices);
-    blocks that already fill the device loop over N (H200, tools/s23_ab.py and tools/s29_probe.py; the rule's
+    blocks that already fill the device loop over N (H200; the rule's
     comment has the figures)."""
     for op in ("softmax", "log_softmax", "logsumexp"):
         cfg = _config(op, 1, 8192, K=8192)  # 64 blocks of 128 columns: 16 slices (1056 programs / 64)
@@ -461,7 +461,7 @@ def test_softmax_columns_split_until_they_fill_the_device():
 
 @pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
 def test_two_byte_statistics_rows_of_a_few_whole_chunks_take_the_unrolled_loop(op):
-    """H200 (tools/unroll_ab.py stats): var bf16 5120 66 -> 78 %, 6144 77 -> 79, 12288 65 -> 78 against the single
+    """H200: var bf16 5120 66 -> 78 %, 6144 77 -> 79, 12288 65 -> 78 against the single
     pass; float32 rows, powers of two, widths of no whole chunk and 8192-element tiles less than a quarter
     masked (7168: 85 -> 81 lost) keep it."""
     for N, chunk, warps in ((5120, 1024, 4), (6144, 1024, 4), (10240, 2048, 8), (12288, 2048, 8), (14336, 2048, 8)):
@@ -475,7 +475,7 @@ def test_two_byte_statistics_rows_of_a_few_whole_chunks_take_the_unrolled_loop(o
 
 
 def test_unrolled_loops_keep_at_most_8_elements_per_thread_per_chunk_and_64_in_all():
-    """H200 (tools/unroll_ab.py onoff): layer_norm 2048x65536 fp32 in 16384-wide chunks on 32 warps (16 elements
+    """H200: layer_norm 2048x65536 fp32 in 16384-wide chunks on 32 warps (16 elements
     per thread per chunk) lost unrolled, 75 -> 65 %; sum of 8192x16384 bf16 (4096 on 16 warps) gained, 83 -> 88."""
     from tritred_ops.runtime import unrolled_chunks
     loop = lambda n, w, m=1: LaunchConfig(strategy="multi_pass", BLOCK_M=m, BLOCK_N=n, num_warps=w)  # noqa: E731
@@ -488,7 +488,7 @@ def test_unrolled_loops_keep_at_most_8_elements_per_thread_per_chunk_and_64_in_a
 
 
 def test_plain_reductions_two_byte_row_loops_take_two_chunks_per_iteration():
-    """H200, tools/part_ab.py: sum 1024x131072 bf16 85 -> 88 %, 4096x50000 88 -> 93, 64x1000000 (split) 58 -> 62;
+    """H200: sum 1024x131072 bf16 85 -> 88 %, 4096x50000 88 -> 93, 64x1000000 (split) 58 -> 62;
     float32 lost with two (97 -> 91): unchanged, as single passes and the other ops' loops."""
     for op in ("sum", "mean", "prod", "amax", "amin"):
         for M, N in ((1024, 131072), (4096, 50000), (64, 1000000)):
@@ -502,7 +502,7 @@ def test_plain_reductions_two_byte_row_loops_take_two_chunks_per_iteration():
 
 
 def test_max_min_row_loops_take_two_chunks_per_iteration():
-    """H200, tools/part_ab.py --arg: max 1024x131072 bf16 70 -> 79 %, min 8192x32000 bf16 61 -> 72, min
+    """H200: max 1024x131072 bf16 70 -> 79 %, min 8192x32000 bf16 61 -> 72, min
     2048x100000 fp32 92 -> 97; single passes and column kernels unchanged."""
     for op in ("max", "min"):
         for dtype in ("bfloat16", "float16", "float32"):
@@ -515,7 +515,7 @@ def test_max_min_row_loops_take_two_chunks_per_iteration():
 
 def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
     """Rows that are not whole 16-byte vectors take the shifted loops (inner chunks unmasked) over 1024-wide chunks
-    (H200, tools/s21_ab.py: layer_norm 16384x4097 bf16 24 -> 42 %, var 8192x12289 32 -> 63, softmax 16384x4097
+    (H200: layer_norm 16384x4097 bf16 24 -> 42 %, var 8192x12289 32 -> 63, softmax 16384x4097
     38 -> 62, max 8192x32001 65 -> 83); whole-vector rows, rows up to 4096, few rows and long softmax rows keep
     their rules, and so do rows just past 4096 (two tiles: the test below)."""
     loop = lambda cfg: (cfg.strategy, cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps, cfg.num_stages)  # noqa: E731
@@ -550,7 +550,7 @@ def test_odd_width_rows_past_4096_loop_over_1024_wide_chunks():
 def test_rows_just_past_a_power_of_two_take_a_tail_tile():
     """Rows of up to 1/8 more than a power of two of 512-8192 (with the largest 16-byte shift) are single passes
     over that power of two plus a tail tile, on warps for 128 bytes of the first tile per thread (H200,
-    tools/s22_ab.py: softmax 32768x2049 bf16 45 -> 86 %, sum 48 -> 71); the plain reductions only for 2-byte rows
+    softmax 32768x2049 bf16 45 -> 86 %, sum 48 -> 71); the plain reductions only for 2-byte rows
     to 2048+; odd-width 2-byte layer_norm rows past 4096 loop instead; rows further past, 1024 and shorter, and
     max/min keep their rules."""
     tail = lambda cfg: (cfg.strategy, cfg.BLOCK_N, cfg.BLOCK_TAIL, cfg.num_warps)  # noqa: E731
@@ -566,7 +566,7 @@ def test_rows_just_past_a_power_of_two_take_a_tail_tile():
         for n in (1024, 1000, 2048, 3000, 4610, 9300, 512, 500, 600):
             assert _config(op, 16384, n).BLOCK_TAIL == 0, (op, n)
         assert _config(op, 16384, 2049, K=8).BLOCK_TAIL == 0, op  # (a non-last dim: columns)
-    # past 8192 and just past 512 (tools/s22_ab.py third): at most 4 warps; not 2-byte var/std rows
+    # past 8192 and just past 512: at most 4 warps; not 2-byte var/std rows
     for op in ("softmax", "log_softmax", "logsumexp", "layer_norm"):
         for dtype in ("bfloat16", "float32"):
             assert tail(_config(op, 8192, 8193, dtype=dtype)) == ("single_pass", 8192, 16, 4), (op, dtype)

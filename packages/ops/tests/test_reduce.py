@@ -151,11 +151,11 @@ def test_row_branches(name, cfg, force, device):
     # ints take the same paths with int64 accumulation; values whose answer a padded lane holding 0 (not the
     # operation's identity) would change: all-negative rows for amax, all-positive for amin, +-1 for prod
     if name != "mean":
-        xi = _identity_probe(name, (5, 100), torch.int32, device)
+        xi = _identity_input(name, (5, 100), torch.int32, device)
         assert torch.equal(_call(name, xi, 1).cpu(), _ref(name, xi.cpu(), 1))
 
 
-def _identity_probe(name, shape, dtype, device):
+def _identity_input(name, shape, dtype, device):
     """Integers of ``shape`` whose reduction by ``name`` a 0 in a padded lane would change."""
     g = torch.Generator().manual_seed(seed())
     mag = torch.randint(1, 100 if dtype != torch.int8 else 60, shape, generator=g)
@@ -237,7 +237,7 @@ def test_integer_masked_lanes_hold_identity(name, dtype, device):
     if dtype == torch.uint8 and name == "amax":
         pytest.skip("uint8 has no negative values: a padded 0 never wins amax")
     for shape, dim in (((3, 37), 1), ((37, 3), 0), ((5, 7, 9), 1), ((300,), None), ((3, 1000), 1)):
-        x = _identity_probe(name, shape, dtype, device)
+        x = _identity_input(name, shape, dtype, device)
         out, ref = _call(name, x, dim), _ref(name, x.cpu(), dim)
         assert out.dtype == ref.dtype and torch.equal(out.cpu(), ref), (name, dtype, shape, dim)
     if name == "prod":  # bool rows mostly True: some all True (prod 1), some not

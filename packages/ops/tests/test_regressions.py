@@ -296,7 +296,7 @@ def test_batch_norm_running_stats_must_be_1d(device):
                        lambda: F.batch_norm(x.cpu(), torch.zeros(1, 3), torch.ones(1, 3), training=True))
 
 
-# -- third session's adversarial pass ------------------------------------------------------------------------------
+# -- found by adversarial review ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cfg", [None, dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8),
                                  dict(strategy="split", BLOCK_M=1, BLOCK_N=2, split=3)], ids=str)
@@ -352,7 +352,7 @@ def test_max_min_values_are_the_elements_at_their_indices(cfg, force, device):
             assert torch.equal(out.values.cpu(), xx.cpu().gather(dim, ref.indices.unsqueeze(dim)).squeeze(dim))
 
 
-# ---- from the fourth session's adversarial pass (bugs older than that session's changes) ----
+# -- non-finite scalar arguments ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", ["var_correction_-inf", "var_correction_nan", "layer_norm_eps_inf",
                                   "batch_norm_eval_eps_inf"])

@@ -5,7 +5,7 @@ Two hook implementations, both plain functions decorated with :data:`tritred_cor
 - :func:`tritred_register_reductions` adds one reduction, ``rms_norm``, with everything the CLI and the bench
   need (torch reference, random inputs, canonical problem, byte count);
 - :func:`tritred_launch_config` decides launches for ``rms_norm`` only and returns None for every other op, so
-  tritred's built-in heuristics (registered ``trylast``) still decide those.
+  tritred's built-in launch rules (registered ``trylast``) still decide those.
 """
 
 from __future__ import annotations

@@ -377,7 +377,7 @@ def tune_cmd(
     """Time launch configs for one call of OP on this device and store the fastest in the tuning cache.
 
     The cache ($TRITRED_TUNE_CACHE, else ~/.cache/tritred/tuning.json) is keyed by device, triton version, op,
-    dtype and shape bucket; tritred's built-in heuristic uses its entries first, and `tritred explain` says so.
+    dtype and shape bucket; tritred's built-in launch rules use its entries first, and `tritred explain` says so.
     Only built-in reductions are tuned (a plugin decides its own configs). Without CUDA the candidates run under
     the interpreter: the mechanism works, the timings mean nothing.
     """

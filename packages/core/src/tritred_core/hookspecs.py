@@ -28,7 +28,7 @@ def tritred_launch_config(  # type: ignore[empty-body]
 ) -> LaunchConfig | None:
     """Return the launch config for ``problem`` on ``device``, or None to let the next plugin decide.
 
-    The first non-None result wins. tritred's built-in heuristics are registered with ``trylast=True``, so any
+    The first non-None result wins. tritred's built-in launch rules are registered with ``trylast=True``, so any
     plugin's implementation is asked first. The registry validates the winner against the problem and records
     which plugin returned it in :attr:`LaunchConfig.decided_by`.
     """

@@ -1,4 +1,4 @@
-"""Torch-free helpers for testing plugins and heuristics: fake devices and a problem grid.
+"""Torch-free helpers for testing plugins and launch rules: fake devices and a problem grid.
 
 The torch-based conformance kit (each reduction against its reference) is ``tritred_ops.testing``.
 """

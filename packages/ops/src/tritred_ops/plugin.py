@@ -1,8 +1,9 @@
-"""tritred's own plugin: registers every built-in reduction and the built-in (``trylast``) heuristics.
+"""tritred's own plugin: registers every built-in reduction and the built-in (``trylast``) launch rules.
 
-Loaded through the entry point group ``tritred`` exactly like a third-party plugin (see pyproject.toml).
-Each :class:`~tritred_core.Reduction` carries, besides the op, what the CLI and the bench need: a torch
-reference, a random-input maker, the canonical problem of a call and its byte count.
+Loaded through the entry point group ``tritred`` exactly like a third-party plugin (see pyproject.toml). Each
+:class:`~tritred_core.Reduction` is built from a family's ``SPECS`` and carries, besides the op, what the CLI and
+the bench need: a torch reference, a random-input maker, the Problem of a call (the op's own first launch
+decision: ``runtime.trace.first_problem``) and its byte count.
 """
 
 from __future__ import annotations

@@ -428,12 +428,12 @@ def unrolled_loop(problem: Problem, caps: Caps, statistics: bool = False) -> Lau
 
     Why: a power-of-two tile leaves lanes of such rows masked, and the loop keeps the whole row's loads in flight
     with a quarter of the single pass's registers, as torch.compile's loops of constant width do. Against the
-    single pass (or the rule before), bf16 unless named: layer_norm 5120 78 -> 81 %, 6144 69 -> 82, 7168 74 -> 83,
-    10240 76 -> 82, 12288 71 -> 82 (fp16 67 -> 88), 14336 77 -> 83, 20480 66 -> 83, 24576 55 -> 82, 28672
-    64 -> 79, and the power of two 32768 70 -> 76 (whose single pass needs 32 warps); var 5120 66 -> 78, 6144
-    77 -> 79, 10240 56 -> 75, 12288 65 -> 78, 14336 73 -> 79. Lost, so left to the single pass: powers of two up to
-    16384 (layer_norm 8192 84 -> 82, 16384 85 -> 81), var rows of 8192-element tiles less than a quarter masked
-    (7168: 85 -> 81), float32, the plain reductions (sum of the same widths: 88-92 % either way).
+    single pass (or the config it replaced), bf16 unless named: layer_norm 5120 78 -> 81 %, 6144 69 -> 82, 7168 74 ->
+    83, 10240 76 -> 82, 12288 71 -> 82 (fp16 67 -> 88), 14336 77 -> 83, 20480 66 -> 83, 24576 55 -> 82, 28672 64 -> 79,
+    and the power of two 32768 70 -> 76 (whose single pass needs 32 warps); var 5120 66 -> 78, 6144 77 -> 79, 10240 56
+    -> 75, 12288 65 -> 78, 14336 73 -> 79. Lost, so left to the single pass: powers of two up to 16384 (layer_norm 8192
+    84 -> 82, 16384 85 -> 81), var rows of 8192-element tiles less than a quarter masked (7168: 85 -> 81), float32, the
+    plain reductions (sum of the same widths: 88-92 % either way).
     """
     N = problem.N
     if not caps.gpu or itemsize(problem) != 2 or N <= 4096 or (N & (N - 1) == 0 and N <= 16384):

@@ -89,7 +89,7 @@ class ShapeCase:
 
 
 #: The full set: non-power-of-two rows, a middle dim (column kernels), one long row (split), several long rows
-#: (multi pass) and a tall dim=0 reduction; every branch of the built-in heuristics under the interpreter.
+#: (multi pass) and a tall dim=0 reduction; every branch of the built-in launch rules under the interpreter.
 DEFAULT_SHAPES: tuple[ShapeCase, ...] = (
     ShapeCase((7, 33), -1),
     ShapeCase((3, 5, 129), 1),

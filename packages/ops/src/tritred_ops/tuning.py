@@ -1,10 +1,11 @@
 """Launch-config tuning: search configs for one call on this GPU and remember the fastest.
 
-``tritred tune OP --shape ... --dtype ...`` times :func:`candidates` (the built-in heuristic's config and its
-neighbours: block sizes, warps, stages, split counts) and stores the winner in a JSON cache file under the key
-(device name, triton version, op, dtype, shape bucket). The built-in heuristic consults that cache first
-(:func:`lookup`) and marks what it returns ``tuned=True``, which ``tritred explain`` reports. A plugin's
-``tritred_launch_config`` still wins over both (the built-in hook is ``trylast``).
+``tritred tune OP --shape ... --dtype ...`` times :func:`candidates` (the call's current config and its neighbours
+among the strategies and knobs the op's spec declares: block sizes, warps, stages, split counts) and stores the
+winner in a JSON cache file under the key (device name, triton version, op, dtype, shape bucket). The built-in
+launch rules consult that cache first (:func:`lookup`) and mark what it returns ``tuned=True``, which
+``tritred explain`` reports. A plugin's ``tritred_launch_config`` still wins over both (the built-in hook is
+``trylast``). The Problem tuned is the op's own first launch decision (``Reduction.problem``).
 
 The cache file is ``$TRITRED_TUNE_CACHE``, else ``~/.cache/tritred/tuning.json``. A missing or unreadable file
 means "nothing tuned" (logged), never an error.

@@ -146,11 +146,11 @@ def single_load_evict(op: str, num_warps: int) -> str:
     """L2 hint of the single-pass row load of softmax or layer_norm (ops writing an output as large as their input).
 
     Evict-last, though each element is read once. Measured, not explained: H200, rotating inputs (no L2 residue
-    between calls), hint none / evict-first / evict-last (docs/data/h200-exp-2026-11-30-b.txt):
-    softmax 16384x4096 fp32 94 / 91 / 98 %, bf16 91 / 88 / 94; 65536x1024 fp32 95 / 90 / 98; 8192x8192 bf16
-    90 / 87 / 94 (last wins 11 of 12 shapes; plain reductions, with no output stream, prefer evict-first).
-    layer_norm gains with tiles of 4-8 warps only (16384x4096 fp32 88.5 -> 90.8, bf16 88.3 -> 91.2) and loses
-    with one warp (65536x1024 bf16 90.7 -> 84.2) and 16-32 (2048x16384 fp32 83.3 -> 80.6): no hint there.
+    between calls), hint none / evict-first / evict-last: softmax 16384x4096 fp32 94 / 91 / 98 %, bf16 91 / 88 / 94;
+    65536x1024 fp32 95 / 90 / 98; 8192x8192 bf16 90 / 87 / 94 (last wins 11 of 12 shapes; plain reductions, with no
+    output stream, prefer evict-first). layer_norm gains with tiles of 4-8 warps only (16384x4096 fp32 88.5 -> 90.8,
+    bf16 88.3 -> 91.2) and loses with one warp (65536x1024 bf16 90.7 -> 84.2) and 16-32 (2048x16384 fp32 83.3 -> 80.6):
+    no hint there.
     """
     if op == "layer_norm" and not 4 <= num_warps <= 8:
         return ""

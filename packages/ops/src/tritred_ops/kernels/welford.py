@@ -203,7 +203,7 @@ def short_rows_tile(x_row, N, row_ok, s_xn, ACC: tl.constexpr, BLOCK_N: tl.const
     so every row's sums take five shuffle levels for 8 elements a thread, and the per-row divisions are computed
     by all 32 threads of each of a program's rows. bfloat16 var of 262144x256: 16.5 SASS instructions per element
     (sm_90a, offline) against 8.5 with 8 threads a row, 70 -> 85 % of the H200's copy bandwidth; layer_norm 944
-    -> 640 instructions per program of 32 elements a thread (tools/s25_probe.py). The rows' axis comes first so
+    -> 640 instructions per program of 32 elements a thread. The rows' axis comes first so
     that the compiler, which sees no stride between rows, spreads rows over threads and keeps the column groups in
     registers; the sums then reduce the register axis before the threads' (:func:`short_rows_stats`).
     """

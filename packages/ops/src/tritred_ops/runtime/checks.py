@@ -139,13 +139,13 @@ def as_index(value: object) -> int | None:
 def torch_accepts(name: str, call: Callable[[], object]) -> bool:
     """Whether the installed torch accepts ``call`` (on meta tensors): for argument forms that torch releases
     disagree on (``logsumexp(x, None)``, ``prod(x, None)``). Asked once per process, cached."""
-    def probe() -> bool:
+    def accepted() -> bool:
         try:
             call()
         except TypeError:
             return False
         return True
-    return caches().accepts.get_or_make(name, probe)
+    return caches().accepts.get_or_make(name, accepted)
 
 
 def check_keepdim(op: str, keepdim: object) -> bool:

@@ -17,7 +17,8 @@ log = logging.getLogger("tritred")
 
 
 def device_info(device: torch.device) -> DeviceInfo:
-    """What the heuristics need to know about ``device``; cached per device in the registry's cache."""
+    """What the launch rules need to know about ``device`` (the interpreter's DeviceInfo for a device other than
+    CUDA); read once per device (``caches().devices``)."""
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
 
@@ -45,12 +46,11 @@ def dependent_launch(device: torch.device) -> dict[str, bool]:
     assembly): there a plain launch, which starts after the previous one in stream order.
 
     Why: the merge launch starts while the previous launch's last programs finish instead of after it, which
-    hides most of the gap between two launches (H200, ``tools/s27_probe.py``: 1-2 us of a 44-136 us split
-    reduction, e.g. sum dim=0 of 16384x4096 bf16 44.1 -> 43.6 us, var 48.8 -> 47.3, sum of 2^28 bf16 136.4 ->
-    134.5; twenty-eighth session, ``tools/s28_probe.py``: 1.3-1.6 us of batch_norm training, 64x256x56x56 bf16
-    94.0 -> 92.5 us, against 0.5-0.7 us of noise on its one-launch control, and 1.4-3.5 us of split softmax
-    columns, except log_softmax dim=0 of 16384x256 bf16, 158.4 -> 159.0 us, then at 256 slices, a call dominated
-    by its merge). The result is the plain launch's, bit for bit.
+    hides most of the gap between two launches (H200: 1-2 us of a 44-136 us split reduction, e.g. sum dim=0 of
+    16384x4096 bf16 44.1 -> 43.6 us, var 48.8 -> 47.3, sum of 2^28 bf16 136.4 -> 134.5; 1.3-1.6 us of batch_norm
+    training, 64x256x56x56 bf16 94.0 -> 92.5 us, against 0.5-0.7 us of noise on its one-launch control; 1.4-3.5 us
+    of split softmax columns, except log_softmax dim=0 of 16384x256 bf16, 158.4 -> 159.0 us at 256 slices, a call
+    dominated by its merge). The result is the plain launch's, bit for bit.
     """
     info = device_info(device)
     hopper = info.backend == "cuda" and info.compute_capability >= (9, 0) and torch.version.hip is None

@@ -61,8 +61,8 @@ def _row_divisor(view: View) -> int:
 def hint_covers_align(x: torch.Tensor, view: View) -> bool:
     """Whether DIV alone gives whole 16-byte vectors (a 3000-wide bf16 row: multiples of 8 elements), so
     that the shifted tiles of ALIGN, with their per-row masks, are not needed (GPU only: the interpreter keeps
-    ALIGN for its tests). H200, tools/div_ab.py, against the shifted tiles: layer_norm 65536x1000 bf16 44 -> 89 %
-    of copy bandwidth, mean 65536x3000 bf16 52 -> 93 %, softmax 8192x3000 bf16 50 -> 80 %; no case lost."""
+    ALIGN for its tests). H200, against the shifted tiles: layer_norm 65536x1000 bf16 44 -> 89 % of copy
+    bandwidth, mean 65536x3000 bf16 52 -> 93 %, softmax 8192x3000 bf16 50 -> 80 %; no case lost."""
     return x.device.type == "cuda" and _row_divisor(view) * x.element_size() >= 16
 
 
@@ -146,9 +146,9 @@ def unrolled_chunks(N: int, cfg: LaunchConfig) -> int:
     A loop whose trip count is a runtime value keeps one chunk's loads in flight per iteration (each iteration
     waits for its load before the next is issued); unrolled, all of the row's loads are issued before the
     first Welford step uses one, as torch.compile's loops, whose widths are constants, get from the compiler
-    (H200, ``tools/loop_exp.py``, layer_norm 8192x12288 bf16 in 2048-wide chunks on 16 warps: 60 -> 87 % of copy
-    bandwidth; ``tools/unroll_ab.py onoff``, the built-in loops it reaches with no rule: sum of 8192x16384 bf16
-    83 -> 88 %, fp32 and mean 12288-wide fp32 level). The per-chunk bound keeps the built-in loops over
+    (H200, layer_norm 8192x12288 bf16 in 2048-wide chunks on 16 warps: 60 -> 87 % of copy bandwidth; the built-in
+    loops it reaches with no rule of their own: sum of 8192x16384 bf16 83 -> 88 %, fp32 and mean 12288-wide fp32
+    level). The per-chunk bound keeps the built-in loops over
     16384-wide chunks on 32 warps (16 elements per thread per chunk) rolled, as measured: unrolled, layer_norm
     2048x65536 fp32 lost 75 -> 65 %, bf16 58 -> 56."""
     chunks, rest = divmod(N, cfg.BLOCK_N)

@@ -97,7 +97,7 @@ def view_of_groups(kg: list[Group], rg: list[Group], ntensors: int) -> View:
 def rows_layout(view: View) -> bool:
     """True when the row kernels apply (reduced axis unit-stride, or no kept axis faster than it).
 
-    Must agree with :attr:`tritred_core.Problem.inner`, which the heuristics read.
+    Must agree with :attr:`tritred_core.Problem.inner`, which the launch rules read.
     """
     return view.strides[0][1] == 1 or view.K == 1 or view.N <= 1
 

@@ -161,8 +161,8 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     y_row = y_ptr + y_off
     if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
         x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
-        # weight and bias issued with the row (H200, tools/s25_probe.py: +1-3 points over loading them after the
-        # statistics, bfloat16 too, unlike the one-warp tiles' PRELOAD_WB)
+        # weight and bias issued with the row (H200: +1-3 points over loading them after the statistics, bfloat16
+        # too, unlike the one-warp tiles' PRELOAD_WB)
         if HAS_W:
             w_row = _affine_load(w_ptr, cols, N, EVEN)
         if HAS_B:
@@ -172,7 +172,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
     elif SINGLE:
         cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
         if ALIGN == 0:
-            cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
+            cols = cols.to(tl.int64)  # (unshifted: int64 columns, as measured)
         lead32 = lead.to(tl.int32)
         x, mask, lmask = single_tile(x_row, cols, lead32, N, row_ok, s_xn, ACC, ALIGN, EVICT)
         if PRELOAD_WB:  # weight and bias issued with the row (kept in their dtype until used)
@@ -199,7 +199,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         # spread: the outputs keep torch's error. For one row the shift is a scalar load (a uniform register, no
         # mask: blk < R), as a [BLOCK_M] load held through the loop cost 9 registers (bf16 4096-wide chunks on 16
         # warps: 3 -> 2 programs per SM); issued after the loop its latency per row cost 4 points (H200,
-        # 4096x32768 bf16); as it is, within 1.3 points of raw lanes (docs/data/h200-s18-loops-ab.txt).
+        # 4096x32768 bf16); as it is, within 1.3 points of raw lanes.
         if BLOCK_M == 1:
             r0 = tl.cast(blk, tl.int64)
             shift = tl.zeros([BLOCK_M], ACC) + stats_shift(tl.load(x_ptr + (r0 // K * s_xm + r0 % K * s_xk)).to(ACC))

@@ -28,20 +28,19 @@ def _register_cap(single: bool, num_warps: int) -> dict[str, int]:
 def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int) -> bool:
     """PRELOAD_WB: the single pass loads weight and bias beside the row, before the statistics, so that their
     latency hides under the reductions' instead of following them. float32 rows on 1-8 warps only (H200, rotating
-    inputs, ``tools/exp_rotate.py ln-preload``: 16384x4096 91% -> 98%, 8192x8192 93% -> 97%, 65536x1024
-    96% -> 96%); bfloat16 rows lost (16384x4096 90% -> 73%), and so did 16-32 warps, whose registers spill."""
+    inputs: 16384x4096 91% -> 98%, 8192x8192 93% -> 97%, 65536x1024 96% -> 96%); bfloat16 rows lost (16384x4096
+    90% -> 73%), and so did 16-32 warps, whose registers spill."""
     return single and align == 0 and dtype == torch.float32 and num_warps <= 8
 
 
-# Row loops whose first sweep is unrolled (UNROLL chunks) unroll the normalizing sweep too when the row is at most
-# UNROLL_SECOND chunks, so that all of its loads (x from L2, weight and bias) are issued before the first chunk is
-# normalized, as in torch.compile's loops of constant width (the thirteenth session's Inductor dump: both sweeps of
-# layer_norm 8192x12288 bf16 unrolled). H200, tools/s30_probe.py (unroll, val; rolled -> unrolled second sweep, %
-# of copy bandwidth): bf16 12288 80.2 -> 83.1, 10240 78.3 -> 83.1, 6144 74.6 -> 78.6, 5120 78.3 -> 84.2, 2560
-# 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; level: 24576 (6 chunks of 4096 on 16 warps) 78.9 -> 79.3, fp16 12288
-# 85.1 -> 84.3. Rows of 7-8 chunks: 4096-wide chunks on 16 warps lost (28672 73.0 -> 70.5, 32768 75.6 -> 74.4),
-# narrower ones moved within a point (14336 82.3 -> 81.9, 7168 77.0 -> 77.8): the bound keeps them rolled. A
-# constant, read when a launch is decided (the probe sets it to time the rolled sweep beside the unrolled one).
+#: Row loops whose first sweep is unrolled (UNROLL chunks) unroll the normalizing sweep too when the row is at most
+#: UNROLL_SECOND chunks, so that all of its loads (x from L2, weight and bias) are issued before the first chunk is
+#: normalized, as in torch.compile's loops of constant width (both sweeps of layer_norm 8192x12288 bf16 unrolled).
+#: H200, rolled -> unrolled second sweep, % of copy bandwidth: bf16 12288 80.2 -> 83.1, 10240 78.3 -> 83.1, 6144
+#: 74.6 -> 78.6, 5120 78.3 -> 84.2, 2560 73.7 -> 78.5, fp16 5120 84.3 -> 87.4; level: 24576 (6 chunks of 4096 on 16
+#: warps) 78.9 -> 79.3, fp16 12288 85.1 -> 84.3. Rows of 7-8 chunks: 4096-wide chunks on 16 warps lost (28672
+#: 73.0 -> 70.5, 32768 75.6 -> 74.4), narrower ones moved within a point (14336 82.3 -> 81.9, 7168 77.0 -> 77.8):
+#: the bound keeps them rolled. Read when a launch is decided.
 UNROLL_SECOND = 6
 
 

@@ -155,7 +155,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     Each loop iteration loads LOADS tiles before combining any (independent loads in flight per thread: a
     manual pipeline, since Triton's pipeliner does not stage these loads), with an evict-first hint: the input
     is read once, so its lines should not push other data out of L2. (H200, sum dim=1 of 64x4096x256 bf16:
-    hint 69 -> 74 %, 4 loads 75 %; tools/exp_h200.py.)
+    hint 69 -> 74 %, 4 loads 75 %.)
     """
     if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
         K = K // DIV * DIV

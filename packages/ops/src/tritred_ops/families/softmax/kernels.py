@@ -201,7 +201,7 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # The whole row is in registers: one read, one write. TAIL: the row's lanes past BLOCK_N in a second tile.
         cols = tl.arange(0, BLOCK_N)  # shifted rows: int32 for the masks, int64 in the addresses (row_masks)
         if ALIGN == 0:
-            cols = cols.to(tl.int64)  # (unshifted: as measured before the int32 masks)
+            cols = cols.to(tl.int64)  # (unshifted: int64 columns, as measured)
         lead32 = lead.to(tl.int32)
         x, mask = _single_tile(x_row, cols, lead32, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN, EVICT)
         m = tl.reduce(x, 1, max_fn)
@@ -228,13 +228,13 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
         # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole
         # chunk (one (max, sum) per row) put a cross-warp reduction, a barrier, in every iteration, which the
-        # SM's single 32-warp program cannot hide (H200, tools/softmax_loop_exp.py, 1024x131072 bf16 63 -> 73 %,
-        # 2048x65536 66 -> 79 %). One exp per element, plus one per group per chunk for the rescale.
+        # SM's single 32-warp program cannot hide (H200, 1024x131072 bf16 63 -> 73 %, 2048x65536 66 -> 79 %). One exp
+        # per element, plus one per group per chunk for the rescale.
         G: tl.constexpr = BLOCK_N // GROUP
         m = tl.full([BLOCK_M, G], float("-inf"), ACC)
         s = tl.zeros([BLOCK_M, G], ACC)
         # The first sweep's lines are kept in L2 (evict-last) for the second sweep, whose reads and writes are
-        # not read again (evict-first). (H200, 1024x131072: bf16 63 -> 67 %, fp32 66 -> 70 %; tools/exp_h200.py)
+        # not read again (evict-first). (H200, 1024x131072: bf16 63 -> 67 %, fp32 66 -> 70 %)
         # Chunk k (columns [k * BLOCK_N, (k + 1) * BLOCK_N) of the tile) is inner for k in [head, inner): every lane
         # is an element of each row, so it takes neither the element mask nor its select (per element, two int64
         # compares against the row's shift and a select: odd widths, 2048x50257 bf16, lost ~15 points to them);

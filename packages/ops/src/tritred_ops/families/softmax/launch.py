@@ -58,7 +58,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
         # Row loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536
         # registers). The fp32 log_softmax loop otherwise takes 46 (one program per SM: 55 % of copy bandwidth on
         # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
-        # in 32 with no spill (tools/ptxas_regs.py). The other modes and dtypes already use 32 or fewer.
+        # in 32 with no spill. The other modes and dtypes already use 32 or fewer.
         cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
