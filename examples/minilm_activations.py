@@ -235,12 +235,15 @@ class Row:
 
 
 def replay(captures: list[Capture]) -> list[Row]:
-    """Run tritred's ``layer_norm`` / ``softmax`` on each captured input; compare with torch's captured output."""
+    """Run tritred's ``layer_norm`` / ``softmax`` on each captured input; compare with torch's captured output.
+
+    Under ``torch.no_grad()``, as the capture: the LayerNorm weights are the model's parameters, which require grad,
+    and tritred's ops have no backward yet (they refuse such inputs while grad mode is on)."""
     import tritred_ops
 
     rows = []
     for c in captures:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), torch.no_grad():
             # Under the interpreter, masked-out softmax lanes compute -inf - -inf in numpy (values never stored).
             warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
             if c.kind == "layer_norm":
