@@ -51,11 +51,12 @@ def shape_bucket(problem: Problem) -> str:
 
 
 def cache_key(device: DeviceInfo, op: str, problem: Problem) -> str:
+    """The key of a tuned entry: device name, triton version, op, dtype and :func:`shape_bucket`."""
     return "|".join((device.name, f"triton {triton.__version__}", op, problem.dtype, shape_bucket(problem)))
 
 
 def _load() -> dict[str, Any]:
-    """The cache file's entries, read once per process (kept in the registry's cache; re-read after a tune)."""
+    """The cache file's entries, read once per process (``caches().tuning``; re-read after a tune)."""
     def read() -> dict[str, Any]:
         path = cache_path()
         if not path.exists():

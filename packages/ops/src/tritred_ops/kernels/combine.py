@@ -15,6 +15,7 @@ SUM, PROD, MAX, MIN = 0, 1, 2, 3
 
 @triton.jit
 def mul_fn(a, b):
+    """Product combine (``tl.reduce`` of a product)."""
     return a * b
 
 
@@ -27,6 +28,7 @@ def max_fn(a, b):
 
 @triton.jit
 def min_fn(a, b):
+    """NaN-propagating min (as :func:`max_fn`)."""
     return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
@@ -71,6 +73,7 @@ def div_exact(a, b, ACC: tl.constexpr):
 
 @triton.jit
 def sqrt_exact(a, ACC: tl.constexpr):
+    """IEEE-rounded sqrt(a) in ACC (fp32 or fp64): compiled Triton's fp32 sqrt is approximate."""
     if ACC == tl.float64:
         r = tl.sqrt(tl.cast(a, tl.float64))
     else:
@@ -89,6 +92,7 @@ def argmax_fn(va, ia, vb, ib):
 
 @triton.jit
 def argmin_fn(va, ia, vb, ib):
+    """(value, index) combine for min: NaN wins, ties keep the smaller index (as :func:`argmax_fn`)."""
     a_nan = va != va
     b_nan = vb != vb
     pick_a = (va < vb) | ((va == vb) & (ia < ib)) | (a_nan & (~b_nan | (ia < ib)))

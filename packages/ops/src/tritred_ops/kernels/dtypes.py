@@ -18,6 +18,7 @@ TL_DTYPES = {
 
 
 def tl_dtype(dtype: torch.dtype) -> tl.dtype:
+    """The Triton dtype of a torch dtype (floating, integer or bool)."""
     return TL_DTYPES[dtype]
 
 

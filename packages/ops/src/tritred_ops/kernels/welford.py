@@ -125,6 +125,7 @@ def join_rows(mean, m2, cnt, x, mask, n_t):
 
 @triton.jit
 def add_pair(a0, a1, b0, b1):
+    """Sum combine of two pairs (one ``tl.reduce`` for two sums)."""
     return a0 + b0, a1 + b1
 
 

@@ -100,6 +100,8 @@ def check_runnable(op: str, x: torch.Tensor) -> None:
 
 
 def check_same_device(op: str, x: torch.Tensor, **others: torch.Tensor | None) -> None:
+    """RuntimeError, as torch's, for a tensor argument (``others``: name -> tensor or None) on another device
+    than ``x``."""
     for name, t in others.items():
         if t is not None and t.device != x.device:
             raise RuntimeError(
@@ -117,6 +119,8 @@ def check_float(op: str, x: torch.Tensor, what: str = "input") -> None:
 
 
 def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
+    """NotImplementedError, as torch's, for a dtype without a kernel: floating ones only, or with
+    ``allow_integers`` the integer and bool ones too (complex never)."""
     if x.dtype in FLOATS or (allow_integers and x.dtype in INTEGERS):
         return
     kinds = "floating point, integer and bool" if allow_integers else "floating point"
@@ -149,6 +153,7 @@ def torch_accepts(name: str, call: Callable[[], object]) -> bool:
 
 
 def check_keepdim(op: str, keepdim: object) -> bool:
+    """``keepdim`` if it is a bool (TypeError, as torch's, otherwise)."""
     if not isinstance(keepdim, bool):
         raise TypeError(f"{op}(): argument 'keepdim' must be bool, not {type(keepdim).__name__}")
     return keepdim
@@ -188,4 +193,5 @@ def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int,
 
 
 def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> list[int]:
+    """The output shape of reducing ``dims`` of ``shape``: those dims dropped, or kept as 1 with ``keepdim``."""
     return [1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims]

@@ -50,6 +50,8 @@ def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "stri
 
 
 def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") -> Problem:
+    """The :class:`~tritred_core.Problem` of ``op`` on ``x`` (its dtype) seen as ``view`` (the first tensor's
+    strides); ``layout="gathered"`` when the view is of a contiguous copy."""
     sm, sn, sk = view.strides[0]
     return Problem(op=op, dtype=dtype_name(x.dtype), M=view.M, N=view.N, K=view.K,
                    stride_m=sm, stride_n=sn, stride_k=sk, layout=layout)  # type: ignore[arg-type]
@@ -97,7 +99,8 @@ def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
 
 def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: int, num_programs: int,
                       args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-    """Launch a split-rows kernel (``split`` programs hold each row: softmax's ``_split_rows_kernel``).
+    """Launch a split-rows kernel (``split`` programs hold each row: softmax's and layer_norm's
+    ``_split_rows_kernel``).
 
     On a GPU, one cooperative launch of a persistent grid: as many groups of ``split`` programs as the device
     holds at once (from the compiled kernel's registers, shared memory and warps), each group looping over rows,
@@ -128,14 +131,17 @@ def _coop_groups(kernel: Any, x: torch.Tensor, args: Sequence[Any], kwargs: dict
 
 
 def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for integers."""
     return -(-a // b)
 
 
 def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def prod(xs: Sequence[int]) -> int:
+    """The product of ``xs`` (1 for none)."""
     return math.prod(xs)
 
 

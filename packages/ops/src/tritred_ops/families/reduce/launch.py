@@ -12,7 +12,6 @@ Inputs whose dims cannot even be staged (sliced in several dims) are gathered in
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,7 +105,7 @@ def _reduce_into(rec: Recorder, op: int, spec: ReductionSpec, x: torch.Tensor, d
     first, shape, view = stage
     temp = rec.empty(shape, acc, x.device)
     _launch_reduce(rec, op, spec.name, x, view, temp, cast, acc, 0.0, rt.decide(spec, x, view))
-    rest = tuple(d - builtins.sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
+    rest = tuple(d - sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
     return _reduce_into(rec, op, spec, temp, rest, out, out_flat, acc, acc, mean_divisor)
 
 

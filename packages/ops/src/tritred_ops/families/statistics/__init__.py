@@ -15,7 +15,7 @@ from tritred_core import ReductionSpec
 
 from .launch import stats_call
 
-#: Their row single passes take a tail tile and a few threads a row; row kernels, persistent grids.
+#: What the kernels take: a tail tile and a few threads a row on the row single pass, persistent row grids.
 SPECS = {
     name: ReductionSpec(name=name, family="statistics", outputs=outputs, mirrors=f"torch.{name}", summary=summary,
                         strategies=("single_pass", "multi_pass", "split"),
