@@ -20,6 +20,7 @@ from tritred_bench import (
     summary_lines,
     write_json,
     write_plot,
+    write_points_plot,
 )
 
 
@@ -95,3 +96,6 @@ def test_plot_of_a_merged_report(tmp_path: Any) -> None:
     merged = merge_reports([_report(_result("sum", "bfloat16", 1.0, 2.0, 1.5, 90.0)),
                             _report(_result("sum", "float32", 1.0, 2.0, None, 95.0))])
     assert write_plot(merged, tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    points = write_points_plot(merged, tmp_path / "points.png")
+    assert points.read_bytes()[:4] == b"\x89PNG" and points.stat().st_size > 5000
+    assert write_points_plot(merged, tmp_path).name == "bench.png"  # a directory gets bench.png

@@ -31,7 +31,16 @@ from .runner import (
     time_fn,
 )
 from .suites import Case, builtin_suites, filter_cases, load_suite
-from .tables import filter_report, format_config, markdown_table, merge_reports, read_json, summarize, summary_lines
+from .tables import (
+    filter_report,
+    format_config,
+    markdown_table,
+    merge_reports,
+    read_json,
+    summarize,
+    summary_lines,
+    write_points_plot,
+)
 
 __version__ = "0.1.0"
 
@@ -72,4 +81,5 @@ __all__ = [
     "write_json",
     "write_latency_json",
     "write_plot",
+    "write_points_plot",
 ]

@@ -3,7 +3,8 @@
 A large suite is often run in parts (one JSON per dtype or op group, so that a time limit loses one part only);
 :func:`merge_reports` puts them back together in order, and the usual outputs (:func:`~tritred_bench.print_report`,
 :func:`~tritred_bench.write_plot`, :func:`~tritred_bench.write_csv`) work on the result. :func:`markdown_table`
-gives the table of the documentation's performance page; :func:`summarize` its summary figures.
+gives the table of the documentation's performance page, :func:`summarize` its summary figures and
+:func:`write_points_plot` its figure (one column per case, a marker per provider: compact for a whole suite).
 
 ::
 
@@ -149,3 +150,47 @@ def summary_lines(report: BenchReport) -> list[str]:
         out.append(f"at or above the best peer on {s['at_or_above_best']} cases"
                    + (f"; below it: {below}" if below else ""))
     return out
+
+
+#: Markers per provider in :func:`write_points_plot`.
+MARKERS = {"tritred": "o", "eager": "^", "compile": "s", "liger": "d", "flaggems": "v"}
+
+
+def write_points_plot(report: BenchReport, path: str | Path) -> Path:
+    """% of copy bandwidth per case (one column each, in order) with a marker per provider, written as a PNG.
+
+    tritred's markers are drawn larger; a dotted line marks 90 %. Providers that failed or were skipped have no
+    marker. ``path`` may be a directory (existing, or without a suffix): the file is then ``bench.png`` in it.
+    Returns the path written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .report import COLORS
+
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / "bench.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(max(12.0, len(report.results) * 0.22), 6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(report.results)))
+    for name in report.providers:
+        ys: list[float] = []
+        for r in report.results:
+            m = r.measurements.get(name)
+            ys.append(m.pct_copy if m is not None and m.status == "ok" and m.pct_copy is not None else float("nan"))
+        ours = name == "tritred"
+        ax.plot(xs, ys, MARKERS.get(name, "x"), label=name, color=COLORS.get(name), markersize=6 if ours else 4,
+                alpha=1 if ours else 0.6)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([r.case.label for r in report.results], rotation=90, fontsize=6)
+    ax.set_ylabel("% of measured copy bandwidth")
+    ax.axhline(90, color="gray", lw=0.5, ls="--")
+    ax.set_title(f"{report.device}: % of the copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + written)",
+                 fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=120, format="png")
+    return path

@@ -26,9 +26,20 @@ def latency(cases: list[Any], device: str, quick: bool, seed: int, json_out: Pat
 
 def saved_reports(paths: list[Path], ops: list[str] | None, dtypes: list[str] | None, markdown_out: Path | None,
                   json_out: Path | None, csv_out: Path | None, plot_out: Path | None, console: Any) -> None:
-    """Merge saved ``--json`` reports (in order), print the table and the summary, and write the outputs asked."""
+    """Merge saved ``--json`` reports (in order), print the table and the summary, and write the outputs asked.
+
+    The plot is :func:`~tritred_bench.tables.write_points_plot`'s (a column per case, a marker per provider), which
+    stays readable for a whole suite.
+    """
     import tritred_bench as tb
-    from tritred_bench.tables import filter_report, markdown_table, merge_reports, read_json, summary_lines
+    from tritred_bench.tables import (
+        filter_report,
+        markdown_table,
+        merge_reports,
+        read_json,
+        summary_lines,
+        write_points_plot,
+    )
 
     report = filter_report(merge_reports([read_json(p) for p in paths]), ops=ops, dtypes=dtypes)
     if not report.results:
@@ -40,6 +51,6 @@ def saved_reports(paths: list[Path], ops: list[str] | None, dtypes: list[str] | 
         markdown_out.parent.mkdir(parents=True, exist_ok=True)
         markdown_out.write_text(markdown_table(report) + "\n" + "\n".join(summary_lines(report)) + "\n")
         console.print(f"wrote {markdown_out}")
-    for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
+    for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, write_points_plot)):
         if path is not None:
             console.print(f"wrote {writer(report, path)}")
