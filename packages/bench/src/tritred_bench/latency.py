@@ -33,7 +33,7 @@ import torch
 from tritred_core import Registry, get_registry
 
 from .providers import get_provider
-from .runner import _clone, _no_gc, _sync, build_inputs, check_output, device_name, select_device
+from .runner import _clone, _no_gc, _one_cpu_thread, _sync, build_inputs, check_output, device_name, select_device
 from .suites import Case
 
 #: (rounds, batches per round, calls per batch, warm-up calls) per device type and mode.
@@ -98,19 +98,20 @@ def per_call_us(fn: Callable[[], Any], device: torch.device, batches: int, calls
     """Median over ``batches`` of the wall time of ``calls`` calls of ``fn`` (then a synchronize), per call, in µs.
 
     ``warmup`` calls come first (at least one), outside the timed region; the garbage collector is paused while
-    timing.
+    timing, and on CPU torch runs on one intra-op thread (as the interpreter does).
     """
-    for _ in range(max(1, warmup)):
-        fn()
-    _sync(device)
     samples = []
-    with _no_gc():
-        for _ in range(max(1, batches)):
-            t0 = time.perf_counter()
-            for _ in range(max(1, calls)):
-                fn()
-            _sync(device)
-            samples.append((time.perf_counter() - t0) / max(1, calls) * 1e6)
+    with _one_cpu_thread(device):
+        for _ in range(max(1, warmup)):
+            fn()
+        _sync(device)
+        with _no_gc():
+            for _ in range(max(1, batches)):
+                t0 = time.perf_counter()
+                for _ in range(max(1, calls)):
+                    fn()
+                _sync(device)
+                samples.append((time.perf_counter() - t0) / max(1, calls) * 1e6)
     return statistics.median(samples)
 
 
