@@ -1,4 +1,4 @@
-"""Suites: the public suite is shipped intact, cases parse and label like peers-h200.md."""
+"""Suites: the public suite is shipped intact, cases parse and label as the reports name them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tritred_bench import Case, builtin_suites, filter_cases, load_suite
 
 
 def test_builtin_suites_are_package_data() -> None:
-    assert {"h200", "offsuite", "odd", "quick"} <= set(builtin_suites())
+    assert {"h200", "offsuite", "odd", "quick", "latency"} <= set(builtin_suites())
 
 
 def test_public_suite() -> None:

@@ -7,10 +7,14 @@
     report = run(cases, providers=["eager", "compile", "liger", "flaggems"])
     print_report(report); write_json(report, "bench.json")
 
+``measure_latency`` times tiny calls (host-bound) against torch eager; ``read_json``, ``merge_reports`` and
+``markdown_table`` work on saved reports.
+
 Nothing runs at import. On a machine without CUDA the runner uses the CPU with the Triton interpreter (it sets
 ``TRITON_INTERPRET=1`` before ``tritred_ops`` is loaded), which checks the machinery but measures nothing real.
 """
 
+from .latency import LatencyReport, LatencyResult, measure_latency, print_latency, write_latency_json
 from .providers import PEERS, PROVIDERS, Provider, get_provider, torch_op
 from .report import print_report, write_csv, write_json, write_plot
 from .runner import (
@@ -27,6 +31,16 @@ from .runner import (
     time_fn,
 )
 from .suites import Case, builtin_suites, filter_cases, load_suite
+from .tables import (
+    filter_report,
+    format_config,
+    markdown_table,
+    merge_reports,
+    read_json,
+    summarize,
+    summary_lines,
+    write_points_plot,
+)
 
 __version__ = "0.1.0"
 
@@ -36,23 +50,36 @@ __all__ = [
     "BenchReport",
     "Case",
     "CaseResult",
+    "LatencyReport",
+    "LatencyResult",
     "Measurement",
     "Provider",
     "build_inputs",
     "builtin_suites",
     "check_output",
     "filter_cases",
+    "filter_report",
+    "format_config",
     "geomean",
     "get_provider",
     "load_suite",
+    "markdown_table",
     "measure_copy_bandwidth",
+    "measure_latency",
+    "merge_reports",
+    "print_latency",
     "print_report",
+    "read_json",
     "run",
     "run_case",
     "select_device",
+    "summarize",
+    "summary_lines",
     "time_fn",
     "torch_op",
     "write_csv",
     "write_json",
+    "write_latency_json",
     "write_plot",
+    "write_points_plot",
 ]

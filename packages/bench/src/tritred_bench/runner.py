@@ -2,13 +2,20 @@
 
 Timing: on CUDA ``triton.testing.do_bench(fn, warmup, rep, return_mode="median")`` (warmup/rep in ms); on CPU
 (the Triton interpreter) the median of a few ``time.perf_counter`` calls, which only smoke-tests the machinery.
+Either way each callable is called before its timed region (a first call's one-off costs, such as building a
+call plan, stay out of it) and Python's garbage collector is paused while it is timed, as ``timeit`` does (one
+collection after the interpreter's calls can take over 100 ms, which a call of a few microseconds would carry).
+On CPU torch runs on one intra-op thread while timed, as the interpreter does: on a busy machine a tiny eager op
+split over several threads waits milliseconds for a core.
 Bytes are inputs read once + outputs written once (``rec.byte_count``); GB/s is also given as a percentage of
 the device's copy bandwidth, measured once per run with a large ``dst.copy_(src)`` (bytes read + written).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import gc
 import logging
 import math
 import os
@@ -16,7 +23,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +37,42 @@ log = logging.getLogger("tritred.bench")
 
 #: do_bench settings (ms) per mode.
 CUDA_TIMING = {"full": (25, 100), "quick": (5, 20)}
-#: perf_counter repetitions per mode on CPU.
-CPU_REPS = {"full": 5, "quick": 2}
+#: perf_counter repetitions per mode on CPU (odd: the median is one of the calls, and one outlier cannot move it).
+CPU_REPS = {"full": 5, "quick": 3}
+#: Calls made before the timed ones on CPU, at least (also in quick mode and when ``warmup`` asks for fewer).
+CPU_WARMUP = 1
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device) -> Iterator[None]:
+    """On CPU, time with one intra-op thread (restored afterwards); nothing on CUDA.
+
+    The interpreter runs tritred's kernels on one thread anyway. torch's CPU ops split even tiny inputs over its
+    intra-op threads (softmax rows, batch_norm channels), and on a busy machine each call then waits for a worker
+    thread to get a core: log_softmax of 4x96 takes 8 ms instead of 3 us with two cores loaded, which would pose
+    as eager's time.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the garbage collector while timing (restored afterwards, as ``timeit`` does)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # -- device ------------------------------------------------------------------------------------------------------
@@ -73,27 +114,33 @@ def _sync(device: torch.device) -> None:
 
 def time_fn(fn: Callable[[], Any], device: torch.device, quick: bool = False,
             warmup: int | None = None, rep: int | None = None) -> float:
-    """Median milliseconds of one call of ``fn``.
+    """Median milliseconds of one call of ``fn``, its first call outside the timed region.
 
-    CUDA: ``triton.testing.do_bench(fn, warmup, rep, return_mode="median")`` (warmup/rep in ms, defaults from
-    :data:`CUDA_TIMING`). CPU: median of ``rep`` (default :data:`CPU_REPS`) ``perf_counter`` calls after
-    ``warmup`` calls (default 1, none when ``quick``: the correctness check already ran it once).
+    ``fn`` is called once and synchronized first, then timed with the garbage collector paused. CUDA:
+    ``triton.testing.do_bench(fn, warmup, rep, return_mode="median")`` (warmup/rep in ms, defaults from
+    :data:`CUDA_TIMING`). CPU: median of ``rep`` (default :data:`CPU_REPS`) ``perf_counter`` calls after ``warmup``
+    calls (at least :data:`CPU_WARMUP`), on one intra-op thread (see :func:`_one_cpu_thread`).
     """
     mode = "quick" if quick else "full"
+    fn()
+    _sync(device)
     if device.type == "cuda":
         import triton.testing
 
         w, r = CUDA_TIMING[mode]
-        return float(triton.testing.do_bench(fn, warmup=warmup if warmup is not None else w,
-                                             rep=rep if rep is not None else r, return_mode="median"))
+        with _no_gc():
+            return float(triton.testing.do_bench(fn, warmup=warmup if warmup is not None else w,
+                                                 rep=rep if rep is not None else r, return_mode="median"))
     reps = rep if rep is not None else CPU_REPS[mode]
-    for _ in range((0 if quick else 1) if warmup is None else max(0, warmup)):
-        fn()
     times = []
-    for _ in range(max(1, reps)):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+    with _one_cpu_thread(device):
+        for _ in range(max(CPU_WARMUP, warmup or 0) - 1):  # (the call above was the first)
+            fn()
+        with _no_gc():
+            for _ in range(max(1, reps)):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
 
 
@@ -396,7 +443,9 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
         timing = (f"triton.testing.do_bench(warmup={warmup if warmup is not None else w} ms, "
                   f"rep={rep if rep is not None else r} ms, return_mode='median')")
     else:
-        timing = f"median of {rep if rep is not None else CPU_REPS[mode]} time.perf_counter calls (CPU interpreter)"
+        timing = (f"median of {rep if rep is not None else CPU_REPS[mode]} time.perf_counter calls after "
+                  f"{max(CPU_WARMUP, warmup or 0)} warm-up call(s), one intra-op thread, garbage collector paused "
+                  "(CPU interpreter)")
     versions: dict[str, str | None] = {"torch": str(torch.__version__), "python": platform.python_version()}
     try:
         import triton

@@ -5,11 +5,12 @@ A suite is a JSON file ``{"about": "...", "cases": [...]}`` (a bare list of case
 ``layer_norm`` gives ``normalized_shape`` and ``weight``/``bias`` flags; ``batch_norm`` gives ``training``
 (the training forward updates the running statistics) and ``weight``/``bias`` flags.
 
-Built-in suites, shipped as package data: ``h200`` (the public suite, see ``docs`` and peers-h200.md),
+Built-in suites, shipped as package data: ``h200`` (the public suite, see docs/performance.md),
 ``offsuite`` (shapes outside it: other vocabulary and hidden sizes, odd sizes, non-last dims, 5-D and eval
 batch_norm, a float16 subset), ``odd`` (rows that are not whole 16-byte vectors, 999 to 131071 elements, across
 the row families: the shifted-tile paths) and ``quick`` (a handful of small cases that run in seconds under the CPU
-interpreter). ``public`` is an alias of ``h200``.
+interpreter) and ``latency`` (tiny calls, for :func:`~tritred_bench.measure_latency`). ``public`` is an alias of
+``h200``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Case:
 
     @property
     def op_label(self) -> str:
-        """``softmax dim=-1``, ``sum (all)``, ``batch_norm (train)``, ``layer_norm``: as peers-h200.md spells it."""
+        """``softmax dim=-1``, ``sum (all)``, ``batch_norm (train)``, ``layer_norm``."""
         if self.has_dim:
             if self.dim is None:
                 return f"{self.op} (all)"

@@ -542,7 +542,7 @@ def bench_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Only cases of these ops (default: all).")] = None,
     suite: Annotated[str | None, typer.Option(
         "--suite", help="A suite JSON file, or a built-in name: h200 (the default on CUDA), offsuite, odd, quick (the "
-        "default without a GPU).")] = None,
+        "default without a GPU), latency (the default of --latency).")] = None,
     peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems "
                                               "(default: all four on CUDA, eager on CPU).")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Only cases of these dtypes.")] = None,
@@ -555,18 +555,46 @@ def bench_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Inputs of case i use seed + i.")] = 0,
     warmup: Annotated[int | None, typer.Option("--warmup", help="do_bench warmup in ms (CUDA).")] = None,
     rep: Annotated[int | None, typer.Option("--rep", help="do_bench rep in ms (CUDA) / calls (CPU).")] = None,
+    latency: Annotated[bool, typer.Option("--latency", help="Time tiny calls one at a time against torch eager "
+                                          "(µs per call; suite `latency` unless --suite).")] = False,
+    saved: Annotated[list[Path] | None, typer.Option("--report", help="Read saved --json reports instead of "
+                                                      "running (repeat to merge runs, in order).")] = None,
+    markdown_out: Annotated[Path | None, typer.Option("--markdown", help="With --report: write a markdown table "
+                                                      "and the summary.")] = None,
 ) -> None:
-    """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check."""
+    """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check.
+
+    --latency times tiny calls (host-bound) against torch eager instead; --report reads saved --json reports
+    (several runs merged) and prints, plots or tabulates them without running anything.
+    """
     prepare_backend()
     import tritred_bench as tb
 
+    from . import bench_modes
+
+    if saved:
+        bench_modes.saved_reports(list(saved), list(ops or []) or None, _split(dtype) or None, markdown_out,
+                                  json_out, csv_out, plot_out, _console())
+        return
+    if markdown_out is not None:
+        raise UsageError("--markdown needs --report (the saved reports to tabulate)")
     on_cuda = not _interpreting()
     if suite is None:
-        suite = "quick" if quick or not on_cuda else "h200"
+        suite = "latency" if latency else "quick" if quick or not on_cuda else "h200"
     cases, _about = tb.load_suite(suite)
     cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=_split(dtype) or None)
     if not cases:
         raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
+    if latency:
+        if peers or csv_out or plot_out:
+            raise UsageError("--latency compares tritred with torch eager and writes --json only")
+        if not on_cuda:
+            _console().print("[yellow]no CUDA: running under the Triton interpreter on CPU (times are not "
+                             "meaningful)[/]", markup=True)
+        status = bench_modes.latency(cases, "cuda" if on_cuda else "cpu", quick, seed, json_out, _console())
+        if status:
+            raise typer.Exit(status)
+        return
     providers = _split([peers]) if peers else (list(tb.PEERS) if on_cuda else ["eager"])
     for p in providers:
         if p not in tb.PROVIDERS:

@@ -1,0 +1,196 @@
+"""Saved reports: read ``tritred bench --json`` files back, merge several runs, summarize, write a markdown table.
+
+A large suite is often run in parts (one JSON per dtype or op group, so that a time limit loses one part only);
+:func:`merge_reports` puts them back together in order, and the usual outputs (:func:`~tritred_bench.print_report`,
+:func:`~tritred_bench.write_plot`, :func:`~tritred_bench.write_csv`) work on the result. :func:`markdown_table`
+gives the table of the documentation's performance page, :func:`summarize` its summary figures and
+:func:`write_points_plot` its figure (one column per case, a marker per provider: compact for a whole suite).
+
+::
+
+    from tritred_bench import read_json, merge_reports, markdown_table, summary_lines
+    report = merge_reports([read_json(p) for p in ("bf16.json", "fp32.json")])
+    print(markdown_table(report)); print("\\n".join(summary_lines(report)))
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .runner import BenchReport, CaseResult, Measurement, geomean
+from .suites import Case, filter_cases
+
+
+def read_json(path: str | Path) -> BenchReport:
+    """A :class:`BenchReport` from a file written by ``write_json`` (``tritred bench --json``).
+
+    Raises FileNotFoundError, or ValueError when the file is not such a report.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"report file {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+        meta, cases = data["meta"], data["cases"]
+        report = BenchReport(device=str(meta.get("device", "")), backend=str(meta.get("backend", "")),
+                             copy_gbps=float(meta.get("copy_gbps") or 0.0), providers=list(meta["providers"]),
+                             suite=str(meta.get("suite", "")), started=str(meta.get("started", "")),
+                             timing=str(meta.get("timing", "")), versions=dict(meta.get("versions") or {}))
+        for c in cases:
+            result = CaseResult(case=Case.from_dict(c["case"]), bytes=int(c.get("bytes") or 0),
+                                config=c.get("tritred_config"), error=str(c.get("error") or ""))
+            for name, m in c["providers"].items():
+                result.measurements[name] = Measurement(name, str(m["status"]), ms=m.get("ms"), gbps=m.get("gbps"),
+                                                        pct_copy=m.get("pct_copy"), message=str(m.get("message", "")))
+            report.results.append(result)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{str(path)!r} is not a `tritred bench --json` report: {type(e).__name__}: {e}") from e
+    return report
+
+
+def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
+    """One report holding every case of ``reports``, in order.
+
+    The metadata is the first report's; the providers are every report's, in order of first appearance; the
+    copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run).
+    """
+    if not reports:
+        raise ValueError("no report to merge")
+    first = reports[0]
+    providers = list(dict.fromkeys(p for r in reports for p in r.providers))
+    copy = statistics.fmean(r.copy_gbps for r in reports) if all(r.copy_gbps for r in reports) else first.copy_gbps
+    merged = BenchReport(device=first.device, backend=first.backend, copy_gbps=copy, providers=providers,
+                         suite=",".join(dict.fromkeys(r.suite for r in reports if r.suite)), started=first.started,
+                         timing=first.timing, versions=dict(first.versions))
+    for r in reports:
+        merged.results.extend(r.results)
+    return merged
+
+
+def filter_report(report: BenchReport, ops: list[str] | None = None, dtypes: list[str] | None = None) -> BenchReport:
+    """The report's cases whose op is in ``ops`` and dtype in ``dtypes`` (None or empty: no filter)."""
+    keep = {id(c) for c in filter_cases([r.case for r in report.results], ops, dtypes)}
+    out = merge_reports([report])
+    out.results = [r for r in report.results if id(r.case) in keep]
+    return out
+
+
+def format_config(config: dict[str, Any] | None) -> str:
+    """``single_pass M1 N4096 K1 w4 s1`` (``+16`` after N: a tail tile; ``t8``: threads per row)."""
+    if not config:
+        return "-"
+    tail = f"+{config['BLOCK_TAIL']}" if config.get("BLOCK_TAIL") else ""
+    threads = f" t{config['threads_per_row']}" if config.get("threads_per_row") else ""
+    return (f"{config.get('strategy', '?')} M{config.get('BLOCK_M')} N{config.get('BLOCK_N')}{tail} "
+            f"K{config.get('BLOCK_K')} w{config.get('num_warps')} s{config.get('split')}{threads}")
+
+
+def _pct(m: Measurement | None) -> str:
+    if m is None or m.status == "skipped":
+        return "-"
+    if m.status != "ok":
+        return m.status
+    return f"{m.pct_copy:.0f}" if m.pct_copy is not None else "?"
+
+
+def markdown_table(report: BenchReport) -> str:
+    """The report as a markdown table: % of copy bandwidth per provider, the best peer, tritred's speedup over
+    it and tritred's launch config, one row per case."""
+    peers = [p for p in report.providers if p != "tritred"]
+    head = ["case", "MB", "tritred", *peers, "best peer", "tritred / best peer", "tritred config"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report.results:
+        best = r.best_peer(peers)
+        ratio = r.speedup_vs_best(peers)
+        row = [r.case.label, f"{r.bytes / 1e6:.0f}", _pct(r.measurements.get("tritred")),
+               *(_pct(r.measurements.get(p)) for p in peers),
+               best or "-", f"{ratio:.2f}x" if ratio else "-", format_config(r.config)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summarize(report: BenchReport) -> dict[str, Any]:
+    """The figures of a run: tritred's median and minimum % of copy bandwidth, the cases below 70 %, the
+    geometric-mean speedup over each peer and over each case's best peer, and the cases below the best peer."""
+    peers = [p for p in report.providers if p != "tritred"]
+    ours = [(r.case.label, m.pct_copy) for r in report.results
+            if (m := r.measurements.get("tritred")) is not None and m.status == "ok" and m.pct_copy is not None]
+    pcts = sorted(pct for _, pct in ours)
+    vs_best = [(r.case.label, s) for r in report.results if (s := r.speedup_vs_best(peers)) is not None]
+    return {
+        "cases": len(report.results),
+        "median_pct_copy": statistics.median(pcts) if pcts else None,
+        "min_pct_copy": pcts[0] if pcts else None,
+        "below_70": [label for label, pct in ours if pct < 70],
+        "geomean_vs": {p: geomean(r.speedup(p) for r in report.results) for p in peers},
+        "geomean_vs_best": geomean(s for _, s in vs_best),
+        "at_or_above_best": sum(s >= 1.0 for _, s in vs_best),
+        "below_best": [(label, s) for label, s in vs_best if s < 1.0],
+    }
+
+
+def summary_lines(report: BenchReport) -> list[str]:
+    """:func:`summarize` in words, a few lines."""
+    s = summarize(report)
+    out = [f"{s['cases']} cases"]
+    if s["median_pct_copy"] is not None:
+        out.append(f"tritred: median {s['median_pct_copy']:.1f} % of copy bandwidth, min {s['min_pct_copy']:.1f} %, "
+                   f"{len(s['below_70'])} cases below 70 %")
+    speedups = [f"{g:.2f}x {p}" for p, g in s["geomean_vs"].items() if g is not None]
+    if s["geomean_vs_best"] is not None:
+        speedups.append(f"{s['geomean_vs_best']:.2f}x the best peer of each case")
+    if speedups:
+        out.append("geometric-mean speedup: " + ", ".join(speedups))
+    if s["geomean_vs_best"] is not None:
+        below = ", ".join(f"{k} {v:.3f}x" for k, v in s["below_best"])
+        out.append(f"at or above the best peer on {s['at_or_above_best']} cases"
+                   + (f"; below it: {below}" if below else ""))
+    return out
+
+
+#: Markers per provider in :func:`write_points_plot`.
+MARKERS = {"tritred": "o", "eager": "^", "compile": "s", "liger": "d", "flaggems": "v"}
+
+
+def write_points_plot(report: BenchReport, path: str | Path) -> Path:
+    """% of copy bandwidth per case (one column each, in order) with a marker per provider, written as a PNG.
+
+    tritred's markers are drawn larger; a dotted line marks 90 %. Providers that failed or were skipped have no
+    marker. ``path`` may be a directory (existing, or without a suffix): the file is then ``bench.png`` in it.
+    Returns the path written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .report import COLORS
+
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / "bench.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(max(12.0, len(report.results) * 0.22), 6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(report.results)))
+    for name in report.providers:
+        ys: list[float] = []
+        for r in report.results:
+            m = r.measurements.get(name)
+            ys.append(m.pct_copy if m is not None and m.status == "ok" and m.pct_copy is not None else float("nan"))
+        ours = name == "tritred"
+        ax.plot(xs, ys, MARKERS.get(name, "x"), label=name, color=COLORS.get(name), markersize=6 if ours else 4,
+                alpha=1 if ours else 0.6)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([r.case.label for r in report.results], rotation=90, fontsize=6)
+    ax.set_ylabel("% of measured copy bandwidth")
+    ax.axhline(90, color="gray", lw=0.5, ls="--")
+    ax.set_title(f"{report.device}: % of the copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + written)",
+                 fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=120, format="png")
+    return path

@@ -1,0 +1,46 @@
+"""`tritred bench --latency` and `tritred bench --report` (saved runs merged, tabulated, plotted)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def test_bench_latency(cli: Callable[..., Any], tmp_path: Path) -> None:
+    suite = tmp_path / "tiny.json"
+    suite.write_text(json.dumps([{"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"},
+                                 {"op": "softmax", "shape": [2, 16], "dim": -1, "dtype": "float32"}]))
+    out = tmp_path / "lat.json"
+    r = cli("bench", "--latency", "--quick", "--suite", str(suite), "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "µs per call" in r.output and "sum dim=-1 4x8 float32" in r.output and "ratio" in r.output
+    data = json.loads(out.read_text())
+    assert data["meta"]["kind"] == "latency"
+    assert [c["label"] for c in data["cases"]] == ["sum dim=-1 4x8 float32", "softmax dim=-1 2x16 float32"]
+    assert all(c["tritred_us"] > 0 and c["eager_us"] > 0 for c in data["cases"])
+    # only tritred and eager: no peers, no CSV or plot
+    assert cli("bench", "--latency", "--suite", str(suite), "--peers", "compile").exit_code == 2
+
+
+def test_bench_report_merges_saved_runs(cli: Callable[..., Any], tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert cli("bench", "--quick", "sum", "--json", str(a)).exit_code == 0
+    assert cli("bench", "--quick", "softmax", "--json", str(b)).exit_code == 0
+    md, png, merged = tmp_path / "t.md", tmp_path / "p.png", tmp_path / "m.json"
+    r = cli("bench", "--report", str(a), "--report", str(b), "--markdown", str(md), "--plot", str(png),
+            "--json", str(merged))
+    assert r.exit_code == 0, r.output
+    labels = [c["label"] for c in json.loads(a.read_text())["cases"] + json.loads(b.read_text())["cases"]]
+    assert [c["label"] for c in json.loads(merged.read_text())["cases"]] == labels
+    table = md.read_text()
+    assert table.startswith("| case | MB | tritred | eager | best peer | tritred / best peer | tritred config |")
+    assert all(label in table for label in labels) and f"{len(labels)} cases" in table
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "geometric-mean speedup" in r.output and f"{len(labels)} cases" in r.output
+
+    only = cli("bench", "--report", str(a), "--report", str(b), "softmax", "--markdown", str(md))
+    assert only.exit_code == 0 and "sum dim" not in md.read_text() and "softmax" in md.read_text()
+    assert cli("bench", "--report", str(tmp_path / "missing.json")).exit_code == 2
+    assert cli("bench", "--quick", "--markdown", str(md)).exit_code == 2  # --markdown needs --report
