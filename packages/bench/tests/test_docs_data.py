@@ -29,7 +29,8 @@ def _links() -> dict[Path, list[str]]:
     out: dict[Path, list[str]] = {}
     for page in PAGES:
         if page.is_file():
-            out[page] = [unquote(t.split("#")[0]) for t in LINK.findall(page.read_text())
+            text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # (code blocks hold no links)
+            out[page] = [unquote(t.split("#")[0]) for t in LINK.findall(text)
                          if not re.match(r"[a-z]+://", t) and not t.startswith("#")]
     return out
 
