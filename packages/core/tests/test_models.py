@@ -133,6 +133,11 @@ def test_problem_properties() -> None:
     assert Problem(op="sum", dtype="float32", M=3, N=5, K=7, stride_n=1, stride_k=5).inner
     assert Problem(op="sum", dtype="float32", M=3, N=1, K=7, stride_n=7).inner
     assert p.layout == "strided"
+    assert p.direction == "forward"
+    back = p.model_copy(update={"direction": "backward"})
+    assert back != p and hash(back) != hash(p)  # distinct cache keys for the two passes
+    with pytest.raises(ValidationError):
+        Problem(op="sum", dtype="float32", M=3, N=5, K=1, direction="sideways")
 
 
 def test_problem_bounds() -> None:

@@ -58,19 +58,22 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def force(monkeypatch: pytest.MonkeyPatch):
-    """force(op, **config): register a plugin whose launch config wins for ``op`` (every dispatch branch)."""
+    """force(op, direction="forward", **config): register a plugin whose launch config wins for ``op``'s
+    problems of that direction ("forward", "backward"; None: both), to reach every dispatch branch."""
     from tritred_core import LaunchConfig, get_registry, hookimpl
 
     reg = get_registry()
     names: list[str] = []
 
-    def _force(op: str, **cfg: object) -> None:
+    def _force(op: str, direction: str | None = "forward", **cfg: object) -> None:
         config = LaunchConfig(**cfg)  # type: ignore[arg-type]
 
         class Forced:
             @hookimpl
             def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
-                return config if spec.name == op else None
+                if spec.name != op or direction not in (None, problem.direction):
+                    return None
+                return config
 
         names.append(reg.register(Forced(), name=f"test-force-{op}-{len(names)}"))
 

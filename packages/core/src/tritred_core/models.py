@@ -89,11 +89,15 @@ class Problem(_Frozen):
     dims; ``stride_*`` are element strides of that view (any value: views, transposes and expanded inputs keep
     their layout). ``layout`` says how the view was obtained: ``"strided"`` is a free view of the caller's
     tensor, ``"gathered"`` means the reduced dims could not be expressed as one strided axis and were packed
-    into a contiguous buffer first (one extra copy, logged).
+    into a contiguous buffer first (one extra copy, logged). ``direction`` says which pass of the op it is: the
+    forward pass, or the backward pass's kernel over the same view (the gradient of a row from the row's saved
+    output or statistics, weight gradients as column reductions); the built-in rules answer both, and a
+    plugin that tunes only the forward pass returns None for ``direction="backward"``.
     """
 
     op: str
     dtype: str
+    direction: Literal["forward", "backward"] = "forward"
     M: int = Field(ge=0)
     N: int = Field(ge=0)
     K: int = Field(ge=1)

@@ -51,8 +51,11 @@ def shape_bucket(problem: Problem) -> str:
 
 
 def cache_key(device: DeviceInfo, op: str, problem: Problem) -> str:
-    """The key of a tuned entry: device name, triton version, op, dtype and :func:`shape_bucket`."""
-    return "|".join((device.name, f"triton {triton.__version__}", op, problem.dtype, shape_bucket(problem)))
+    """The key of a tuned entry: device name, triton version, op, ``backward`` for a backward problem, dtype and
+    :func:`shape_bucket`."""
+    direction = () if problem.direction == "forward" else (problem.direction,)
+    return "|".join((device.name, f"triton {triton.__version__}", op, *direction, problem.dtype,
+                     shape_bucket(problem)))
 
 
 def _load() -> dict[str, Any]:

@@ -62,6 +62,16 @@ def check_no_grad(op: str, *tensors: object) -> None:
 
 
 
+def grad_needed(*tensors: object) -> bool:
+    """Whether a call must record autograd history: grad mode is enabled and a tensor argument requires grad
+    (``torch.is_grad_enabled()``, then one attribute per tensor: the common inference call pays little)."""
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                return True
+    return False
+
+
 def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:
     """``t`` if it is a tensor (TypeError naming the argument otherwise), with a negative-bit view
     (``torch._neg_view``) materialized: kernels read memory, which holds the values un-negated."""
