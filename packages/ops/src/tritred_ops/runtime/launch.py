@@ -25,36 +25,40 @@ log = logging.getLogger("tritred")
 
 
 def decide(spec: ReductionSpec, x: torch.Tensor, view: View, layout: str = "strided",
-           make_problem: Callable[[], Problem] | None = None) -> LaunchConfig:
-    """The launch config of a call: asked from the hook once per (op, dtype, view, device), then cached.
+           make_problem: Callable[[], Problem] | None = None, direction: str = "forward") -> LaunchConfig:
+    """The launch config of a call: asked from the hook once per (op, direction, dtype, view, device), then
+    cached.
 
     The key is plain tuples, so pydantic and pluggy stay off the hot path; ``make_problem`` builds the Problem
-    on a miss when it is not the one of ``view`` (batch_norm describes its own). Under :func:`~.trace.tracing`
-    the decision is recorded and not cached.
+    on a miss when it is not the one of ``view`` (batch_norm describes its own). ``direction="backward"``: the
+    decision of a backward kernel over ``view`` (``x``: the tensor whose dtype the kernel reads). Under
+    :func:`~.trace.tracing` the decision is recorded and not cached.
     """
     trace = active()
     if trace is not None:
-        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
+        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout, direction)
         if trace.stop_at_problem:
             trace.decisions.append(Decision(spec, p, None))
             raise Stopped
         cfg = get_registry().launch_config(spec, p, trace.device or devices.device_info(x.device))
         trace.decisions.append(Decision(spec, p, cfg))
         return cfg
-    key = (spec.name, x.dtype, view, layout, x.device)
+    key = (spec.name, x.dtype, view, layout, x.device) if direction == "forward" else \
+        (spec.name, x.dtype, view, layout, x.device, direction)
 
     def ask() -> LaunchConfig:
-        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout)
+        p = make_problem() if make_problem is not None else problem_of(spec.name, x, view, layout, direction)
         return get_registry().launch_config(spec, p, devices.device_info(x.device))
     return caches().configs.get_or_make(key, ask)
 
 
-def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided") -> Problem:
+def problem_of(op: str, x: torch.Tensor, view: View, layout: str = "strided",
+               direction: str = "forward") -> Problem:
     """The :class:`~tritred_core.Problem` of ``op`` on ``x`` (its dtype) seen as ``view`` (the first tensor's
-    strides); ``layout="gathered"`` when the view is of a contiguous copy."""
+    strides); ``layout="gathered"`` when the view is of a contiguous copy; ``direction``: which pass."""
     sm, sn, sk = view.strides[0]
-    return Problem(op=op, dtype=dtype_name(x.dtype), M=view.M, N=view.N, K=view.K,
-                   stride_m=sm, stride_n=sn, stride_k=sk, layout=layout)  # type: ignore[arg-type]
+    return Problem(op=op, dtype=dtype_name(x.dtype), direction=direction, M=view.M, N=view.N,  # type: ignore[arg-type]
+                   K=view.K, stride_m=sm, stride_n=sn, stride_k=sk, layout=layout)  # type: ignore[arg-type]
 
 
 def row_programs(cfg: LaunchConfig, rows: int, split: int = 1) -> tuple[int, int]:
