@@ -1,11 +1,15 @@
-"""tritred-bench: the public reduction suite, run against torch eager, torch.compile, Liger-Kernel and FlagGems.
+"""tritred-bench: the public reduction suite, run against torch eager, torch.compile, Liger-Kernel, FlagGems and quack.
 
 ::
 
     from tritred_bench import load_suite, run, print_report, write_json
-    cases, _ = load_suite("h200")                    # or "quick", or a JSON file
-    report = run(cases, providers=["eager", "compile", "liger", "flaggems"])
+    cases, _ = load_suite("h200")                    # or "quick", "training", a JSON file
+    report = run(cases, providers=["eager", "compile", "liger", "flaggems", "quack"])
     print_report(report); write_json(report, "bench.json")
+
+    cases, _ = load_suite("training")                # a training step: forward + backward
+    report = run(cases, providers=["eager", "compile", "liger", "quack"], pass_="both", memory=True)
+    cases, about = load_suite("random", seed=1, count=100)   # realistic random cases drawn from a seed
 
 ``measure_latency`` times tiny calls (host-bound) against torch eager; ``read_json``, ``merge_reports`` and
 ``markdown_table`` work on saved reports.
@@ -15,20 +19,27 @@ Nothing runs at import. On a machine without CUDA the runner uses the CPU with t
 """
 
 from .latency import LatencyReport, LatencyResult, measure_latency, print_latency, write_latency_json
-from .providers import PEERS, PROVIDERS, Provider, get_provider, torch_op
+from .providers import PEERS, PROVIDERS, Provider, Unsupported, get_provider, torch_op
+from .random_suite import random_case, random_cases
 from .report import print_report, write_csv, write_json, write_plot
 from .runner import (
+    PASSES,
     BenchReport,
     CaseResult,
     Measurement,
     build_inputs,
+    check_gradients,
     check_output,
     geomean,
     measure_copy_bandwidth,
+    pass_times,
+    peak_extra_bytes,
+    rates,
     run,
     run_case,
     select_device,
     time_fn,
+    with_view,
 )
 from .suites import Case, builtin_suites, filter_cases, load_suite
 from .tables import (
@@ -41,12 +52,15 @@ from .tables import (
     summary_lines,
     write_points_plot,
 )
+from .training import TRAINING, StepIO, TrainingSpec, step_bytes, step_io, training_spec
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PASSES",
     "PEERS",
     "PROVIDERS",
+    "TRAINING",
     "BenchReport",
     "Case",
     "CaseResult",
@@ -54,8 +68,12 @@ __all__ = [
     "LatencyResult",
     "Measurement",
     "Provider",
+    "StepIO",
+    "TrainingSpec",
+    "Unsupported",
     "build_inputs",
     "builtin_suites",
+    "check_gradients",
     "check_output",
     "filter_cases",
     "filter_report",
@@ -67,16 +85,25 @@ __all__ = [
     "measure_copy_bandwidth",
     "measure_latency",
     "merge_reports",
+    "pass_times",
+    "peak_extra_bytes",
     "print_latency",
     "print_report",
+    "random_case",
+    "random_cases",
+    "rates",
     "read_json",
     "run",
     "run_case",
     "select_device",
+    "step_bytes",
+    "step_io",
     "summarize",
     "summary_lines",
     "time_fn",
     "torch_op",
+    "training_spec",
+    "with_view",
     "write_csv",
     "write_json",
     "write_latency_json",

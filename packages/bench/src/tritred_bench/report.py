@@ -12,7 +12,11 @@ from typing import Any
 from .runner import BenchReport, CaseResult, geomean
 
 CSV_FIELDS = ("label", "op", "shape", "dim", "dtype", "bytes", "provider", "status", "ms", "gbps", "pct_copy",
-              "tritred_speedup", "message")
+              "tritred_speedup", "message", "pass", "step_ms", "forward_ms", "peak_bytes")
+
+#: How each pass is named in titles.
+PASS_TITLES = {"forward": "forward", "both": "training step (forward + backward)",
+               "backward": "backward (training step - forward)"}
 
 
 def _fmt(v: float | None, spec: str = ".0f") -> str:
@@ -57,7 +61,8 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     peers = [p for p in report.providers if p != "tritred"]
     percent = report.backend == "cuda"  # under the CPU interpreter only the times mean something (little)
     what = "% of the copy bandwidth" if percent else "median time"
-    title = f"tritred bench on {report.device} (copy {report.copy_gbps:.0f} GB/s): {what}"
+    title = (f"tritred bench on {report.device} (copy {report.copy_gbps:.0f} GB/s), "
+             f"{PASS_TITLES.get(report.pass_, report.pass_)}: {what}")
     table = Table(title=title, show_lines=False)
     table.add_column("case", no_wrap=True)
     table.add_column("MB", justify="right", no_wrap=True)
@@ -76,12 +81,59 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     g = geomean(r.speedup_vs_best(peers) for r in report.results)
     if g is not None:
         console.print(f"tritred vs best peer: geometric-mean speedup {_ratio(g)}{note}")
+    if report.suite:
+        console.print(f"suite: {report.suite}", highlight=False)
+    if any(m.peak_bytes is not None for r in report.results for m in r.measurements.values()):
+        print_memory(report, console)
+    for line in skip_notes(report):
+        console.print(f"[dim]skipped[/] {escape(line)}", markup=True, highlight=False)
     if show_failures:
         for r in report.results:
             for m in r.measurements.values():
                 if m.status == "failed":
                     console.print(f"[red]failed[/] {m.provider} on {r.case.label}: {escape(m.message)}",
                                   markup=True, highlight=False)
+
+
+def skip_notes(report: BenchReport, examples: int = 3) -> list[str]:
+    """One line per (provider, reason) of the skipped measurements, with how many cases and a few of them:
+    ``quack on 3 cases (softmax dim=1 ..., ...): quack takes contiguous rows``. "not offered" is left out."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for r in report.results:
+        for m in r.measurements.values():
+            if m.status == "skipped" and m.message and m.message != "not offered":
+                seen.setdefault((m.provider, m.message), []).append(r.case.label)
+    lines = []
+    for (prov, msg), labels in seen.items():
+        shown = ", ".join(labels[:examples]) + (", ..." if len(labels) > examples else "")
+        lines.append(f"{prov} on {len(labels)} case{'s' if len(labels) > 1 else ''} ({shown}): {msg}")
+    return lines
+
+
+def _gb(v: int | None) -> str:
+    return "-" if v is None else f"{v / 1e9:.3g}"
+
+
+def print_memory(report: BenchReport, console: Any) -> None:
+    """A table of each provider's peak extra memory (GB) per case: what the timed call (the training step, or
+    the forward call) allocated beyond what was allocated before it."""
+    from rich.table import Table
+
+    table = Table(title="peak extra memory of the timed call, GB (max_memory_allocated - allocated before)")
+    table.add_column("case", no_wrap=True)
+    table.add_column("input GB", justify="right", no_wrap=True)
+    for p in report.providers:
+        table.add_column(p, justify="right", no_wrap=True)
+    for r in report.results:
+        table.add_row(r.case.label, _gb(_input_bytes(r)),
+                      *(_gb(m.peak_bytes) if (m := r.measurements.get(p)) is not None and m.status == "ok" else "-"
+                        for p in report.providers))
+    console.print(table)
+
+
+def _input_bytes(r: CaseResult) -> int:
+    item = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}.get(r.case.dtype, 4)
+    return math.prod(r.case.shape) * item
 
 
 def _clean(obj: Any) -> Any:
@@ -121,14 +173,17 @@ def write_csv(report: BenchReport, path: str | Path) -> Path:
                     "ms": "" if m.ms is None else f"{m.ms:.6g}", "gbps": "" if m.gbps is None else f"{m.gbps:.6g}",
                     "pct_copy": "" if m.pct_copy is None else f"{m.pct_copy:.4g}",
                     "tritred_speedup": _fmt(r.speedup(p), ".4g") if p != "tritred" else "",
-                    "message": m.message,
+                    "message": m.message, "pass": report.pass_,
+                    "step_ms": "" if m.step_ms is None else f"{m.step_ms:.6g}",
+                    "forward_ms": "" if m.forward_ms is None else f"{m.forward_ms:.6g}",
+                    "peak_bytes": "" if m.peak_bytes is None else m.peak_bytes,
                 })
     return path
 
 
 #: Bar colours per provider (matplotlib's tab10).
 COLORS = {"tritred": "tab:red", "eager": "tab:blue", "compile": "tab:orange", "liger": "tab:green",
-          "flaggems": "tab:purple"}
+          "flaggems": "tab:purple", "quack": "tab:brown"}
 
 
 def write_plot(report: BenchReport, path: str | Path) -> Path:
@@ -168,7 +223,7 @@ def write_plot(report: BenchReport, path: str | Path) -> Path:
     ax.set_ylim(n_cases - 0.5, -0.5)  # first case on top
     ax.axvline(100, color="grey", linestyle=":", linewidth=0.8)
     ax.set_xlabel(f"% of copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + written)")
-    ax.set_title(f"tritred bench: {report.device}", fontsize=10)
+    ax.set_title(f"tritred bench: {report.device}, {PASS_TITLES.get(report.pass_, report.pass_)}", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

@@ -8,14 +8,25 @@ A suite is a JSON file ``{"about": "...", "cases": [...]}`` (a bare list of case
 Built-in suites, shipped as package data: ``h200`` (the public suite, see docs/performance.md),
 ``offsuite`` (shapes outside it: other vocabulary and hidden sizes, odd sizes, non-last dims, 5-D and eval
 batch_norm, a float16 subset), ``odd`` (rows that are not whole 16-byte vectors, 999 to 131071 elements, across
-the row families: the shifted-tile paths) and ``quick`` (a handful of small cases that run in seconds under the CPU
-interpreter) and ``latency`` (tiny calls, for :func:`~tritred_bench.measure_latency`). ``public`` is an alias of
-``h200``.
+the row families: the shifted-tile paths), ``training`` (the ten training-step cases of softmax, layer_norm,
+rms_norm and cross_entropy, meant for ``--pass both``), ``quick`` (a handful of small cases that run in seconds
+under the CPU interpreter) and ``latency`` (tiny calls, for :func:`~tritred_bench.measure_latency`). ``public`` is
+an alias of ``h200``. ``random`` is not a file: :func:`load_suite` draws it from a seed
+(:func:`tritred_bench.random_suite.random_cases`).
+
+Keys of a case entry besides ``op``, ``shape``, ``dtype`` and ``dim`` are op parameters, passed to the op as
+keyword arguments, except those the bench interprets itself (:data:`BENCH_KEYS`): ``normalized_shape``,
+``weight`` and ``bias`` (layer_norm, rms_norm: flags for the affine parameters; batch_norm: the same; for
+cross_entropy ``weight`` asks for random class weights), ``view`` (the input's layout: ``transposed``, ``sliced``,
+``strided``, ``channels_last``), and cross_entropy's ``target`` (``probs``: class probabilities instead of class
+indices) and ``ignored`` (the fraction of class-index targets set to ``ignore_index``).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -26,6 +37,33 @@ ALIASES = {"public": "h200"}
 
 #: Keys of a case entry that are not op parameters.
 _CORE_KEYS = ("op", "shape", "dtype", "dim")
+
+#: Case parameters the bench interprets itself (not passed to the op as they are): see the module's docstring.
+BENCH_KEYS = ("normalized_shape", "weight", "bias", "view", "target", "ignored")
+
+#: Input layouts a case's ``view`` may ask for (:func:`tritred_bench.runner.with_view`).
+VIEWS = ("transposed", "sliced", "strided", "channels_last")
+
+def sliced_row(n: int) -> int:
+    """The row stride of a ``sliced`` view of rows of ``n`` elements: ``n`` rounded up to a multiple of 64, or
+    ``n + 64`` when it is one (a padded vocabulary; the first part of a fused projection's rows)."""
+    return n + (64 - n % 64)
+
+
+def view_storage_numel(shape: Sequence[int], view: str | None) -> int:
+    """Elements of the storage behind an input of ``shape`` read through ``view`` (:data:`VIEWS`, or None)."""
+    numel = math.prod(shape)
+    if not shape or numel == 0:
+        return numel
+    if view == "sliced":
+        return math.prod(shape[:-1]) * sliced_row(shape[-1])
+    if view == "strided":
+        return 2 * numel
+    return numel
+
+
+#: Parameters left out of a case's label (the usual ones; any other parameter is shown as ``[key=value]``).
+_QUIET = ("normalized_shape", "weight", "bias", "training")
 
 
 @dataclass
@@ -89,22 +127,50 @@ class Case:
         return self.op
 
     @property
+    def params_label(self) -> str:
+        """``[view=sliced, reduction=sum]``: the parameters that are not the usual ones ('' when none).
+
+        layer_norm's and rms_norm's ``normalized_shape`` shows when it spans more than the last dim;
+        cross_entropy's ``weight`` (class weights) shows.
+        """
+        shown = []
+        for k, v in self.params.items():
+            if k == "normalized_shape" and isinstance(v, (tuple, list)) and len(v) > 1:
+                shown.append(f"normalized_shape={'x'.join(map(str, v))}")
+            elif k not in _QUIET or (k == "weight" and self.op == "cross_entropy" and v):
+                shown.append(f"{k}={v}")
+        return f"[{', '.join(shown)}]" if shown else ""
+
+    @property
     def label(self) -> str:
-        """``softmax dim=-1 16384x4096 bfloat16``: unique within the public suite."""
-        return f"{self.op_label} {self.shape_label} {self.dtype}"
+        """``softmax dim=-1 16384x4096 bfloat16``: unique within the public suite (other parameters, such as a
+        view, follow in brackets: ``softmax dim=-1 4096x50257 bfloat16 [view=sliced]``)."""
+        extra = self.params_label
+        return f"{self.op_label} {self.shape_label} {self.dtype}" + (f" {extra}" if extra else "")
 
 
 def builtin_suites() -> list[str]:
-    """Names of the suites shipped with tritred-bench (``h200``, ``offsuite``, ``odd``, ``quick``)."""
+    """Names of the suites shipped with tritred-bench (``h200``, ``offsuite``, ``odd``, ``training``, ``quick``,
+    ``latency``) and ``random`` (drawn from a seed)."""
     root = resources.files("tritred_bench") / "suites"
-    return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
+    return sorted([p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json")] + ["random"])
 
 
-def load_suite(suite: str | Path) -> tuple[list[Case], str]:
-    """Load a suite: a built-in name (``h200`` alias ``public``, ``offsuite``, ``odd``, ``quick``) or a JSON file path.
+def load_suite(suite: str | Path, *, seed: int = 0, count: int = 100, ops: list[str] | None = None,
+               dtypes: list[str] | None = None, budget: int | None = None,
+               device: str = "cuda") -> tuple[list[Case], str]:
+    """Load a suite: a built-in name (``h200`` alias ``public``, ``offsuite``, ``odd``, ``training``, ``quick``,
+    ``latency``), ``random`` or a JSON file path.
 
+    ``random`` draws ``count`` cases from ``seed`` (:func:`~tritred_bench.random_suite.random_cases`; ``ops``,
+    ``dtypes``, ``budget`` and ``device`` are passed on to it); the other keyword arguments only apply to it.
     Returns ``(cases, about)``; raises ValueError (unknown name, malformed JSON or case) or FileNotFoundError.
     """
+    if str(suite) == "random":
+        from .random_suite import random_about, random_cases
+
+        cases = random_cases(seed, count, ops=ops, dtypes=dtypes, budget=budget, device=device)
+        return cases, random_about(seed, count, budget=budget, device=device)
     text: str
     path = Path(suite)
     if path.suffix == ".json" or path.exists():

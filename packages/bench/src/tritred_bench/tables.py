@@ -39,13 +39,17 @@ def read_json(path: str | Path) -> BenchReport:
         report = BenchReport(device=str(meta.get("device", "")), backend=str(meta.get("backend", "")),
                              copy_gbps=float(meta.get("copy_gbps") or 0.0), providers=list(meta["providers"]),
                              suite=str(meta.get("suite", "")), started=str(meta.get("started", "")),
-                             timing=str(meta.get("timing", "")), versions=dict(meta.get("versions") or {}))
+                             timing=str(meta.get("timing", "")), versions=dict(meta.get("versions") or {}),
+                             pass_=str(meta.get("pass") or "forward"), memory=bool(meta.get("memory")))
         for c in cases:
             result = CaseResult(case=Case.from_dict(c["case"]), bytes=int(c.get("bytes") or 0),
-                                config=c.get("tritred_config"), error=str(c.get("error") or ""))
+                                config=c.get("tritred_config"), error=str(c.get("error") or ""),
+                                backward_config=c.get("tritred_backward_config"))
             for name, m in c["providers"].items():
                 result.measurements[name] = Measurement(name, str(m["status"]), ms=m.get("ms"), gbps=m.get("gbps"),
-                                                        pct_copy=m.get("pct_copy"), message=str(m.get("message", "")))
+                                                        pct_copy=m.get("pct_copy"), message=str(m.get("message", "")),
+                                                        step_ms=m.get("step_ms"), forward_ms=m.get("forward_ms"),
+                                                        peak_bytes=m.get("peak_bytes"))
             report.results.append(result)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{str(path)!r} is not a `tritred bench --json` report: {type(e).__name__}: {e}") from e
@@ -56,16 +60,21 @@ def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
     """One report holding every case of ``reports``, in order.
 
     The metadata is the first report's; the providers are every report's, in order of first appearance; the
-    copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run).
+    copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run). Reports of
+    different passes (forward, backward, both) are not merged: ValueError.
     """
     if not reports:
         raise ValueError("no report to merge")
     first = reports[0]
+    passes = sorted({r.pass_ for r in reports})
+    if len(passes) > 1:
+        raise ValueError(f"reports of different passes ({', '.join(passes)}) cannot be merged into one table")
     providers = list(dict.fromkeys(p for r in reports for p in r.providers))
     copy = statistics.fmean(r.copy_gbps for r in reports) if all(r.copy_gbps for r in reports) else first.copy_gbps
     merged = BenchReport(device=first.device, backend=first.backend, copy_gbps=copy, providers=providers,
                          suite=",".join(dict.fromkeys(r.suite for r in reports if r.suite)), started=first.started,
-                         timing=first.timing, versions=dict(first.versions))
+                         timing=first.timing, versions=dict(first.versions), pass_=first.pass_,
+                         memory=any(r.memory for r in reports))
     for r in reports:
         merged.results.extend(r.results)
     return merged
@@ -108,8 +117,19 @@ def markdown_table(report: BenchReport) -> str:
         ratio = r.speedup_vs_best(peers)
         row = [r.case.label, f"{r.bytes / 1e6:.0f}", _pct(r.measurements.get("tritred")),
                *(_pct(r.measurements.get(p)) for p in peers),
-               best or "-", f"{ratio:.2f}x" if ratio else "-", format_config(r.config)]
+               best or "-", f"{ratio:.2f}x" if ratio else "-", format_config(r.config)
+               + (f"; backward {format_config(r.backward_config)}" if r.backward_config else "")]
         lines.append("| " + " | ".join(row) + " |")
+    if any(m.peak_bytes is not None for r in report.results for m in r.measurements.values()):
+        lines += ["", "Peak extra memory of the timed call, GB:", "",
+                  "| case | " + " | ".join(report.providers) + " |", "|" + "---|" * (len(report.providers) + 1)]
+        for r in report.results:
+            cells = []
+            for p in report.providers:
+                m = r.measurements.get(p)
+                ok = m is not None and m.status == "ok" and m.peak_bytes is not None
+                cells.append(f"{m.peak_bytes / 1e9:.3g}" if ok and m is not None and m.peak_bytes is not None else "-")
+            lines.append("| " + " | ".join([r.case.label, *cells]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -153,7 +173,7 @@ def summary_lines(report: BenchReport) -> list[str]:
 
 
 #: Markers per provider in :func:`write_points_plot`.
-MARKERS = {"tritred": "o", "eager": "^", "compile": "s", "liger": "d", "flaggems": "v"}
+MARKERS = {"tritred": "o", "eager": "^", "compile": "s", "liger": "d", "flaggems": "v", "quack": "P"}
 
 
 def write_points_plot(report: BenchReport, path: str | Path) -> Path:
@@ -188,8 +208,9 @@ def write_points_plot(report: BenchReport, path: str | Path) -> Path:
     ax.set_xticklabels([r.case.label for r in report.results], rotation=90, fontsize=6)
     ax.set_ylabel("% of measured copy bandwidth")
     ax.axhline(90, color="gray", lw=0.5, ls="--")
-    ax.set_title(f"{report.device}: % of the copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + written)",
-                 fontsize=9)
+    what = {"forward": "", "both": ", training step", "backward": ", backward"}.get(report.pass_, "")
+    ax.set_title(f"{report.device}{what}: % of the copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + "
+                 "written)", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(str(path), dpi=120, format="png")

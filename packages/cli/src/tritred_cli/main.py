@@ -541,10 +541,11 @@ def _check_detail(r: Any) -> str:
 def bench_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Only cases of these ops (default: all).")] = None,
     suite: Annotated[str | None, typer.Option(
-        "--suite", help="A suite JSON file, or a built-in name: h200 (the default on CUDA), offsuite, odd, quick (the "
-        "default without a GPU), latency (the default of --latency).")] = None,
-    peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems "
-                                              "(default: all four on CUDA, eager on CPU).")] = None,
+        "--suite", help="A suite JSON file, or a built-in name: h200 (the default on CUDA), offsuite, odd, training "
+        "(for --pass both), random (drawn from --seed, --count cases), quick (the default without a GPU), latency "
+        "(the default of --latency).")] = None,
+    peers: Annotated[str | None, typer.Option("--peers", help="Comma-separated: eager,compile,liger,flaggems,quack "
+                                              "(default: all on CUDA, eager on CPU).")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Only cases of these dtypes.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write one CSV row per case and provider.")] = None,
@@ -552,7 +553,8 @@ def bench_cmd(
     = None,
     quick: Annotated[bool, typer.Option("--quick", help="The quick suite (unless --suite) and short timing.")]
     = False,
-    seed: Annotated[int, typer.Option("--seed", help="Inputs of case i use seed + i.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Inputs of case i use seed + i; --suite random: the suite's "
+                                      "seed too.")] = 0,
     warmup: Annotated[int | None, typer.Option("--warmup", help="do_bench warmup in ms (CUDA).")] = None,
     rep: Annotated[int | None, typer.Option("--rep", help="do_bench rep in ms (CUDA) / calls (CPU).")] = None,
     latency: Annotated[bool, typer.Option("--latency", help="Time tiny calls one at a time against torch eager "
@@ -561,11 +563,23 @@ def bench_cmd(
                                                       "running (repeat to merge runs, in order).")] = None,
     markdown_out: Annotated[Path | None, typer.Option("--markdown", help="With --report: write a markdown table "
                                                       "and the summary.")] = None,
+    pass_: Annotated[str, typer.Option("--pass", help="forward (default), both (a training step: forward on inputs "
+                                       "that require grad, then backward; gradients checked against float64) or "
+                                       "backward (the step's median minus the forward's).")] = "forward",
+    memory: Annotated[bool, typer.Option("--memory", help="Also measure each provider's peak extra memory during "
+                                         "the timed call (CUDA only).")] = False,
+    count: Annotated[int, typer.Option("--count", help="--suite random: how many cases to draw from --seed.")]
+    = 100,
+    budget_mb: Annotated[float | None, typer.Option("--budget-mb", help="--suite random: MiB per case (input "
+                                                    "storage + a same-size output; default 2048 on CUDA, 0.25 "
+                                                    "under the interpreter).")] = None,
 ) -> None:
     """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check.
 
-    --latency times tiny calls (host-bound) against torch eager instead; --report reads saved --json reports
-    (several runs merged) and prints, plots or tabulates them without running anything.
+    --pass both times a training step (backward: the step minus the forward); --suite random --seed S --count N
+    draws N realistic cases from seed S. --latency times tiny calls (host-bound) against torch eager instead;
+    --report reads saved --json reports (several runs merged) and prints, plots or tabulates them without running
+    anything.
     """
     prepare_backend()
     import tritred_bench as tb
@@ -579,13 +593,25 @@ def bench_cmd(
     if markdown_out is not None:
         raise UsageError("--markdown needs --report (the saved reports to tabulate)")
     on_cuda = not _interpreting()
+    if pass_ not in tb.PASSES:
+        raise UsageError(f"--pass must be one of {', '.join(tb.PASSES)}, not {pass_!r}")
     if suite is None:
         suite = "latency" if latency else "quick" if quick or not on_cuda else "h200"
-    cases, _about = tb.load_suite(suite)
+    if suite == "random":
+        if count < 1:
+            raise UsageError("--count must be at least 1")
+        budget = None if budget_mb is None else int(budget_mb * 2**20)
+        cases, _about = tb.load_suite("random", seed=seed, count=count, ops=list(ops or []) or None,
+                                      dtypes=_split(dtype) or None, budget=budget, device="cuda" if on_cuda else "cpu")
+        suite = f"random (seed {seed}, {count} cases)"
+    else:
+        cases, _about = tb.load_suite(suite)
     cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=_split(dtype) or None)
     if not cases:
         raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
     if latency:
+        if pass_ != "forward" or memory:
+            raise UsageError("--latency times the forward call; --pass and --memory do not apply")
         if peers or csv_out or plot_out:
             raise UsageError("--latency compares tritred with torch eager and writes --json only")
         if not on_cuda:
@@ -607,8 +633,10 @@ def bench_cmd(
         if biggest > _INTERPRETER_ELEMENTS:
             con.print(f"[yellow]the largest case has {biggest:,} elements: under the interpreter expect minutes to "
                       "hours per case (--quick, or a suite of small shapes, runs in seconds)[/]", markup=True)
+    if memory and not on_cuda:
+        con.print("[yellow]--memory measures CUDA memory: not measured under the interpreter[/]", markup=True)
     report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=seed,
-                    console=con, suite=str(suite), warmup=warmup, rep=rep)
+                    console=con, suite=str(suite), warmup=warmup, rep=rep, pass_=pass_, memory=memory)
     tb.print_report(report, console=con)
     for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
         if path is not None:
