@@ -9,7 +9,7 @@ from tritred_bench import Case, builtin_suites, filter_cases, load_suite
 
 
 def test_builtin_suites_are_package_data() -> None:
-    assert {"h200", "offsuite", "odd", "quick", "latency"} <= set(builtin_suites())
+    assert {"h200", "offsuite", "odd", "quick", "latency", "training", "random"} <= set(builtin_suites())
 
 
 def test_public_suite() -> None:

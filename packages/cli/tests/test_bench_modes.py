@@ -44,3 +44,22 @@ def test_bench_report_merges_saved_runs(cli: Callable[..., Any], tmp_path: Path)
     assert only.exit_code == 0 and "sum dim" not in md.read_text() and "softmax" in md.read_text()
     assert cli("bench", "--report", str(tmp_path / "missing.json")).exit_code == 2
     assert cli("bench", "--quick", "--markdown", str(md)).exit_code == 2  # --markdown needs --report
+
+
+def test_bench_training_pass_on_the_random_suite(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """--suite random --seed S --count N draws the cases (the report names the seed); --pass both times a
+    training step: eager checked and timed, tritred a note until its ops have autograd."""
+    out = tmp_path / "train.json"
+    r = cli("bench", "--suite", "random", "--seed", "5", "--count", "3", "--budget-mb", "0.002", "--pass", "both",
+            "softmax", "log_softmax", "--json", str(out), "--memory")
+    assert r.exit_code == 0, r.output
+    assert "training step" in r.output and "random (seed 5, 3 cases)" in r.output
+    data = json.loads(out.read_text())
+    assert data["meta"]["pass"] == "both" and data["meta"]["suite"] == "random (seed 5, 3 cases)"
+    assert len(data["cases"]) == 3 and {c["case"]["op"] for c in data["cases"]} <= {"softmax", "log_softmax"}
+    for c in data["cases"]:
+        eager = c["providers"]["eager"]
+        assert eager["status"] == "ok" and eager["step_ms"] > 0, eager
+        assert c["bytes"] > 0
+    assert cli("bench", "--quick", "--pass", "sideways").exit_code == 2
+    assert cli("bench", "--latency", "--pass", "both").exit_code == 2

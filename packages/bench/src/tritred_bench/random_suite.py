@@ -84,6 +84,7 @@ class _Draw:
     has_dim: bool = True
     params: dict[str, Any] = field(default_factory=dict)
     odd: tuple[int, ...] = ()  # dims whose size stays odd when halved
+    floor: dict[int, int] = field(default_factory=dict)  # dims that stop halving at this size (default 1)
     views: tuple[str, ...] = ("transposed", "sliced", "strided")
 
 
@@ -270,6 +271,7 @@ def _batch_norm_op(rng: random.Random, op: str) -> _Draw:
         shape = [rng.choice((1, 2, 4, 8)), rng.choice(CHANNELS[2:9]), rng.choice((4, 8, 16, 32)), hw, hw]
         draw = _Draw("volume", shape, (0, (2, 3, 4), 1), views=())
     draw.has_dim, draw.dim = False, None
+    draw.floor = {0: 2}  # training statistics need more than one value per channel
     draw.params["training"] = rng.random() < 0.75
     affine = rng.random() < 0.9
     draw.params["weight"] = draw.params["bias"] = affine
@@ -320,15 +322,15 @@ def _fit(draw: _Draw, op: str, dtype: str, budget: int) -> None:
 
     for group in draw.shrink:
         dims = group if isinstance(group, tuple) else (group,)
-        while over() and any(draw.shape[d] > 1 for d in dims):
+        while over() and any(draw.shape[d] > draw.floor.get(d, 1) for d in dims):
             for d in dims:
-                s = draw.shape[d]
-                if s <= 1 or not over():
+                s, low = draw.shape[d], draw.floor.get(d, 1)
+                if s <= low or not over():
                     continue
                 half = s // 2
                 if d in draw.odd and s % 2 and half > 1:
                     half |= 1
-                draw.shape[d] = max(1, half)
+                draw.shape[d] = max(low, half)
         if not over():
             break
     if normalized is not None:  # the normalized dims follow the shape's trailing dims

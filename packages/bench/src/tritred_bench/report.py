@@ -70,7 +70,7 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
         table.add_column(p, justify="right", no_wrap=True)
     table.add_column("vs best", justify="right", no_wrap=True)
     for r in report.results:
-        table.add_row(f"{r.case.op_label} {r.case.shape_label} {r.case.dtype}", f"{r.bytes / 1e6:.3g}",
+        table.add_row(r.case.label, f"{r.bytes / 1e6:.3g}",
                       *(_cell(r, p, percent) for p in report.providers), _speedup_cell(r.speedup_vs_best(peers)))
     console.print(table)
     note = " (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""
@@ -218,7 +218,7 @@ def write_plot(report: BenchReport, path: str | Path) -> Path:
         if n_cases * n_prov <= 600:
             ax.bar_label(bars, fmt="%.0f", fontsize=5, padding=1)
     ax.set_yticks(range(n_cases))
-    ax.set_yticklabels([f"{r.case.op_label} {r.case.shape_label} {r.case.dtype}" for r in report.results],
+    ax.set_yticklabels([r.case.label for r in report.results],
                        fontsize=7)
     ax.set_ylim(n_cases - 0.5, -0.5)  # first case on top
     ax.axvline(100, color="grey", linestyle=":", linewidth=0.8)
