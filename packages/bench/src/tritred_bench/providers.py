@@ -316,6 +316,8 @@ class QuackProvider(Provider):
     """
 
     name = "quack"
+    #: Device types quack's kernels run on.
+    devices: tuple[str, ...] = ("cuda",)
 
     def available(self) -> str | None:
         """Whether ``quack`` imports (it needs CUDA and the CUTLASS DSL)."""
@@ -341,10 +343,9 @@ class QuackProvider(Provider):
                 holder[slot] = holder[slot].detach().to(torch.float32)
         return tuple(a), k
 
-    @staticmethod
-    def _rows(x: torch.Tensor) -> int:
+    def _rows(self, x: torch.Tensor) -> int:
         """The row length, after checking what quack takes."""
-        if x.device.type != "cuda":
+        if x.device.type not in self.devices:
             raise Unsupported("quack runs on CUDA only")
         if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
             raise Unsupported(f"quack takes float16, bfloat16 and float32, not {x.dtype}")
@@ -397,8 +398,11 @@ class QuackProvider(Provider):
         return lambda: ce(x, target, weight=weight, ignore_index=ignore_index, reduction=reduction).to(x.dtype)
 
     def refusal(self, exc: Exception) -> str | None:
-        """quack states what it takes with assertions (and a few ValueErrors)."""
-        if isinstance(exc, (AssertionError, ValueError, NotImplementedError)):
+        """quack states what it takes with assertions (and a few ValueErrors); the CuTe DSL's own errors (a row
+        that does not fit on chip across a cluster) are refusals too."""
+        module = type(exc).__module__ or ""
+        if isinstance(exc, (AssertionError, ValueError, NotImplementedError)) or module.startswith(("cutlass",
+                                                                                                      "quack")):
             return f"quack refused: {type(exc).__name__}: {exc}".splitlines()[0][:200]
         return None
 

@@ -842,7 +842,7 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
                   f"{max(CPU_WARMUP, warmup or 0)} warm-up call(s), one intra-op thread, garbage collector paused "
                   "(CPU interpreter)")
     timing += {"forward": "", "both": "; a training step: forward on inputs that require grad, then "
-               "torch.autograd.grad with a fixed random upstream gradient",
+               "torch.autograd.grad with a fixed random upstream gradient (1 for a scalar output)",
                "backward": "; backward = the training step's median minus the forward's (inputs requiring grad)"}[pass_]
     versions: dict[str, str | None] = {"torch": str(torch.__version__), "python": platform.python_version()}
     try:

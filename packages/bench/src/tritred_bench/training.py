@@ -2,8 +2,9 @@
 
 ``tritred bench --pass both`` times a training step: the forward on inputs that require grad, then
 ``torch.autograd.grad(outputs, inputs, grad_outputs)`` with a fixed random upstream gradient (one per
-differentiable output). ``--pass backward`` reports the step's median minus the forward's (both with inputs that
-require grad), so no provider runs with ``retain_graph``.
+differentiable output; 1 for a scalar output such as a loss, as ``loss.backward()`` gives it). ``--pass
+backward`` reports the step's median minus the forward's (both with inputs that require grad), so no provider
+runs with ``retain_graph``.
 
 :data:`TRAINING` is the one place that says, per op, which arguments are differentiable and how many bytes a
 step moves at least (the figure its GB/s and % of copy are computed from). Ops it does not name differentiate
@@ -214,11 +215,17 @@ def upcast(obj: Any) -> Any:
 
 
 def upstream_gradients(out: Any, diff: list[int], dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
-    """A fixed random upstream gradient per differentiable output (normal, seeded, in ``dtype``)."""
+    """A fixed random upstream gradient per differentiable output (normal, seeded, in ``dtype``); a scalar output
+    (a loss: cross_entropy's ``mean`` and ``sum``, a full reduction) gets 1, as ``loss.backward()`` gives it (Liger's
+    cross_entropy skips a pass over the logits' gradient for exactly that upstream gradient)."""
     leaves = tensors(out)
     g = torch.Generator(device="cpu").manual_seed(seed)
-    return [torch.randn(tuple(leaves[i].shape), generator=g, dtype=torch.float32).to(dtype).to(leaves[i].device)
-            for i in diff]
+    dys = []
+    for i in diff:
+        t = leaves[i]
+        d = torch.ones(()) if t.dim() == 0 else torch.randn(tuple(t.shape), generator=g, dtype=torch.float32)
+        dys.append(d.to(dtype).to(t.device))
+    return dys
 
 
 def index_gradient(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
