@@ -55,6 +55,9 @@ SPEC = ReductionSpec(
 )
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: torch's names of integer dtypes in its error messages
+_TORCH_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+                torch.uint8: "Byte", torch.bool: "Bool"}
 _TL = {torch.float32: tl.float32, torch.float64: tl.float64}
 
 
@@ -144,10 +147,6 @@ def _check(input: Any, p: Any, dim: Any, eps: Any, out: Any) -> int:
     if out is not None:
         raise NotImplementedError("tritred_normalize.normalize(): out= is not supported")
     return dim % ndim
-
-
-_TORCH_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-                torch.uint8: "Byte", torch.bool: "Bool"}
 
 
 def _view3(t: torch.Tensor, dim: int) -> torch.Tensor | None:
