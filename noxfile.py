@@ -29,7 +29,7 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).resolve().parent
 PYTHON = "3.11"  # the interpreter the pinned torch wheels exist for
 PACKAGES = ("core", "ops", "bench", "cli")  # install order: each one's siblings come first
-EXAMPLE_PLUGIN = ROOT / "examples" / "tritred-rmsnorm"
+EXAMPLE_PLUGIN = ROOT / "examples" / "tritred-normalize"
 MINILM_EXAMPLE = ROOT / "examples" / "minilm_activations.py"
 BENCH_OUT = "bench-out"
 

@@ -1,13 +1,13 @@
 """What a plugin author needs around a Triton kernel: the host helpers tritred's own ops use.
 
-A third-party reduction (see ``examples/tritred-rmsnorm``) needs the same few things around its kernel as
+A third-party reduction (see ``examples/tritred-normalize``) needs the same few things around its kernel as
 tritred's ops: refuse tensors Triton cannot run on, describe the device to the launch rules, and ask the
 ``tritred_launch_config`` hook once per problem. They live in :mod:`tritred_ops.runtime`; this module is the
 short list::
 
     from tritred_ops.host import check_runnable, device_info, launch_config
 
-    check_runnable("rms_norm", x)
+    check_runnable("normalize", x)
     cfg = launch_config(SPEC, problem, x.device)      # cached per (reduction, problem, device)
 
 :class:`Recorder` and :func:`find_plan` are the call plans of ``docs/architecture.md`` (a repeated call

@@ -1,6 +1,6 @@
 """The installed plugin seen through the real ``tritred`` command, in subprocesses (as a user would run it).
 
-When the package is already installed (``pip install examples/tritred-rmsnorm``, as nox does) the CLI finds its
+When the package is already installed (``pip install examples/tritred-normalize``, as nox does) the CLI finds its
 entry point as is; otherwise the package is installed here into a temporary ``--target`` directory
 (``pip install --no-deps --no-build-isolation``, offline) that is prepended to ``PYTHONPATH`` of the CLI processes.
 Skipped when the ``tritred`` executable (package tritred-cli) is not installed.
@@ -37,7 +37,7 @@ def _interpreter_of(exe: str) -> str:
 
 
 _SEES_ENTRY_POINT = ("import sys; from importlib.metadata import entry_points; "
-                     "sys.exit(0 if any(e.name == 'tritred_rmsnorm' for e in entry_points(group='tritred')) else 1)")
+                     "sys.exit(0 if any(e.name == 'tritred_normalize' for e in entry_points(group='tritred')) else 1)")
 
 
 def _entry_point_visible(python: str, env: dict[str, str], cwd: Path) -> bool:
@@ -58,7 +58,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str], 
     env["COLUMNS"] = "200"  # no truncated table cells
     if not torch.cuda.is_available():
         env["TRITON_INTERPRET"] = "1"
-    tmp = tmp_path_factory.mktemp("tritred-rmsnorm")
+    tmp = tmp_path_factory.mktemp("tritred-normalize")
     if not _entry_point_visible(_interpreter_of(exe), env, tmp):
         src = tmp / "src"  # build from a copy: the checkout gets no build/ or egg-info
         shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*"))
@@ -84,35 +84,41 @@ def run(cli: CLI, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def test_list_shows_rms_norm_from_the_plugin(cli: CLI) -> None:
+def test_list_shows_normalize_from_the_plugin(cli: CLI) -> None:
     proc = run(cli, "list")
     assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if "rms_norm" in line.split()]
+    lines = [line for line in proc.stdout.splitlines() if "normalize" in line.split()]
     assert lines, proc.stdout
-    assert any("tritred_rmsnorm" in line for line in lines), proc.stdout
+    assert any("tritred_normalize" in line for line in lines), proc.stdout
     assert any("softmax" in line.split() for line in proc.stdout.splitlines()), proc.stdout  # built-ins still there
 
 
 def test_plugins_lists_the_plugin(cli: CLI) -> None:
     proc = run(cli, "plugins")
     assert proc.returncode == 0, proc.stderr
-    assert "tritred_rmsnorm" in proc.stdout
+    assert "tritred_normalize" in proc.stdout
 
 
 def test_explain_shows_the_plugin_decided(cli: CLI) -> None:
-    proc = run(cli, "explain", "rms_norm", "--shape", "8x1000", "--dtype", "float32")
+    proc = run(cli, "explain", "normalize", "--shape", "8x1000", "--dtype", "float32")
     assert proc.returncode == 0, proc.stderr
-    assert "tritred_rmsnorm" in proc.stdout
-    assert "single_pass" in proc.stdout  # N=1000 stays in registers on every backend (rms_norm_config)
+    assert "decided by plugin tritred_normalize" in proc.stdout
+    assert "single_pass" in proc.stdout  # N=1000 stays in registers on every backend (normalize_config)
 
 
-def test_explain_softmax_is_still_decided_by_the_builtins(cli: CLI) -> None:
-    proc = run(cli, "explain", "softmax", "--shape", "8x1000", "--dtype", "float32")
+def test_explain_float64_softmax_rows_show_the_override(cli: CLI) -> None:
+    proc = run(cli, "explain", "softmax", "--shape", "64x20000", "--dtype", "float64", "--device", "h200")
     assert proc.returncode == 0, proc.stderr
-    assert "tritred_ops" in proc.stdout
-    assert "tritred_rmsnorm" not in proc.stdout
+    assert "decided by plugin tritred_normalize" in proc.stdout and "multi_pass" in proc.stdout
 
 
-def test_check_rms_norm_passes(cli: CLI) -> None:
-    proc = run(cli, "check", "rms_norm")
+def test_explain_other_softmax_is_still_decided_by_the_builtins(cli: CLI) -> None:
+    proc = run(cli, "explain", "softmax", "--shape", "8x1000", "--dtype", "float64", "--device", "h200")
+    assert proc.returncode == 0, proc.stderr
+    assert "decided by plugin tritred_ops" in proc.stdout  # (float64 rows of 1000: not the override's)
+
+
+def test_check_normalize_passes(cli: CLI) -> None:
+    proc = run(cli, "check", "normalize")
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    assert "normalize" in proc.stdout
