@@ -51,38 +51,53 @@ def fake_peers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     sys.modules.update(saved)
 
 
-def cross_entropy_record():  # type: ignore[no-untyped-def]
-    """A torch-only ``cross_entropy`` record (impl = reference = F.cross_entropy), registered like tritred's own
-    will be: for the bench's cross_entropy paths before tritred ships the op."""
-    import torch.nn.functional as F
+def _record(name: str, impl, make_inputs, byte_count):  # type: ignore[no-untyped-def]
     from tritred_core import Problem, Reduction, ReductionSpec
 
-    def make_inputs(shape, dtype, device="cpu", dim=-1, seed=0):  # type: ignore[no-untyped-def]
+    family = "softmax" if name == "cross_entropy" else "normalize"
+    spec = ReductionSpec(name=name, family=family, dtypes=("float16", "bfloat16", "float32"),
+                         mirrors=f"torch.nn.functional.{name}")
+    return Reduction(spec=spec, impl=impl, reference=impl, make_inputs=make_inputs,
+                     problem=lambda *a, **k: Problem(op=name, dtype="float32", M=1, N=1, K=1), byte_count=byte_count)
+
+
+def stand_in_records() -> dict:  # type: ignore[type-arg]
+    """Torch-only ``rms_norm`` and ``cross_entropy`` records (impl = reference = torch's, with autograd), made like
+    tritred's own will be: for the bench's paths of these ops wherever tritred does not register them yet."""
+    import torch.nn.functional as F
+
+    def ce_inputs(shape, dtype, device="cpu", dim=-1, seed=0):  # type: ignore[no-untyped-def]
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(tuple(shape), generator=g).to(dtype).to(device)
         t = torch.randint(0, shape[1], (shape[0], *shape[2:]), generator=g).to(device)
         return (x, t), {}
 
-    def byte_count(x, target, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def ce_bytes(x, target, *args, **kwargs):  # type: ignore[no-untyped-def]
         out = F.cross_entropy(x.to("meta"), target.to("meta"), *args, **kwargs)
         return x.numel() * x.element_size() + target.numel() * 8 + out.numel() * x.element_size()
 
-    spec = ReductionSpec(name="cross_entropy", family="softmax", dtypes=("float16", "bfloat16", "float32"),
-                         mirrors="torch.nn.functional.cross_entropy")
-    return Reduction(spec=spec, impl=F.cross_entropy, reference=F.cross_entropy, make_inputs=make_inputs,
-                     problem=lambda *a, **k: Problem(op="cross_entropy", dtype="float32", M=1, N=1, K=1),
-                     byte_count=byte_count)
+    def rms_inputs(shape, dtype, device="cpu", dim=-1, seed=0):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(tuple(shape), generator=g).to(dtype).to(device)
+        w = torch.randn(tuple(shape[-1:]), generator=g).to(dtype).to(device)
+        return (x, [shape[-1]], w), {"eps": None}
+
+    def rms_bytes(x, normalized_shape, weight=None, eps=None):  # type: ignore[no-untyped-def]
+        return 2 * x.numel() * x.element_size() + (weight.numel() * weight.element_size() if weight is not None else 0)
+
+    return {"cross_entropy": _record("cross_entropy", F.cross_entropy, ce_inputs, ce_bytes),
+            "rms_norm": _record("rms_norm", F.rms_norm, rms_inputs, rms_bytes)}
 
 
 @pytest.fixture
-def registry_with_cross_entropy():  # type: ignore[no-untyped-def]
-    """A registry of the installed reductions plus :func:`cross_entropy_record` when none is registered."""
+def training_registry():  # type: ignore[no-untyped-def]
+    """A registry of the installed reductions plus :func:`stand_in_records` for the ops not registered."""
     from tritred_core import Registry, get_registry, hookimpl
 
-    have = get_registry().reductions(strict=False)
+    have = dict(get_registry().reductions(strict=False))
+    for name, rec in stand_in_records().items():
+        have.setdefault(name, rec)
     records = list(have.values())
-    if "cross_entropy" not in have:
-        records.append(cross_entropy_record())
 
     class Plugin:
         @hookimpl

@@ -25,10 +25,6 @@ from tritred_bench.providers import LigerProvider, QuackProvider
 from tritred_core import get_registry
 
 
-def _registered(op: str) -> bool:
-    return op in get_registry().reductions(strict=False)
-
-
 def _run(cases: list[Case], providers: list[str], pass_: str = "both", **kw: Any) -> Any:
     return run(cases, providers=providers, device="cpu", quick=True, progress=False, copy_gbps=1.0, pass_=pass_, **kw)
 
@@ -72,9 +68,9 @@ def test_backward_is_the_step_minus_the_forward(monkeypatch: pytest.MonkeyPatch)
 
 # -- bytes -------------------------------------------------------------------------------------------------------------
 
-def _bytes(case: Case, pass_: str = "both") -> int:
+def _bytes(case: Case, pass_: str = "both", registry: Any = None) -> int:
     """The case's byte count for ``pass_`` (no provider run)."""
-    r = run_case(get_registry().get(case.op), case, [], torch.device("cpu"), 1.0, pass_=pass_)
+    r = run_case((registry or get_registry()).get(case.op), case, [], torch.device("cpu"), 1.0, pass_=pass_)
     assert not r.error, r.error
     return int(r.bytes)
 
@@ -100,16 +96,17 @@ def test_step_bytes_per_op() -> None:
     assert set(TRAINING) >= {"softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "batch_norm"}
 
 
-@pytest.mark.skipif(not _registered("rms_norm"), reason="rms_norm is not registered here")
-def test_step_bytes_rms_norm() -> None:
+def test_step_bytes_rms_norm_and_cross_entropy(training_registry: Any) -> None:
+    """(tritred's records, or torch-only stand-ins where tritred does not register these ops yet)"""
     c = Case("rms_norm", (8, 64), "float32", params={"normalized_shape": (64,), "weight": True})
-    assert _bytes(c) == 5 * 8 * 64 * 4 + 3 * 64 * 4
-
-
-@pytest.mark.skipif(not _registered("cross_entropy"), reason="cross_entropy is not registered here")
-def test_step_bytes_cross_entropy() -> None:
+    assert _bytes(c, registry=training_registry) == 5 * 8 * 64 * 4 + 3 * 64 * 4
+    c = Case("rms_norm", (8, 64), "bfloat16", params={"normalized_shape": (64,), "weight": False})
+    assert _bytes(c, registry=training_registry) == 5 * 8 * 64 * 2
     c = Case("cross_entropy", (8, 100), "bfloat16")
-    assert _bytes(c) == 2 * 8 * 100 * 2 + 8 * 8  # logits read, their gradient written, int64 targets read
+    # logits read, their gradient written, int64 targets read
+    assert _bytes(c, registry=training_registry) == 2 * 8 * 100 * 2 + 8 * 8
+    c = Case("cross_entropy", (8, 100), "float32", params={"weight": True, "reduction": "sum"})
+    assert _bytes(c, registry=training_registry) == 2 * 8 * 100 * 4 + 8 * 8 + 100 * 4  # + class weights
 
 
 # -- the gradient check ------------------------------------------------------------------------------------------------
