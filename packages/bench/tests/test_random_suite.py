@@ -15,12 +15,14 @@ def test_same_seed_same_cases() -> None:
     a = random_cases(7, 60)
     assert a == random_cases(7, 60)
     assert random_cases(7, 20) == a[:20]  # case i depends on (seed, i) only
+    assert random_cases(7, 20, first=40) == a[40:]
     assert random_cases(8, 60) != a
     assert [c.label for c in a] != [c.label for c in random_cases(7, 60, device="cpu")]  # the budget shrinks them
     for c in a:
         assert Case.from_dict(json.loads(json.dumps(c.to_dict()))) == c
     cases, about = load_suite("random", seed=7, count=60)
-    assert cases == a and "seed 7" in about
+    assert cases == a and about.startswith("random (seed 7, 60 cases)")
+    assert load_suite("random", seed=7, count=20, first=40)[1].startswith("random (seed 7, cases 40-59)")
 
 
 def test_variety_and_budget() -> None:

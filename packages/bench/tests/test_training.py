@@ -254,3 +254,31 @@ def test_training_suite() -> None:
                    ("cross_entropy", (16384, 32000), f32)]
     assert all(c.params.get("weight") is True for c in cases if c.op in ("layer_norm", "rms_norm"))
     assert len({c.label for c in cases}) == 10
+
+
+def test_readme_states_each_ops_step_bytes() -> None:
+    """packages/bench/README.md's table quotes TRAINING's rules (one place: the table keyed by op)."""
+    from pathlib import Path
+
+    from tritred_bench.training import DEFAULT_STEP
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for op, spec in TRAINING.items():
+        assert f"| {spec.rule} |" in readme, op
+        row = next(line for line in readme.splitlines() if line.endswith(f"| {spec.rule} |"))
+        assert op in row.split("|")[1], op
+    assert DEFAULT_STEP.rule in readme
+
+
+def test_training_reports_round_trip(tmp_path: Any) -> None:
+    from tritred_bench import merge_reports, read_json, write_json
+
+    case = Case("softmax", (4, 32), "float32", -1, True)
+    both = _run([case], ["eager"], memory=True)
+    back = read_json(write_json(both, tmp_path / "b.json"))
+    assert back.pass_ == "both" and back.to_dict() == both.to_dict()
+    m = back.results[0].measurements["eager"]
+    assert m.step_ms is not None and m.peak_bytes is None  # (memory is measured on CUDA only)
+    fwd = _run([case], ["eager"], pass_="forward")
+    with pytest.raises(ValueError, match="different passes"):
+        merge_reports([both, fwd])

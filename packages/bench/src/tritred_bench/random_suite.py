@@ -366,25 +366,34 @@ def random_case(seed: int, i: int, ops: Sequence[str] | None = None, dtypes: Seq
 
 
 def random_cases(seed: int, count: int, ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
-                 budget: int | None = None, device: str = "cuda") -> list[Case]:
-    """``count`` cases drawn from ``seed``: case ``i`` is :func:`random_case` ``(seed, i, ...)``.
+                 budget: int | None = None, device: str = "cuda", first: int = 0) -> list[Case]:
+    """``count`` cases drawn from ``seed``: case ``i`` is :func:`random_case` ``(seed, i, ...)``, for ``i`` from
+    ``first`` (a long suite run in parts: cases 0-49, then 50-99, are the first 100 cases).
 
     Args:
         seed: the suite's seed (reports name it).
         count: how many cases.
+        first: the index of the first case.
         ops: draw only these ops (default: every op of :data:`OP_WEIGHTS`, whether registered or not: a case of
             an op that is not registered is skipped by the run, with a note).
         dtypes: draw only these dtypes (default :data:`DTYPES`).
         budget: bytes per case (default :data:`BUDGETS` for ``device``).
         device: ``cuda`` or ``cpu``, for the default budget.
     """
-    if count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
-    return [random_case(seed, i, ops, dtypes, budget, device) for i in range(count)]
+    if count < 0 or first < 0:
+        raise ValueError(f"count and first must be >= 0, got {count} and {first}")
+    return [random_case(seed, i, ops, dtypes, budget, device) for i in range(first, first + count)]
 
 
-def random_about(seed: int, count: int, budget: int | None = None, device: str = "cuda") -> str:
+def random_name(seed: int, count: int, first: int = 0) -> str:
+    """``random (seed 3, 100 cases)`` or ``random (seed 3, cases 50-99)``: the suite's name in reports."""
+    if first:
+        return f"random (seed {seed}, cases {first}-{first + count - 1})"
+    return f"random (seed {seed}, {count} cases)"
+
+
+def random_about(seed: int, count: int, budget: int | None = None, device: str = "cuda", first: int = 0) -> str:
     """The suite's description, naming the seed (shown in reports)."""
     b = budget if budget is not None else default_budget(device)
-    return (f"random suite, seed {seed}: {count} cases drawn from the seed (tritred_bench.random_suite), "
+    return (f"{random_name(seed, count, first)}: drawn from the seed by tritred_bench.random_suite, "
             f"at most {b / 2**20:.4g} MiB per case")

@@ -157,20 +157,21 @@ def builtin_suites() -> list[str]:
 
 
 def load_suite(suite: str | Path, *, seed: int = 0, count: int = 100, ops: list[str] | None = None,
-               dtypes: list[str] | None = None, budget: int | None = None,
-               device: str = "cuda") -> tuple[list[Case], str]:
+               dtypes: list[str] | None = None, budget: int | None = None, device: str = "cuda",
+               first: int = 0) -> tuple[list[Case], str]:
     """Load a suite: a built-in name (``h200`` alias ``public``, ``offsuite``, ``odd``, ``training``, ``quick``,
     ``latency``), ``random`` or a JSON file path.
 
-    ``random`` draws ``count`` cases from ``seed`` (:func:`~tritred_bench.random_suite.random_cases`; ``ops``,
-    ``dtypes``, ``budget`` and ``device`` are passed on to it); the other keyword arguments only apply to it.
+    ``random`` draws ``count`` cases from ``seed``, from case ``first`` on
+    (:func:`~tritred_bench.random_suite.random_cases`; ``ops``, ``dtypes``, ``budget`` and ``device`` are passed on
+    to it); the keyword arguments only apply to it.
     Returns ``(cases, about)``; raises ValueError (unknown name, malformed JSON or case) or FileNotFoundError.
     """
     if str(suite) == "random":
         from .random_suite import random_about, random_cases
 
-        cases = random_cases(seed, count, ops=ops, dtypes=dtypes, budget=budget, device=device)
-        return cases, random_about(seed, count, budget=budget, device=device)
+        cases = random_cases(seed, count, ops=ops, dtypes=dtypes, budget=budget, device=device, first=first)
+        return cases, random_about(seed, count, budget=budget, device=device, first=first)
     text: str
     path = Path(suite)
     if path.suffix == ".json" or path.exists():

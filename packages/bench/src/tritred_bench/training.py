@@ -55,6 +55,7 @@ class TrainingSpec:
 
 
 _SAVED_X_Y = "forward + x and y read (saved), dy read, the gradients written"
+_INDICES = "forward + the indices and dy read, dx written (without a dim: as amax, amin)"
 
 #: Per op: the differentiable arguments and the bytes of a training step (forward + backward).
 TRAINING: dict[str, TrainingSpec] = {
@@ -80,9 +81,9 @@ TRAINING: dict[str, TrainingSpec] = {
     "amax": TrainingSpec(_SAVED_X_Y, lambda io: io.forward + io.x + 2 * io.outputs + io.grads),
     "amin": TrainingSpec(_SAVED_X_Y, lambda io: io.forward + io.x + 2 * io.outputs + io.grads),
     "logsumexp": TrainingSpec(_SAVED_X_Y, lambda io: io.forward + io.x + 2 * io.outputs + io.grads),
-    "max": TrainingSpec("forward + the indices and dy read, dx written (without a dim: as amax)",
+    "max": TrainingSpec(_INDICES,
                         lambda io: io.forward + (io.indices or io.x + io.outputs) + io.outputs + io.grads),
-    "min": TrainingSpec("forward + the indices and dy read, dx written (without a dim: as amin)",
+    "min": TrainingSpec(_INDICES,
                         lambda io: io.forward + (io.indices or io.x + io.outputs) + io.outputs + io.grads),
     "var": TrainingSpec("forward + x and dy read, dx written", lambda io: io.forward + io.x + io.outputs + io.grads),
     "var_mean": TrainingSpec("forward + x and dy read, dx written",

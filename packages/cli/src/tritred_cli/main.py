@@ -570,6 +570,8 @@ def bench_cmd(
                                          "the timed call (CUDA only).")] = False,
     count: Annotated[int, typer.Option("--count", help="--suite random: how many cases to draw from --seed.")]
     = 100,
+    first: Annotated[int, typer.Option("--first", help="--suite random: the index of the first case (a suite run "
+                                       "in parts: --first 0 --count 50, then --first 50 --count 50).")] = 0,
     budget_mb: Annotated[float | None, typer.Option("--budget-mb", help="--suite random: MiB per case (input "
                                                     "storage + a same-size output; default 2048 on CUDA, 0.25 "
                                                     "under the interpreter).")] = None,
@@ -597,13 +599,18 @@ def bench_cmd(
         raise UsageError(f"--pass must be one of {', '.join(tb.PASSES)}, not {pass_!r}")
     if suite is None:
         suite = "latency" if latency else "quick" if quick or not on_cuda else "h200"
+    input_seed = seed
     if suite == "random":
-        if count < 1:
-            raise UsageError("--count must be at least 1")
+        if count < 1 or first < 0:
+            raise UsageError("--count must be at least 1 and --first at least 0")
+        from tritred_bench.random_suite import random_name
+
         budget = None if budget_mb is None else int(budget_mb * 2**20)
         cases, _about = tb.load_suite("random", seed=seed, count=count, ops=list(ops or []) or None,
-                                      dtypes=_split(dtype) or None, budget=budget, device="cuda" if on_cuda else "cpu")
-        suite = f"random (seed {seed}, {count} cases)"
+                                      dtypes=_split(dtype) or None, budget=budget, device="cuda" if on_cuda else "cpu",
+                                      first=first)
+        suite = random_name(seed, count, first)
+        input_seed = seed + first  # case i's inputs use seed + i, whichever part of the suite it runs in
     else:
         cases, _about = tb.load_suite(suite)
     cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=_split(dtype) or None)
@@ -635,7 +642,7 @@ def bench_cmd(
                       "hours per case (--quick, or a suite of small shapes, runs in seconds)[/]", markup=True)
     if memory and not on_cuda:
         con.print("[yellow]--memory measures CUDA memory: not measured under the interpreter[/]", markup=True)
-    report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=seed,
+    report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=input_seed,
                     console=con, suite=str(suite), warmup=warmup, rep=rep, pass_=pass_, memory=memory)
     tb.print_report(report, console=con)
     for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
