@@ -1,4 +1,10 @@
-"""The benchmark runner: build each case's inputs, check every provider against eager once, then time it.
+"""The benchmark runner: build each case's inputs, check every provider once, then time it.
+
+Three passes (:data:`PASSES`): ``forward`` times the op's call, checked against eager; ``both`` times a training
+step (the forward on inputs that require grad, then ``torch.autograd.grad`` with fixed upstream gradients), the
+forward checked against eager and the gradients against a float64 reference; ``backward`` times the step and the
+forward and reports the difference of their medians (:mod:`tritred_bench.training` says which inputs are
+differentiated and how many bytes a step moves).
 
 Timing: on CUDA ``triton.testing.do_bench(fn, warmup, rep, return_mode="median")`` (warmup/rep in ms); on CPU
 (the Triton interpreter) the median of a few ``time.perf_counter`` calls, which only smoke-tests the machinery.
@@ -7,8 +13,9 @@ call plan, stay out of it) and Python's garbage collector is paused while it is 
 collection after the interpreter's calls can take over 100 ms, which a call of a few microseconds would carry).
 On CPU torch runs on one intra-op thread while timed, as the interpreter does: on a busy machine a tiny eager op
 split over several threads waits milliseconds for a core.
-Bytes are inputs read once + outputs written once (``rec.byte_count``); GB/s is also given as a percentage of
-the device's copy bandwidth, measured once per run with a large ``dst.copy_(src)`` (bytes read + written).
+Bytes are inputs read once + outputs written once (``rec.byte_count``; a training step's: ``TRAINING``); GB/s is
+also given as a percentage of the device's copy bandwidth, measured once per run with a large ``dst.copy_(src)``
+(bytes read + written).
 """
 
 from __future__ import annotations
