@@ -91,7 +91,8 @@ def _rows_chunk_grad(y_row, g_row, x_row, cols, N, row_ok, s_yn, s_gn, s_xn, s, 
 @triton.jit
 def _bwd_rows_block(y_ptr, g_ptr, x_ptr, blk, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn, s_gk, s_xm, s_xn, s_xk,
                     MODE: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr, MID: tl.constexpr,
-                    OUT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                    OUT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    GROUP: tl.constexpr):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     y_row = y_ptr + m_idx * s_ym + k_idx * s_yk
     g_row = g_ptr + m_idx * s_gm + k_idx * s_gk
@@ -108,15 +109,20 @@ def _bwd_rows_block(y_ptr, g_ptr, x_ptr, blk, R, N, K, s_ym, s_yn, s_yk, s_gm, s
         # Two sweeps over BLOCK_N-wide chunks: per-lane partial sums (no cross-warp reduction inside the loop),
         # reduced once per row; then dx from the row's end back (the chunks read last are the likeliest in L2).
         # The chunks inside every row (all but a partial last one) take no element mask.
+        # Each thread first sums the GROUP elements of its own 16-byte vector (one partial per vector, not per
+        # element: fewer registers across the loop).
+        G: tl.constexpr = BLOCK_N // GROUP
         inner = N // BLOCK_N
         n_chunks = tl.cdiv(N, BLOCK_N)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        acc = tl.zeros([BLOCK_M, G], ACC)
         for k in range(0, inner):
             cols = k * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-            acc += _rows_chunk_sum(y_row, g_row, cols, N, row_ok, s_yn, s_gn, MODE, ACC, True)
+            t = _rows_chunk_sum(y_row, g_row, cols, N, row_ok, s_yn, s_gn, MODE, ACC, True)
+            acc += tl.sum(tl.reshape(t, [BLOCK_M, G, GROUP]), 2)
         for k in range(inner, n_chunks):
             cols = k * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-            acc += _rows_chunk_sum(y_row, g_row, cols, N, row_ok, s_yn, s_gn, MODE, ACC, False)
+            t = _rows_chunk_sum(y_row, g_row, cols, N, row_ok, s_yn, s_gn, MODE, ACC, False)
+            acc += tl.sum(tl.reshape(t, [BLOCK_M, G, GROUP]), 2)
         s = tl.sum(acc, 1)
         for i in range(0, n_chunks - inner):
             cols = (n_chunks - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
@@ -132,11 +138,12 @@ def _bwd_rows_block(y_ptr, g_ptr, x_ptr, blk, R, N, K, s_ym, s_yn, s_yk, s_gm, s
 def _bwd_rows_kernel(y_ptr, g_ptr, x_ptr, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn, s_gk, s_xm, s_xn, s_xk,
                      MODE: tl.constexpr, ACC: tl.constexpr, CAST: tl.constexpr, MID: tl.constexpr,
                      OUT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     PERSIST: tl.constexpr = 0, DIV: tl.constexpr = 1):
+                     PERSIST: tl.constexpr = 0, DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1):
     """Rows of the backward (``y``, ``dy`` -> ``dx``; MODE 0 softmax, 1 log_softmax): BLOCK_M rows per program,
     in one tile (SINGLE) or two sweeps over BLOCK_N-wide chunks. PERSIST > 0: a persistent grid looping over
     row blocks. DIV: N and the three row strides are multiples of DIV (every tensor's rows unit-stride: restated
-    so that the compiler sees it, as the forward's ``runtime.row_hint``)."""
+    so that the compiler sees it, as the forward's ``runtime.row_hint``). GROUP (loops): lanes per partial sum of
+    the first sweep (a power of two dividing BLOCK_N: the elements of one thread's 16-byte vector)."""
     if DIV > 1:
         N = N // DIV * DIV
         s_ym = s_ym // DIV * DIV
@@ -145,10 +152,10 @@ def _bwd_rows_kernel(y_ptr, g_ptr, x_ptr, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST):
             _bwd_rows_block(y_ptr, g_ptr, x_ptr, blk, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn, s_gk, s_xm, s_xn, s_xk,
-                            MODE, ACC, CAST, MID, OUT, SINGLE, BLOCK_M, BLOCK_N)
+                            MODE, ACC, CAST, MID, OUT, SINGLE, BLOCK_M, BLOCK_N, GROUP)
     else:
         _bwd_rows_block(y_ptr, g_ptr, x_ptr, tl.program_id(0), R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn, s_gk, s_xm,
-                        s_xn, s_xk, MODE, ACC, CAST, MID, OUT, SINGLE, BLOCK_M, BLOCK_N)
+                        s_xn, s_xk, MODE, ACC, CAST, MID, OUT, SINGLE, BLOCK_M, BLOCK_N, GROUP)
 
 
 @triton.jit
@@ -233,9 +240,14 @@ def _launch(rec: Recorder, mode: int, y: torch.Tensor, g: torch.Tensor, dx: torc
     if rt.rows_layout(view):
         rows = view.M * view.K
         programs, persist = rt.row_programs(cfg, rows)
+        # Loops of 1024 threads: at most 32 registers each, so that two programs share an SM (65536 registers), as
+        # the forward's loop. ptxas (sm_90a, Triton 3.9) fits the built-in loops in 32 with no spill (per-vector
+        # partial sums; per-element ones took 38: one program per SM); the cap keeps it so for the other variants.
+        cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(y.dtype) == torch.float32 else None
         rec.launch(_bwd_rows_kernel, (programs,), y, g, dx, rows, view.N, view.K, sym, syn, syk, sgm, sgn, sgk,
                    sxm, sxn, sxk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, DIV=_row_div(view),
-                   **common)
+                   GROUP=1 if single else min(16 // y.element_size(), cfg.BLOCK_N), **common,
+                   **({"maxnreg": cap} if cap else {}))
     else:
         rec.launch(_bwd_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K),), y, g, dx, view.M, view.N, view.K,
                    sym, syn, syk, sgm, sgn, sgk, sxm, sxn, sxk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
