@@ -11,7 +11,6 @@ import pytest
 import torch
 import tritred_ops as tr
 from ops_helpers import randn
-
 from tritred_ops.families.softmax import autograd as ag
 
 OPS = ("softmax", "log_softmax", "logsumexp")

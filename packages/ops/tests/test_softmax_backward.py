@@ -10,7 +10,6 @@ import torch
 import tritred_ops as tr
 from ops_helpers import EPS, h200_config, randn
 from tritred_core import Problem
-
 from tritred_ops.families.softmax import backward as bwd
 from tritred_ops.runtime import replay
 

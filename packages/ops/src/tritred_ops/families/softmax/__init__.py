@@ -3,7 +3,14 @@
 The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). A row that fits on chip is loaded
 once, reduced and written from registers; longer rows take the online softmax of Milakov & Gimelshein (2018), or
 are held by several programs that merge their partials at a per-row barrier. NaN and inf follow torch. Kernels
-in :mod:`.kernels`, the host path in :mod:`.launch`, the launch rules in :mod:`.rules`.
+in :mod:`.kernels`, the host path in :mod:`.launch`, the launch rules in :mod:`.rules` (forward and backward), the
+backward kernels and their host path in :mod:`.backward`, the autograd Functions and the registered torch ops in
+:mod:`.autograd`.
+
+Each public function takes one of three paths: under ``torch.compile``, the registered op
+(``torch.ops.tritred.<op>``: fake implementation, registered autograd); in eager when a gradient is needed (grad
+mode on and the input requires grad), the autograd Function; otherwise the launcher itself (its replayed plan on
+repeated calls), with no op boundary.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ _SOFTMAX_DOC = """
     Raises:
         IndexError: dim out of range. TypeError: dim missing or not an int.
         NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
+
+    Gradient: torch's, from the saved output (:mod:`.backward`), in the input's dtype (with ``dtype=`` too);
+    computed in fp32 for fp16/bf16/fp32. Not differentiable twice.
 """
 
 
@@ -77,6 +87,9 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
 
     Raises:
         IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
+
+    Gradient: torch's ``dy * exp(x - result)`` (pointwise torch ops, fp32 for fp16/bf16), from the saved input and
+    result. Not differentiable twice.
     """
     if torch.compiler.is_compiling():
         return torch.ops.tritred.logsumexp(input, logsumexp_dims(dim), keepdim)

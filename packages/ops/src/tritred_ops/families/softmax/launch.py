@@ -142,7 +142,7 @@ def logsumexp_checks(input: torch.Tensor, dim: int | Sequence[int] | None,
     rt.check_supported("logsumexp", input, allow_integers=True)
     rt.check_keepdim("logsumexp", keepdim)
     if dim is None and not rt.torch_accepts("logsumexp(x, None)",
-                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):
+                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):  # type: ignore[arg-type]
         raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
     dims = rt.wrap_dims("logsumexp", dim, input.dim())
     out_dtype = input.dtype if input.dtype in rt.FLOATS else torch.get_default_dtype()

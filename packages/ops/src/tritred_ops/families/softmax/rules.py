@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, cols_config, itemsize, odd_rows_loop, rows_config, tail_rows, warps
+from ... import rules as shared
+from ...rules import Caps, cols_config, itemsize, odd_rows_loop, rows_config, tail_rows
 from ...runtime.launch import cdiv, next_pow2
 
 
@@ -116,7 +117,7 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     rows_tile = 1024 if caps.gpu else caps.tile // 2
     block_m = max(1, min(next_pow2(R), rows_tile // block_n))
     return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n,
-                        num_warps=warps(2 * block_m * block_n, caps))
+                        num_warps=shared.warps(2 * block_m * block_n, caps))
 
 
 def backward_loop(problem: Problem, caps: Caps) -> LaunchConfig:
