@@ -3,12 +3,14 @@ branch forced, inf/NaN, poisoned and replayed outputs, determinism, and the back
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
 import tritred_ops as tr
 from ops_helpers import EPS, h200_config, randn
+from ops_helpers import seed as ops_seed
 from tritred_core import Problem
 from tritred_ops.families.softmax import backward as bwd
 from tritred_ops.runtime import replay
@@ -207,6 +209,24 @@ def test_poisoned_outputs_replayed_plans_and_determinism(branch, force, device):
         plan, _ = replay.find_plan(f"{name}_backward", (dim, torch.float32), y, dy)
         assert plan is not None  # (the second and third runs replayed it)
         _check(name, runs[0], x, dim, dy, what=f"{name} {branch} poisoned")
+
+
+def test_backward_op_on_any_layout(device):
+    """The registered backward ops on outputs and gradients of random, different memory orders of a 4-d shape with
+    a size-1 dim, over random dims: torch's backward in float64 (the rows or columns view of each, or a gather)."""
+    import random
+
+    rng = random.Random(ops_seed())
+    shape = (3, 1, 4, 5)
+    perms = list(itertools.permutations(range(4)))
+    for _ in range(8):
+        py, pg, dim, name = rng.choice(perms), rng.choice(perms), rng.randrange(-4, 4), rng.choice(SOFTMAXES)
+        y = getattr(torch, name)(randn(shape, torch.float64, device), dim)
+        y = y.permute(*py).contiguous().permute(*[py.index(i) for i in range(4)])
+        g = randn([shape[i] for i in pg], torch.float64, device).permute(*[pg.index(i) for i in range(4)])
+        dx = getattr(torch.ops.tritred, f"{name}_backward")(g, y, dim, torch.float64)
+        ref = getattr(torch, f"_{name}_backward_data")(g.contiguous(), y.contiguous(), dim, torch.float64)
+        assert dx.is_contiguous() and torch.allclose(dx, ref, rtol=1e-12, atol=1e-14), (name, py, pg, dim)
 
 
 def test_gathered_when_no_common_view(device):
