@@ -62,6 +62,7 @@ def _patch() -> None:
     for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm"):
         mod = sys.modules[f"tritred_ops.families.{name}.launch"]
         mod.find_plan = lambda *a, **k: (None, None)  # (no replay plans: nothing is ever launched)
+    sys.modules["tritred_ops.families.softmax.backward"].find_plan = lambda *a, **k: (None, None)
 
 
 def calls():
@@ -160,6 +161,28 @@ def calls():
     yield "softmax persistent rows", lambda: _forced("softmax", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024,
                                                                      num_programs=528, num_stages=2),
                                                      lambda: tr.softmax(r(4096, 1000, dtype=bf), -1))
+
+    # backward kernels of softmax and log_softmax (dx from the output y and dy), through their launcher
+    from tritred_ops.families.softmax.autograd import softmax_backward as sb
+    e = lambda *s, dtype=bf: torch.empty(*s, dtype=dtype)  # noqa: E731
+    yield "softmax backward rows single", lambda: sb(0, r(64, 4096, dtype=bf), r(64, 4096, dtype=bf), -1, bf)
+    yield "log_softmax backward rows one warp", lambda: sb(1, r(64, 1024), r(64, 1024), -1, f32)
+    yield "softmax backward rows 16384 single", lambda: sb(0, e(64, 16384, dtype=f32), e(64, 16384, dtype=f32), -1, f32)
+    yield "softmax backward rows loop 8192 on 32 warps", lambda: sb(0, e(64, 32768), e(64, 32768), -1, bf)
+    yield "softmax backward rows loop 4096 on 16 warps", lambda: sb(0, e(1024, 20000), e(1024, 20000), -1, bf)
+    yield "log_softmax backward rows loop 8192 on 32 warps float32", lambda: sb(1, e(64, 40000, dtype=f32),
+                                                                                e(64, 40000, dtype=f32), -1, f32)
+    yield "log_softmax backward rows loop 2048 on 8 warps", lambda: sb(1, e(600, 20000), e(600, 20000), -1, bf)
+    yield "softmax backward rows DIV hint, float32 input", lambda: sb(0, r(64, 300, dtype=bf), r(64, 300, dtype=bf),
+                                                                      -1, f32)
+    yield "log_softmax backward float64 output to bfloat16", lambda: sb(1, r(64, 100, dtype=torch.float64),
+                                                                        r(64, 100, dtype=torch.float64), -1, bf)
+    yield "softmax backward transposed dy", lambda: sb(0, r(1000, 64).t(), r(64, 1000), -1, f32)
+    yield "softmax backward columns single", lambda: sb(0, r(16, 4096, dtype=bf), r(16, 4096, dtype=bf), 0, bf)
+    yield "log_softmax backward columns loop", lambda: sb(1, r(4096, 128, dtype=bf), r(4096, 128, dtype=bf), 0, bf)
+    yield "softmax backward persistent rows", lambda: _forced("softmax", dict(strategy="single_pass", BLOCK_M=2,
+                                                                              BLOCK_N=1024, num_programs=528),
+                                                              lambda: sb(0, r(4096, 1000), r(4096, 1000), -1, f32))
 
 
 def _forced(op: str, config: dict, call):  # noqa: ANN001

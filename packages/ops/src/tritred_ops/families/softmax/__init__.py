@@ -3,7 +3,14 @@
 The row maximum is subtracted before ``exp`` (values up to 1e38 stay finite). A row that fits on chip is loaded
 once, reduced and written from registers; longer rows take the online softmax of Milakov & Gimelshein (2018), or
 are held by several programs that merge their partials at a per-row barrier. NaN and inf follow torch. Kernels
-in :mod:`.kernels`, the host path in :mod:`.launch`, the launch rules in :mod:`.rules`.
+in :mod:`.kernels`, the host path in :mod:`.launch`, the launch rules in :mod:`.rules` (forward and backward), the
+backward kernels and their host path in :mod:`.backward`, the autograd Functions and the registered torch ops in
+:mod:`.autograd`.
+
+Each public function takes one of three paths: under ``torch.compile``, the registered op
+(``torch.ops.tritred.<op>``: fake implementation, registered autograd); in eager when a gradient is needed (grad
+mode on and the input requires grad), the autograd Function; otherwise the launcher itself (its replayed plan on
+repeated calls), with no op boundary.
 """
 
 from __future__ import annotations
@@ -11,26 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from tritred_core import Knob, ReductionSpec
 
 from ... import runtime as rt
+from .autograd import LogSoftmaxFunction, LogsumexpFunction, SoftmaxFunction, logsumexp_dims
 from .launch import logsumexp_call, softmax_call
+from .specs import SPECS
 
-#: What the kernels take: rows held by several programs (``split`` or ``split_rows``) for softmax and log_softmax;
-#: logsumexp's ``split`` splits columns only (it reads a row once in any strategy). A tail tile on the row single
-#: pass, persistent row grids (and a cap on the split rows' grid).
-_KNOBS: tuple[Knob, ...] = ("BLOCK_TAIL", "num_programs")
-SPECS = {
-    "softmax": ReductionSpec(name="softmax", family="softmax", mirrors="torch.softmax",
-                             summary="exp(x - max) / sum, single pass or online (Milakov & Gimelshein 2018)",
-                             strategies=("single_pass", "multi_pass", "split", "split_rows"), knobs=_KNOBS),
-    "log_softmax": ReductionSpec(name="log_softmax", family="softmax", mirrors="torch.log_softmax",
-                                 summary="x - max - log(sum(exp(x - max)))",
-                                 strategies=("single_pass", "multi_pass", "split", "split_rows"), knobs=_KNOBS),
-    "logsumexp": ReductionSpec(name="logsumexp", family="softmax", dtypes=rt.ALL_DTYPES,
-                               mirrors="torch.logsumexp", summary="log(sum(exp(x))) over dims, max-shifted",
-                               strategies=("single_pass", "multi_pass", "split"), knobs=_KNOBS),
-}
+__all__ = ["SPECS", "log_softmax", "logsumexp", "softmax"]
 
 
 _SOFTMAX_DOC = """
@@ -47,6 +41,9 @@ _SOFTMAX_DOC = """
     Raises:
         IndexError: dim out of range. TypeError: dim missing or not an int.
         NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
+
+    Gradient: torch's, from the saved output (:mod:`.backward`), in the input's dtype (with ``dtype=`` too);
+    computed in fp32 for fp16/bf16/fp32. Not differentiable twice.
 """
 
 
@@ -56,11 +53,19 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
     Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
     partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
     """
-    return softmax_call(SPECS["softmax"], 0, input, dim, dtype)
+    if torch.compiler.is_compiling():  # an opaque registered op: fake implementation, registered autograd
+        return torch.ops.tritred.softmax(input, dim, dtype)
+    if rt.grad_needed(input):
+        return SoftmaxFunction.apply(input, dim, dtype)
+    return softmax_call(SPECS["softmax"], 0, input, dim, dtype)  # inference: the replayed fast path
 
 
 def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
+    if torch.compiler.is_compiling():
+        return torch.ops.tritred.log_softmax(input, dim, dtype)
+    if rt.grad_needed(input):
+        return LogSoftmaxFunction.apply(input, dim, dtype)
     return softmax_call(SPECS["log_softmax"], 1, input, dim, dtype)
 
 
@@ -82,5 +87,12 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
 
     Raises:
         IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
+
+    Gradient: torch's ``dy * exp(x - result)`` (pointwise torch ops, fp32 for fp16/bf16), from the saved input and
+    result. Not differentiable twice.
     """
+    if torch.compiler.is_compiling():
+        return torch.ops.tritred.logsumexp(input, logsumexp_dims(dim), keepdim)
+    if rt.grad_needed(input):
+        return LogsumexpFunction.apply(input, dim, keepdim)
     return logsumexp_call(SPECS["logsumexp"], input, dim, keepdim)

@@ -17,7 +17,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, check_no_grad, find_plan
+from ...runtime import Recorder, find_plan
 from .kernels import (
     _cols_emit_kernel,
     _cols_kernel,
@@ -99,15 +99,9 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
                    sxk, sym, syn, syk, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), **common)
 
 
-def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | None,
-                 dtype: torch.dtype | None) -> torch.Tensor:
-    """The host path of softmax (``mode`` 0) and log_softmax (1) over ``dim``."""
-    name = spec.name
-    check_no_grad(name, x)
-    plan, key = find_plan(name, (dim, dtype), x)
-    if plan is not None:
-        return plan.run(x)[0]
-    x = rt.check_tensor(name, "input", x)
+def softmax_checks(name: str, x: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> tuple[int, torch.dtype]:
+    """The argument checks of softmax and log_softmax, torch's errors (the launcher's and the registered op's
+    fake implementation's): (the wrapped dim, the output dtype)."""
     if dim is None:
         raise TypeError(f"{name}(): argument 'dim' must be int (implicit dim choice is deprecated in torch)")
     d = rt.wrap_dim(name, dim, x.dim())
@@ -116,6 +110,18 @@ def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | Non
     cast = dtype if dtype is not None else x.dtype
     if x.dtype not in rt.FLOATS + rt.INTEGERS or cast not in rt.FLOATS:
         raise NotImplementedError(f"tritred.{name}(): not implemented for dtype {cast} (floating dtypes only)")
+    return d, cast
+
+
+def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | None,
+                 dtype: torch.dtype | None) -> torch.Tensor:
+    """The host path of softmax (``mode`` 0) and log_softmax (1) over ``dim``."""
+    name = spec.name
+    plan, key = find_plan(name, (dim, dtype), x)
+    if plan is not None:
+        return plan.run(x)[0]
+    x = rt.check_tensor(name, "input", x)
+    d, cast = softmax_checks(name, x, dim, dtype)
     rt.check_runnable(name, x)
     rec = Recorder(x)
     y = rec.empty(x.shape, cast, x.device)  # contiguous, as torch's (whatever the input's layout)
@@ -129,23 +135,30 @@ def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | Non
     return y
 
 
+def logsumexp_checks(input: torch.Tensor, dim: int | Sequence[int] | None,
+                     keepdim: bool) -> tuple[tuple[int, ...], list[int], torch.dtype]:
+    """The argument checks of logsumexp, torch's errors (the launcher's and the registered op's fake
+    implementation's): (the reduced dims, sorted; the output's shape; its dtype)."""
+    rt.check_supported("logsumexp", input, allow_integers=True)
+    rt.check_keepdim("logsumexp", keepdim)
+    if dim is None and not rt.torch_accepts("logsumexp(x, None)",
+                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):  # type: ignore[arg-type]
+        raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
+    dims = rt.wrap_dims("logsumexp", dim, input.dim())
+    out_dtype = input.dtype if input.dtype in rt.FLOATS else torch.get_default_dtype()
+    return dims, rt.reduced_shape(input.shape, dims, keepdim), out_dtype
+
+
 def logsumexp_call(spec: ReductionSpec, input: torch.Tensor, dim: int | Sequence[int], keepdim: bool) -> torch.Tensor:
     """The host path of logsumexp over ``dim`` (the reduced view of the reductions, one value per row)."""
-    check_no_grad("logsumexp", input)
     plan, key = find_plan("logsumexp", (dim, keepdim), input)
     if plan is not None:
         return plan.run(input)[0]
     input = rt.check_tensor("logsumexp", "input", input)
-    rt.check_supported("logsumexp", input, allow_integers=True)
-    rt.check_keepdim("logsumexp", keepdim)
-    if dim is None and not rt.torch_accepts("logsumexp(x, None)",
-                                           lambda: torch.logsumexp(torch.empty(2, device="meta"), None)):
-        raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
-    dims = rt.wrap_dims("logsumexp", dim, input.dim())
-    out_dtype = input.dtype if input.dtype in rt.FLOATS else torch.get_default_dtype()
+    dims, shape, out_dtype = logsumexp_checks(input, dim, keepdim)
     rt.check_runnable("logsumexp", input)
     rec = Recorder(input)
-    out = rec.empty(rt.reduced_shape(input.shape, dims, keepdim), out_dtype, input.device)
+    out = rec.empty(shape, out_dtype, input.device)
     if out.numel() == 0:
         return out
     if any(input.shape[d] == 0 for d in dims):

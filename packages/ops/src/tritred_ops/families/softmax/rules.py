@@ -4,15 +4,17 @@ Rows up to 32768 elements are one pass in registers (2-byte softmax rows up to 1
 rows of up to 1024 in one-warp tiles of several rows. Longer rows take the online loop, whose program width is
 chosen so that the rows in flight fit the L2 (:func:`loop`); float32 softmax rows of 64K+ elements are held by
 several programs meeting at a per-row barrier. Columns take narrower blocks, or split columns, until they fill the
-device. The shared rules come first on a GPU: tails and odd widths.
+device. The shared rules come first on a GPU: tails and odd widths. The backward kernels' rules
+(``direction="backward"``) start from the same ones, counting the second tensor they read (:func:`backward_config`).
 """
 
 from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
+from ... import rules as shared
 from ...rules import Caps, cols_config, itemsize, odd_rows_loop, rows_config, tail_rows
-from ...runtime.launch import cdiv
+from ...runtime.launch import cdiv, next_pow2
 
 
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
@@ -29,6 +31,8 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     80 -> 76, 2048x50257 65 -> 58: their second read hits L2), and so did bfloat16 (1024x131072 63 -> 58: half the
     bytes per program for the same barrier) and wider programs (16384 elements on 16 or 32 warps, 32768 on 32).
     """
+    if problem.direction == "backward":
+        return backward_config(problem, caps)
     single_cap, rows_tile = caps.softmax_resident, 2048
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
@@ -82,3 +86,68 @@ def loop(problem: Problem, caps: Caps, single_cap: int, logsumexp: bool) -> Laun
         if 2 * problem.outputs >= places and min(problem.outputs, places) * N * size <= caps.l2_bytes:
             return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps)
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
+
+
+def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
+    """The config of softmax's and log_softmax's backward kernels (``problem.direction == "backward"``; its dtype
+    is the saved output's): dx from the output y and the incoming dy, both read, dx written.
+
+    The forward's rules with the second tensor counted. Registers: a program holds y and dy, so a row kept in
+    registers is at most half the forward's (16384 elements on 32 warps: 16 values of each tensor per thread, 32
+    in all, what the forward's 32768-wide rows keep; fp64 half again); tiles hold ~32 values per thread of the two
+    tensors together (``warps`` of twice the tile: 16384x4096 bf16 on 8 warps, the forward's 4). Rows up to 1024
+    keep the forward's one-warp tiles, shuffles only and no shared-memory barrier, of 512 elements of each tensor
+    (1024-wide rows one a warp: 64 values per thread, well inside a one-warp program's 255 registers). Longer rows
+    take the two sweeps (:func:`backward_loop`). Columns: :func:`backward_cols`.
+
+    Bytes: one read of y and dy and one write of dx, 3 x numel x itemsize, when the row fits; the loop reads the
+    row's dy (and y, for softmax) a second time, from L2 while the rows in flight fit it. Not measured on a GPU yet.
+    """
+    size = itemsize(problem)
+    resident = caps.softmax_resident // 2 // max(1, size // 4)
+    if not problem.inner:
+        return backward_cols(problem, caps, resident)
+    N, R = max(problem.N, 1), problem.outputs
+    if N > resident:
+        return backward_loop(problem, caps)
+    block_n = next_pow2(N)
+    if block_n <= caps.norm_short_row:
+        block_m = max(1, min(next_pow2(R), 512 // block_n))
+        return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
+    rows_tile = 1024 if caps.gpu else caps.tile // 2
+    block_m = max(1, min(next_pow2(R), rows_tile // block_n))
+    return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n,
+                        num_warps=shared.warps(2 * block_m * block_n, caps))
+
+
+def backward_loop(problem: Problem, caps: Caps) -> LaunchConfig:
+    """The backward's two sweeps over rows past the single pass: the forward's :func:`loop` choice with half the
+    chunk on the same warps (the same bytes in flight per program, y and dy in each chunk) and twice the bytes
+    per row in flight (y and dy): 2048-wide chunks on 8 warps, 4096 on 16 or 8192 on 32, the narrowest whose
+    rows in flight fit the L2 and whose grid fills at least half of the device's places; else 8192 on 32 warps
+    (4096x32768 bf16: 8192 on 32 warps, 264 rows of 128 KiB in flight, 34 MB)."""
+    N, size, R = problem.N, itemsize(problem), problem.outputs
+    if not caps.gpu:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk // 2, num_warps=caps.loop_warps)
+    for block_n, loop_warps in ((2048, 8), (4096, 16), (8192, 32)):
+        places = caps.sm_count * (2048 // (32 * loop_warps))
+        if 2 * R >= places and min(R, places) * N * 2 * size <= caps.l2_bytes:
+            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps)
+    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8192, num_warps=caps.max_warps)
+
+
+def backward_cols(problem: Problem, caps: Caps, resident: int) -> LaunchConfig:
+    """The backward's columns (a non-last dim): blocks of 64 adjacent columns, narrowed down to 16 while they
+    are too few to fill the device (as the forward's); one [BLOCK_N, BLOCK_K] tile of at most 2048 elements of
+    each tensor on 4 warps (the forward's 4096, for the two tensors), else two sweeps of tiles of 1024 elements
+    of each. Not measured on a GPU yet."""
+    N, K = max(problem.N, 1), problem.K
+    block_k = min(next_pow2(K), 64 if caps.gpu else 32)
+    if caps.gpu:
+        while block_k > 16 and problem.M * cdiv(K, block_k) < caps.programs:
+            block_k //= 2
+    tile = caps.tile // 2
+    if next_pow2(N) <= min(resident, tile // block_k):
+        return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k, num_warps=4)
+    return LaunchConfig(strategy="multi_pass", BLOCK_N=max(1, min(next_pow2(N), tile // 2 // block_k)),
+                        BLOCK_K=block_k, num_warps=4)
