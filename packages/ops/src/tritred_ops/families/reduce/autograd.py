@@ -84,10 +84,18 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
         "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward)})
 
 
+def _check_differentiable(dtype: torch.dtype | None) -> None:
+    """RuntimeError, as torch's autograd raises it, for ``dtype=`` a non-floating dtype on an input that
+    requires grad (``torch.sum(x, dtype=torch.int64)``)."""
+    if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"Autograd not support dtype: {rt.SCALAR_TYPE_NAMES.get(dtype, dtype)}")
+
+
 # -- sum, mean -----------------------------------------------------------------------------------------------------
 
 def _setup_sum(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-    x, dim, keepdim, _ = inputs
+    x, dim, keepdim, dtype = inputs
+    _check_differentiable(dtype)
     ctx.shape, ctx.dtype, ctx.keepdim = x.shape, x.dtype, keepdim
     ctx.dims = rt.wrap_dims("sum", dim, x.dim())
 
@@ -127,7 +135,8 @@ def _prod_fake(input: Tensor, dim: int | None, keepdim: bool, dtype: torch.dtype
 
 
 def _setup_prod(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-    x, dim, keepdim, _ = inputs
+    x, dim, keepdim, dtype = inputs
+    _check_differentiable(dtype)
     ctx.save_for_backward(x, output)
     ctx.dim = None if dim is None else rt.wrap_dim("prod", dim, x.dim())
     ctx.keepdim = keepdim
