@@ -61,18 +61,22 @@ def test_gradcheck(case, device):
     torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-def _grads(fn_ours, fn_ref, x, what, n=1, scale=1.0):
-    """Our gradient on ``x`` (any dtype/layout) against torch's on ``x`` in float64, under one output gradient
-    that is not contiguous (transposed, or strided)."""
+def _call(module, name, t, args, pick):
+    out = getattr(module, name)(t, *args)
+    return out if pick is None else out[pick]
+
+
+def _grads(name, x, what, args=(), pick=None):
+    """Our gradient of ``name(x, *args)`` (output ``pick`` of a tuple) on ``x`` (any dtype/layout) against
+    torch's on ``x`` in float64, under one output gradient that is not contiguous (transposed, or strided)."""
     leaf = x.detach().requires_grad_()
-    out = fn_ours(leaf)
-    g = noncontiguous(out.shape, x.device)
-    (dx,) = torch.autograd.grad(out, leaf, g.to(out.dtype))
+    out = _call(tr, name, leaf, args, pick)
+    g = noncontiguous(out.shape, x.device).to(out.dtype)
+    (dx,) = torch.autograd.grad(out, leaf, g)
     ref_leaf = x.detach().double().requires_grad_()
-    ref_out = fn_ref(ref_leaf)
-    (ref,) = torch.autograd.grad(ref_out, ref_leaf, g.to(out.dtype).double())
+    (ref,) = torch.autograd.grad(_call(torch, name, ref_leaf, args, pick), ref_leaf, g.double())
     assert dx.dtype == x.dtype and dx.shape == x.shape, what
-    assert_close(dx, ref, n=n, scale=scale, what=what)
+    assert_close(dx, ref, what=what)
 
 
 #: (shape, dim, keepdim): the last dim, the first, a middle one, tuples, every dim, size-1 and odd sizes.
@@ -91,39 +95,35 @@ def _rotation():
 
 @pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
 def test_gradients_match_torch(name, device):
-    ours, ref = getattr(tr, name), getattr(torch, name)
     for shape, dim, keepdim, layout, dtype in _rotation():
         if name in ("amax", "amin") and dim is None:
             dim = ()
         x = randn(shape, dtype, device, layout)
-        args = (dim, keepdim)
-        _grads(lambda t: ours(t, *args), lambda t: ref(t, *args), x, f"{name} {shape} {dim} {layout} {dtype}")
+        _grads(name, x, f"{name} {shape} {dim} {layout} {dtype}", (dim, keepdim))
 
 
 @pytest.mark.parametrize("name", ["prod", "max", "min"])
 def test_gradients_match_torch_one_dim(name, device):
     """prod (one int dim or all), max and min (with dim: to the index; without: evenly among ties)."""
-    ours, ref = getattr(tr, name), getattr(torch, name)
     for shape, dim, keepdim, layout, dtype in _rotation():
         if not isinstance(dim, int) and dim is not None:
             continue
         x = randn(shape, dtype, device, layout, offset=1.0 if name == "prod" else 0.0, scale=0.3)
         what = f"{name} {shape} {dim} {layout} {dtype}"
         if dim is None:
-            _grads(ours, ref, x, what)
-        elif name == "prod":
-            _grads(lambda t: ours(t, dim, keepdim), lambda t: ref(t, dim, keepdim), x, what)
+            _grads(name, x, what)
         else:
-            _grads(lambda t: ours(t, dim, keepdim).values, lambda t: ref(t, dim, keepdim).values, x, what)
+            _grads(name, x, what, (dim, keepdim), None if name == "prod" else 0)
 
 
-def _exact(fn_ours, fn_ref, x, g=None):
-    """Our float64 gradient equals torch's (one rounding apart at most), NaN where torch's is NaN."""
+def _exact(name, x, args=(), pick=None, g=None):
+    """Our float64 gradient of ``name(x, *args)`` equals torch's (one rounding apart at most), NaN where
+    torch's is NaN."""
     a_leaf, b_leaf = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out = fn_ours(a_leaf)
+    out = _call(tr, name, a_leaf, args, pick)
     g = torch.randn_like(out) if g is None else g
     (a,) = torch.autograd.grad(out, a_leaf, g)
-    (b,) = torch.autograd.grad(fn_ref(b_leaf), b_leaf, g)
+    (b,) = torch.autograd.grad(_call(torch, name, b_leaf, args, pick), b_leaf, g)
     torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13, equal_nan=True)
     return a
 
@@ -135,13 +135,20 @@ def test_prod_zeros(device):
     x[0, 2] = 0  # one zero
     x[1, 1] = x[1, 4] = 0  # two zeros
     for dim, keepdim in ((1, False), (0, True), (-1, True)):
-        a = _exact(lambda t: tr.prod(t, dim, keepdim), lambda t: torch.prod(t, dim, keepdim), x)
+        a = _exact("prod", x, (dim, keepdim))
     assert (a[1] == 0).all() and (a[0, :2] == 0).all() and a[0, 2] != 0
+    x[3, 0] = float("inf")  # a zero elsewhere: this slice too takes the products (finite for the inf), as torch
+    a = _exact("prod", x, (1,))
+    assert a[3, 0].isfinite() and a[3, 1:].isinf().all()
+    y = randn((2, 5), torch.float64, device, offset=1.0, scale=0.5)
+    y[0, 1] = y[1, 3] = 0
+    y[1, 0] = float("inf")  # the full product of several zeros: zeros (torch's shortcut), not 0 * inf
+    assert (_exact("prod", y) == 0).all()
     for zeros in ((), ((0, 3),), ((0, 3), (2, 4))):  # the full product: none, one zero, two zeros (all 0)
         y = randn((3, 5), torch.float64, device, offset=1.0, scale=0.5)
         for i, j in zeros:
             y[i, j] = 0
-        a = _exact(tr.prod, torch.prod, y)
+        a = _exact("prod", y)
         assert (a == 0).sum() == (14 if len(zeros) == 1 else 15 if zeros else 0)
     # dtype=: the gradient computed in the output's dtype and returned in the input's
     z = x.float()
@@ -161,16 +168,16 @@ def test_ties_and_nans(device):
     x[3, 4] = float("nan")
     for name in ("amax", "amin"):
         for dim in (1, (0, 1), 0):
-            a = _exact(lambda t: getattr(tr, name)(t, dim), lambda t: getattr(torch, name)(t, dim), x)
-        a = _exact(lambda t: getattr(tr, name)(t, 1), lambda t: getattr(torch, name)(t, 1), x)
+            a = _exact(name, x, (dim,))
+        a = _exact(name, x, (1,))
         assert a[3].isnan().all() and not a[:3].isnan().any()
     for name in ("max", "min"):
         for dim in (0, 1):
-            _exact(lambda t: getattr(tr, name)(t, dim).values, lambda t: getattr(torch, name)(t, dim).values, x)
-        a = _exact(getattr(tr, name), getattr(torch, name), x)  # NaN wins: the two NaNs share it
+            _exact(name, x, (dim,), pick=0)
+        a = _exact(name, x)  # NaN wins: the two NaNs share it
         assert a.nonzero().tolist() == [[3, 1], [3, 4]]
         ties = x[:3].clone()
-        a = _exact(getattr(tr, name), getattr(torch, name), ties, torch.tensor(6.0, dtype=torch.float64))
+        a = _exact(name, ties, g=torch.tensor(6.0, dtype=torch.float64, device=device))
         extreme = ties.max() if name == "max" else ties.min()
         mask = (ties == extreme).double()
         assert torch.equal(a, mask * 6.0 / mask.sum())
@@ -196,3 +203,10 @@ def test_dtype_casts_and_integers(device):
     for out in (tr.sum(ints, 1), tr.prod(ints), tr.amax(ints, 0), tr.max(ints, 1).values, tr.min(ints)):
         assert out.grad_fn is None and not out.requires_grad
     assert tr.sum(ints, dtype=torch.float32).grad_fn is None  # (an integer input does not require grad)
+
+
+def test_double_backward_eager(device):
+    """The eager backward is made of differentiable torch ops: create_graph works (gradgradcheck), as torch's."""
+    x = randn((2, 4), torch.float64, device, offset=1.0, scale=0.5).requires_grad_()
+    for fn in (lambda t: tr.prod(t, 1), lambda t: tr.amax(t, 1), lambda t: tr.mean(t, 0), lambda t: tr.max(t)):
+        assert torch.autograd.gradgradcheck(fn, (x,))

@@ -26,6 +26,9 @@ from . import autograd as ag
 from .launch import arg_call, check_arg_form, reduce_call
 from .specs import SPECS
 
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
+
 def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum of ``input`` over ``dim`` — mirrors :func:`torch.sum`.
@@ -50,7 +53,7 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
 
     Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
     """
-    if torch.compiler.is_compiling():
+    if _compiling():
         return torch.ops.tritred.sum(input, ag.dim_list("sum", dim), keepdim, dtype)
     if rt.grad_needed(input):
         return ag.SumFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
@@ -68,7 +71,7 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     Gradient: the output's gradient divided by the number of reduced elements (in the output's dtype), broadcast
     back over the reduced dims, in the input's dtype.
     """
-    if torch.compiler.is_compiling():
+    if _compiling():
         return torch.ops.tritred.mean(input, ag.dim_list("mean", dim), keepdim, dtype)
     if rt.grad_needed(input):
         return ag.MeanFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
@@ -87,14 +90,14 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     zero, 0 with several), in the output's dtype (float32 for float16/bfloat16), returned in the input's.
     """
     d = _prod_dim(dim, keepdim)
-    if torch.compiler.is_compiling():
+    if _compiling():
         return torch.ops.tritred.prod(input, d, keepdim, dtype)
     if rt.grad_needed(input):
         return ag.ProdFunction.apply(input, d, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["prod"], PROD, input, d, keepdim, dtype)
 
 
-def _prod_dim(dim: int | None | Unset, keepdim: bool) -> int | None:
+def _prod_dim(dim: int | Unset | None, keepdim: bool) -> int | None:
     """prod's ``dim`` as the launcher and ``tritred::prod`` take it: None for the full reduction (``prod(x)``,
     or ``prod(x, None)`` where the installed torch takes it), else the int-like dim; TypeError as torch's."""
     if dim is UNSET:
@@ -119,7 +122,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     Gradient (torch's ``scale_grad_by_count``): split evenly among the elements equal to their slice's maximum
     (ties share it); a slice whose maximum is NaN gets NaN.
     """
-    if torch.compiler.is_compiling():
+    if _compiling():
         return torch.ops.tritred.amax(input, ag.dim_list("amax", dim), keepdim)
     if rt.grad_needed(input):
         return ag.AmaxFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
@@ -128,7 +131,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
-    if torch.compiler.is_compiling():
+    if _compiling():
         return torch.ops.tritred.amin(input, ag.dim_list("amin", dim), keepdim)
     if rt.grad_needed(input):
         return ag.AminFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
@@ -150,14 +153,14 @@ def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
     without, split evenly among the elements equal to the maximum (torch's ``evenly_distribute_backward``: among
     the NaN elements when the maximum is NaN).
     """
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return _arg_autograd("max", input, dim, keepdim)
     return arg_call(SPECS["max"], input, dim, keepdim)
 
 
 def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return _arg_autograd("min", input, dim, keepdim)
     return arg_call(SPECS["min"], input, dim, keepdim)
 
@@ -166,7 +169,7 @@ def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: boo
     """max/min under ``torch.compile`` (the registered ``tritred::max`` / ``max_all``) or with autograd (their
     Functions): a 0-d tensor without ``dim``, else ``torch.return_types.max`` / ``min`` (values, indices)."""
     check_arg_form(name, dim, keepdim)
-    compiling = torch.compiler.is_compiling()
+    compiling = _compiling()
     if isinstance(dim, Unset):
         if compiling:
             return getattr(torch.ops.tritred, f"{name}_all")(input)

@@ -19,6 +19,9 @@ from .autograd import stats_autograd
 from .launch import stats_call
 from .specs import SPECS
 
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
+
 _ARGS_DOC = """
     Args:
         input: floating tensor (float16, bfloat16, float32, float64) of any shape and strides.
@@ -51,7 +54,7 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`. Returns a tensor of the kept shape in the input dtype.
     """
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
 
@@ -59,7 +62,7 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation (sqrt of :func:`var`) — mirrors :func:`torch.std`."""
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
 
@@ -67,7 +70,7 @@ def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(variance, mean) in one sweep — mirrors :func:`torch.var_mean`; both in the input dtype."""
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
 
@@ -75,7 +78,7 @@ def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbias
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(standard deviation, mean) in one sweep — mirrors :func:`torch.std_mean`."""
-    if torch.compiler.is_compiling() or rt.grad_needed(input):
+    if _compiling() or rt.grad_needed(input):
         return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
 

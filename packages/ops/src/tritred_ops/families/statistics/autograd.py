@@ -27,6 +27,9 @@ from .backward import stats_backward
 from .launch import parse_correction, stats_call
 from .specs import SPECS
 
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
+
 
 def given_dims(op: str, dim: object, ndim: int) -> tuple[int, ...] | None:
     """The reduced dims as torch's backward sees them: None for ``dim=None``, ``()`` for an empty list (which
@@ -82,6 +85,6 @@ def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | None, ke
     """A statistic under ``torch.compile`` (``torch.ops.tritred.<name>``) or with autograd (its Function): the
     statistic, or (statistic, mean) for var_mean/std_mean."""
     dim, corr = parse_correction(name, dim, unbiased, correction)
-    if torch.compiler.is_compiling():
+    if _compiling():
         return getattr(torch.ops.tritred, name)(input, dim_list(name, dim), corr, keepdim)
     return FUNCTIONS[name].apply(input, dim, corr, keepdim)
