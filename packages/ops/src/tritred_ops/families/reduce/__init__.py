@@ -1,10 +1,15 @@
-"""sum, mean, prod, amax, amin, max, min: plain and arg (value + index) reductions.
+"""sum, mean, prod, amax, amin, max, min: plain and arg (value + index) reductions, with autograd.
 
 Two kernel shapes serve every op of this family (:mod:`.kernels`, :mod:`.arg_kernels`): rows, where the reduced
 axis is the fast one, and columns, where a kept axis is. Few outputs of long rows split N over several programs,
 whose partials merge in a fixed order (deterministic). The host path (:mod:`.launch`) views the call's tensors as
 M x N x K, decides the launch (:mod:`.rules` and any plugin) and launches; max and min with ``dim`` return
 ``torch.return_types.max`` / ``min``.
+
+Each public function takes one of three paths (:mod:`.autograd`): under ``torch.compile`` the registered op
+``torch.ops.tritred.<op>``; when its input requires grad (and grad mode is on) the op's autograd Function;
+else the launcher (the replayed fast path, no op boundary). Gradients follow torch's ``derivatives.yaml``
+(:mod:`.backward`).
 """
 
 from __future__ import annotations
@@ -13,38 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tritred_core import Knob, ReductionSpec, Strategy
 
 from ... import runtime as rt
 from ...kernels.combine import MAX, MIN, PROD, SUM
 from ...runtime import UNSET, Unset
-from .launch import arg_call, reduce_call
+from . import autograd as ag
+from .launch import arg_call, check_arg_form, reduce_call
+from .specs import SPECS
 
-#: What the kernels take. The plain reductions: a tail tile on their row single pass, persistent row grids. max and
-#: min with indices: neither (their row and column kernels hold a row in one tile, one program per row block).
-_STRATEGIES: tuple[Strategy, ...] = ("single_pass", "multi_pass", "split")
-_PLAIN: tuple[Knob, ...] = ("BLOCK_TAIL", "num_programs")
-
-SPECS = {
-    "sum": ReductionSpec(name="sum", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.sum",
-                         summary="sum over dims (integer and bool inputs sum into int64)",
-                         strategies=_STRATEGIES, knobs=_PLAIN),
-    "mean": ReductionSpec(name="mean", family="reduce", mirrors="torch.mean", summary="arithmetic mean over dims",
-                          strategies=_STRATEGIES, knobs=_PLAIN),
-    "prod": ReductionSpec(name="prod", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.prod",
-                          summary="product over dims", strategies=_STRATEGIES, knobs=_PLAIN),
-    "amax": ReductionSpec(name="amax", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.amax",
-                          summary="maximum over dims (NaN propagates)", strategies=_STRATEGIES, knobs=_PLAIN),
-    "amin": ReductionSpec(name="amin", family="reduce", dtypes=rt.ALL_DTYPES, mirrors="torch.amin",
-                          summary="minimum over dims (NaN propagates)", strategies=_STRATEGIES, knobs=_PLAIN),
-    "max": ReductionSpec(name="max", family="reduce", dtypes=rt.ALL_DTYPES, outputs=("values", "indices"),
-                         mirrors="torch.max", summary="max, or (values, indices) of the first max along dim",
-                         strategies=_STRATEGIES, knobs=()),
-    "min": ReductionSpec(name="min", family="reduce", dtypes=rt.ALL_DTYPES, outputs=("values", "indices"),
-                         mirrors="torch.min", summary="min, or (values, indices) of the first min along dim",
-                         strategies=_STRATEGIES, knobs=()),
-}
-
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
 
 def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -66,8 +49,14 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
         RuntimeError: repeated dim, tensor not on CUDA (outside the interpreter).
         NotImplementedError: unsupported dtype (complex).
 
+    Gradient: the output's gradient broadcast back over the reduced dims (a view), in the input's dtype.
+
     Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
     """
+    if _compiling():
+        return torch.ops.tritred.sum(input, ag.dim_list("sum", dim), keepdim, dtype)
+    if rt.grad_needed(input):
+        return ag.SumFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["sum"], SUM, input, dim, keepdim, dtype)
 
 
@@ -78,7 +67,14 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     Shapes and arguments as :func:`sum`. Floating inputs only (or ``dtype=`` a floating dtype): integer inputs
     raise RuntimeError like torch. An empty reduction returns NaN. Sum accumulated in fp32 (fp64 for fp64),
     then divided by the number of reduced elements.
+
+    Gradient: the output's gradient divided by the number of reduced elements (in the output's dtype), broadcast
+    back over the reduced dims, in the input's dtype.
     """
+    if _compiling():
+        return torch.ops.tritred.mean(input, ag.dim_list("mean", dim), keepdim, dtype)
+    if rt.grad_needed(input):
+        return ag.MeanFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["mean"], SUM, input, dim, keepdim, dtype)
 
 
@@ -88,17 +84,33 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
 
     Shapes/dtypes as :func:`sum` (integer and bool products are int64 and wrap around like torch's); an empty
     reduction returns 1. Raises as :func:`sum`.
+
+    Gradient (torch's ``prod_backward``): ``grad * result / input`` when the input holds no zero; else each
+    element's product of the others in its slice (exclusive cumulative products from both ends: exact with one
+    zero, 0 with several), in the output's dtype (float32 for float16/bfloat16), returned in the input's.
     """
+    d = _prod_dim(dim, keepdim)
+    if _compiling():
+        return torch.ops.tritred.prod(input, d, keepdim, dtype)
+    if rt.grad_needed(input):
+        return ag.ProdFunction.apply(input, d, keepdim, dtype)  # type: ignore[no-any-return]
+    return reduce_call(SPECS["prod"], PROD, input, d, keepdim, dtype)
+
+
+def _prod_dim(dim: int | Unset | None, keepdim: bool) -> int | None:
+    """prod's ``dim`` as the launcher and ``tritred::prod`` take it: None for the full reduction (``prod(x)``,
+    or ``prod(x, None)`` where the installed torch takes it), else the int-like dim; TypeError as torch's."""
     if dim is UNSET:
         if keepdim is not False:
             raise TypeError("prod(): keepdim needs an int dim")
-        return reduce_call(SPECS["prod"], PROD, input, None, False, dtype)
+        return None
     if dim is None and rt.torch_accepts("prod(x, None)",
                                        lambda: torch.prod(torch.empty(2, device="meta"), None)):  # type: ignore[call-overload]
-        return reduce_call(SPECS["prod"], PROD, input, None, keepdim, dtype)
-    if rt.as_index(dim) is None:
+        return None
+    index = rt.as_index(dim)
+    if index is None:
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-    return reduce_call(SPECS["prod"], PROD, input, dim, keepdim, dtype)  # type: ignore[arg-type]
+    return index
 
 
 def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
@@ -106,12 +118,23 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 
     Output dtype = input dtype. NaN propagates (any NaN in a slice gives NaN). Raises IndexError when a reduced
     dim has size 0, RuntimeError for an empty input without ``dim``, plus the errors of :func:`sum`.
+
+    Gradient (torch's ``scale_grad_by_count``): split evenly among the elements equal to their slice's maximum
+    (ties share it); a slice whose maximum is NaN gets NaN.
     """
+    if _compiling():
+        return torch.ops.tritred.amax(input, ag.dim_list("amax", dim), keepdim)
+    if rt.grad_needed(input):
+        return ag.AmaxFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
 
 
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
+    if _compiling():
+        return torch.ops.tritred.amin(input, ag.dim_list("amin", dim), keepdim)
+    if rt.grad_needed(input):
+        return ag.AminFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)
 
 
@@ -125,10 +148,38 @@ def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
     Raises IndexError (dim out of range, or reducing a dim of size 0), TypeError (``dim=None``, a non-int dim, or
     keepdim without dim, as torch), NotImplementedError (complex).
     Split strategy: per-slice (value, index) partials combined in index order: ties stay first-occurrence.
+
+    Gradient: with ``dim``, to the element at the index (torch's ``value_selecting_reduction_backward``);
+    without, split evenly among the elements equal to the maximum (torch's ``evenly_distribute_backward``: among
+    the NaN elements when the maximum is NaN).
     """
+    if _compiling() or rt.grad_needed(input):
+        return _arg_autograd("max", input, dim, keepdim)
     return arg_call(SPECS["max"], input, dim, keepdim)
 
 
 def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
+    if _compiling() or rt.grad_needed(input):
+        return _arg_autograd("min", input, dim, keepdim)
     return arg_call(SPECS["min"], input, dim, keepdim)
+
+
+def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
+    """max/min under ``torch.compile`` (the registered ``tritred::max`` / ``max_all``) or with autograd (their
+    Functions): a 0-d tensor without ``dim``, else ``torch.return_types.max`` / ``min`` (values, indices)."""
+    check_arg_form(name, dim, keepdim)
+    compiling = _compiling()
+    if isinstance(dim, Unset):
+        if compiling:
+            return getattr(torch.ops.tritred, f"{name}_all")(input)
+        return (ag.MaxAllFunction if name == "max" else ag.MinAllFunction).apply(input)
+    keep = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
+    if compiling:
+        index = rt.as_index(dim)
+        if index is None:
+            raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
+        values, indices = getattr(torch.ops.tritred, name)(input, index, keep)
+    else:
+        values, indices = (ag.MaxFunction if name == "max" else ag.MinFunction).apply(input, dim, keep)
+    return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))

@@ -22,7 +22,7 @@ from ... import runtime as rt
 from ...kernels.combine import MAX, MIN
 from ...kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import UNSET, Recorder, Unset, check_no_grad, find_plan
+from ...runtime import UNSET, Recorder, Unset, find_plan
 from .arg_kernels import _arg_cols_kernel, _arg_rows_kernel
 from .kernels import _cols_kernel, _rows_kernel
 
@@ -113,7 +113,6 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
                 dtype: torch.dtype | None) -> torch.Tensor:
     """The host path of sum, mean, prod, amax, amin (and max/min without dim): op code ``op`` over ``dim``."""
     name = spec.name
-    check_no_grad(name, x)
     plan, key = find_plan(name, (dim, keepdim, dtype), x)
     if plan is not None:
         return plan.run(x)[0]
@@ -158,23 +157,28 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
     return out
 
 
-def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
-    """The host path of max and min: with ``dim``, (values, indices); without, the full reduction."""
-    name = spec.name
-    check_no_grad(name, x)
-    plan, key = find_plan(name, (dim, keepdim), x)
-    if plan is not None:
-        return _values_indices(name, *plan.run(x))
-    x = rt.check_tensor(name, "input", x)
+def check_arg_form(name: str, dim: object, keepdim: object) -> None:
+    """TypeError, as torch's, for the forms of max/min that tritred does not take: a tensor second argument
+    (torch's elementwise binary overload), ``dim=None``, and ``keepdim`` without ``dim``."""
     if isinstance(dim, torch.Tensor):  # torch.max(x, other): the elementwise binary overload, not a reduction
         raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
                         f"(elementwise); tritred has only the reductions: use torch.{name}imum, or an int dim")
-    rt.check_supported(name, x, allow_integers=True)
     if dim is None:  # as torch: max(input) or max(input, int dim), no max(input, None)
         raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, NoneType): "
                         "'dim' must be an int (or omitted for the full reduction)")
     if dim is UNSET and keepdim is not UNSET:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
+
+
+def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
+    """The host path of max and min: with ``dim``, (values, indices); without, the full reduction."""
+    name = spec.name
+    plan, key = find_plan(name, (dim, keepdim), x)
+    if plan is not None:
+        return _values_indices(name, *plan.run(x))
+    x = rt.check_tensor(name, "input", x)
+    check_arg_form(name, dim, keepdim)
+    rt.check_supported(name, x, allow_integers=True)
     keepdim = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
     if isinstance(dim, Unset):
         if x.numel() == 0:

@@ -3,7 +3,9 @@
 Rows short enough for registers take the corrected two-pass algorithm in one tile; longer ones a per-lane
 Welford loop merged once (Chan et al. 1979). Either way the input is read once and E[x^2] - E[x]^2 is never
 formed, so rows with a large mean keep their precision. Kernels in :mod:`.kernels`, the host path in
-:mod:`.launch`, the launch rules in :mod:`.rules`.
+:mod:`.launch`, the launch rules in :mod:`.rules`; autograd and the registered ops ``torch.ops.tritred.*`` in
+:mod:`.autograd` (under ``torch.compile``, or when the input requires grad; else the launcher directly), the
+gradients in :mod:`.backward`.
 """
 
 from __future__ import annotations
@@ -11,23 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from tritred_core import ReductionSpec
 
+from ... import runtime as rt
+from .autograd import stats_autograd
 from .launch import stats_call
+from .specs import SPECS
 
-#: What the kernels take: a tail tile and a few threads a row on the row single pass, persistent row grids.
-SPECS = {
-    name: ReductionSpec(name=name, family="statistics", outputs=outputs, mirrors=f"torch.{name}", summary=summary,
-                        strategies=("single_pass", "multi_pass", "split"),
-                        knobs=("BLOCK_TAIL", "threads_per_row", "num_programs"))
-    for name, outputs, summary in (
-        ("var", ("var",), "variance with Bessel-style correction"),
-        ("std", ("std",), "standard deviation with correction"),
-        ("var_mean", ("var", "mean"), "(variance, mean) in one sweep"),
-        ("std_mean", ("std", "mean"), "(standard deviation, mean) in one sweep"),
-    )
-}
-
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
 
 _ARGS_DOC = """
     Args:
@@ -44,6 +37,13 @@ _ARGS_DOC = """
         IndexError: dim out of range.
         NotImplementedError: complex input.
 
+    Gradient (torch's ``var_backward``, ``std_backward``, ``var_mean_backward``, ``std_mean_backward``):
+        ``2 / (N - correction) * grad * (input - mean)`` (std: ``grad / (2 std)`` first, 0 where std is 0;
+        ``_mean``: plus the mean's gradient ``grad_mean / N``), in float32 for float16/bfloat16 inputs, rounded
+        once. As torch: with ``dim=None``, ``N - correction <= 0`` gives ``grad * (NaN where input == mean, else
+        inf)``; with a dim list the factor is ``2 / (N - correction)`` as is (inf at 0, negative below), and
+        ``dim=()`` counts N = 1.
+
     Algorithm: chunked two-pass in registers merged by Chan et al. (1979) (Welford 1962's pairwise form);
     fp32 accumulation for fp16/bf16; deterministic split for few outputs; over two reduced axes (dim (0, 2, 3)
     of NCHW) one partial per inner row, merged per output in a fixed order, without copying the input.
@@ -54,24 +54,32 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`. Returns a tensor of the kept shape in the input dtype.
     """
+    if _compiling() or rt.grad_needed(input):
+        return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
 
 
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation (sqrt of :func:`var`) — mirrors :func:`torch.std`."""
+    if _compiling() or rt.grad_needed(input):
+        return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
 
 
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(variance, mean) in one sweep — mirrors :func:`torch.var_mean`; both in the input dtype."""
+    if _compiling() or rt.grad_needed(input):
+        return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
 
 
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(standard deviation, mean) in one sweep — mirrors :func:`torch.std_mean`."""
+    if _compiling() or rt.grad_needed(input):
+        return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
 
 

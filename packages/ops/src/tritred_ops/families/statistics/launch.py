@@ -15,7 +15,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import Recorder, check_no_grad, find_plan
+from ...runtime import Recorder, find_plan
 from .kernels import _stats_cols_kernel, _stats_combine_kernel, _stats_rows_kernel
 
 
@@ -113,8 +113,10 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: rt.View, out_stride: 
         **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
-def _parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
+def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
                       correction: float | None) -> tuple[int | Sequence[int] | None, float]:
+    """(dim, correction as a float) from torch's argument forms: ``var(x, True)`` (the legacy ``unbiased``),
+    ``unbiased=``, ``correction=`` (default 1); TypeError as torch's."""
     if isinstance(dim, bool):  # torch's legacy overload var(input, unbiased)
         if unbiased is not None:
             raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
@@ -136,14 +138,13 @@ def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | 
                keepdim: bool, correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The host path of var, std, var_mean and std_mean: (the statistic, the mean; var/std's is the first)."""
     name = spec.name
-    check_no_grad(name, x)
     plan, key = find_plan(name, (dim, unbiased, keepdim, correction), x)
     if plan is not None:
         outs = plan.run(x)
         return outs[0], outs[-1]
     x = rt.check_tensor(name, "input", x)
     rt.check_keepdim(name, keepdim)
-    dim, corr = _parse_correction(name, dim, unbiased, correction)
+    dim, corr = parse_correction(name, dim, unbiased, correction)
     if x.dtype not in rt.FLOATS:
         if x.dtype.is_complex:
             raise NotImplementedError(f"tritred.{name}(): complex inputs are not supported")

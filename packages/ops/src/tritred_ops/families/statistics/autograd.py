@@ -1,0 +1,90 @@
+"""Autograd of var, std, var_mean, std_mean: the ``torch.library`` ops (compile) and the autograd Functions (eager).
+
+The same three paths as the reductions (see :mod:`tritred_ops.families.reduce.autograd`): under
+``torch.compile`` the opaque registered op, whose fake implementation is torch's own op on the fake tensors;
+with grad needed the autograd Function below (forward: the launcher; ``setup_context`` and ``backward``: the
+registered op's); else the launcher. The ops, arguments positional and already parsed (``unbiased`` and the
+legacy ``var(x, True)`` turned into ``correction``):
+
+- ``tritred::var(Tensor input, int[]? dim, float correction, bool keepdim) -> Tensor``, ``tritred::std`` as var;
+- ``tritred::var_mean(...) -> (Tensor var, Tensor mean)``, ``tritred::std_mean(...) -> (Tensor std, Tensor mean)``.
+
+The backward is :mod:`.backward`'s (torch's ``var_backward`` and its kin): torch's ops, traced into the compiled
+backward graph. It saves the input (and std's result), as torch does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ... import runtime as rt
+from ..reduce.autograd import dim_list
+from .backward import stats_backward
+from .launch import parse_correction, stats_call
+from .specs import SPECS
+
+#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+_compiling = torch.compiler.is_compiling
+
+
+def given_dims(op: str, dim: object, ndim: int) -> tuple[int, ...] | None:
+    """The reduced dims as torch's backward sees them: None for ``dim=None``, ``()`` for an empty list (which
+    torch's ``var_backward`` counts as N = 1), else the wrapped dims, ascending."""
+    if dim is None:
+        return None
+    if isinstance(dim, (tuple, list, torch.Size)) and len(dim) == 0:
+        return ()
+    return rt.wrap_dims(op, dim, ndim)  # type: ignore[arg-type]
+
+
+def _define(name: str) -> Any:
+    """Register ``tritred::<name>`` and return the autograd Function of its eager path."""
+    spec, pair, std = SPECS[name], name.endswith("_mean"), name.startswith("std")
+    torch_op = getattr(torch, name)
+
+    def impl(input: Tensor, dim: Sequence[int] | None, correction: float, keepdim: bool) -> Any:
+        out, mean = stats_call(spec, input, dim, None, keepdim, correction)
+        return (out, mean) if pair else out
+
+    def fake(input: Tensor, dim: Sequence[int] | None, correction: float, keepdim: bool) -> Any:
+        out = torch_op(input, dim, correction=correction, keepdim=keepdim)
+        return tuple(out) if pair else out
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, dim, correction, keepdim = inputs
+        ctx.save_for_backward(x, (output[0] if pair else output) if std else None)
+        ctx.dims, ctx.correction, ctx.keepdim = given_dims(name, dim, x.dim()), correction, keepdim
+        ctx.set_materialize_grads(False)  # (an unused output's gradient is undefined, not zeros: as torch)
+
+    def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
+        x, result = ctx.saved_tensors
+        grad, grad_mean = (grads[0], grads[1]) if pair else (grads[0], None)
+        dx = stats_backward(name, grad, grad_mean, x, result, ctx.dims, ctx.correction, ctx.keepdim)
+        return dx, None, None, None
+
+    outputs = "(Tensor var, Tensor mean)" if name == "var_mean" else \
+        "(Tensor std, Tensor mean)" if name == "std_mean" else "Tensor"
+    op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(),
+                                 schema=f"(Tensor input, int[]? dim, float correction, bool keepdim) -> {outputs}")
+    op.register_fake(fake)
+    op.register_autograd(backward, setup_context=setup)
+    return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
+        "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
+        "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward)})
+
+
+FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
+
+
+def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | None, keepdim: bool,
+                   correction: float | None) -> Any:
+    """A statistic under ``torch.compile`` (``torch.ops.tritred.<name>``) or with autograd (its Function): the
+    statistic, or (statistic, mean) for var_mean/std_mean."""
+    dim, corr = parse_correction(name, dim, unbiased, correction)
+    if _compiling():
+        return getattr(torch.ops.tritred, name)(input, dim_list(name, dim), corr, keepdim)
+    return FUNCTIONS[name].apply(input, dim, corr, keepdim)
