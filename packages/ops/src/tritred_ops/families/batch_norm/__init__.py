@@ -28,16 +28,11 @@ statistics.
 from __future__ import annotations
 
 import torch
-from tritred_core import ReductionSpec
 
+from ...runtime import grad_needed
+from .autograd import BatchNormFunction
 from .launch import batch_norm_call
-
-#: ``split``: the statistics launch over slices of each channel block's tiles (a split of 1: one slice), then the
-#: normalize launch; ``num_programs``: normalize programs looping over several tiles of a channel block.
-SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
-                     mirrors="torch.nn.functional.batch_norm",
-                     summary="per-channel statistics over (batch, *spatial); running stats updated in training",
-                     strategies=("split",), knobs=("num_programs",))
+from .spec import SPEC
 
 SPECS = {"batch_norm": SPEC}
 
@@ -70,4 +65,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
     """
+    if torch.compiler.is_compiling():  # dynamo: the registered op (no mutation), the running stats copied back
+        y, _, _, new_mean, new_var = torch.ops.tritred.batch_norm(
+            input, running_mean, running_var, weight, bias, training,
+            float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
+        if training and running_mean is not None and running_var is not None:
+            with torch.no_grad():
+                running_mean.copy_(new_mean)
+                running_var.copy_(new_var)
+        return y
+    if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
+        return BatchNormFunction.apply(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
     return batch_norm_call(SPEC, input, running_mean, running_var, weight, bias, training, momentum, eps)

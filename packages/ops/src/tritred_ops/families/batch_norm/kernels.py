@@ -148,9 +148,11 @@ def _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC: tl.constexpr):
 
 
 @triton.jit
-def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC: tl.constexpr,
-                    rm=None, rv=None):
-    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch).
+def _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo,
+                    ACC: tl.constexpr, rm=None, rv=None):
+    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch), read
+    from ``rm_ptr``/``rv_ptr`` and written to ``rm_out_ptr``/``rv_out_ptr``: the same pointers in place (eager),
+    new buffers for the registered op (which mutates none of its inputs).
 
     ``rm``/``rv``: the old values when the caller loaded them early (:func:`_load_running`, issued with the
     input's tile, so that their latency hides under the statistics instead of following them: the output's
@@ -161,8 +163,8 @@ def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, mome
     unbiased = div_exact(m2, n - 1, ACC)
     plain = total / n
     batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
-    tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
-    tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
+    tl.store(rm_out_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
+    tl.store(rv_out_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
 
 
 @triton.jit
@@ -175,15 +177,20 @@ def _normalize(x, mean, scale, bias, HAS_B: tl.constexpr):
 
 
 @triton.jit
-def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
+def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr,
+                  w_ptr, b_ptr, mean_out_ptr, invstd_out_ptr,
                   B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo,
                   momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
+                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False,
+                  STATS: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
     channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
     after the statistics launch (``runtime.dependent_launch``), waiting for its partials before anything else.
+    STATS (training): the channel block's first program also stores the batch mean and 1 / sqrt(var + eps) in ACC
+    to ``mean_out_ptr``/``invstd_out_ptr`` (what the backward pass reads: torch's save_mean, save_invstd). The
+    running statistics are read from ``rm_ptr``/``rv_ptr`` and written to ``rm_out_ptr``/``rv_out_ptr``.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
@@ -227,7 +234,11 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         mean = mean0 + corr
         rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
         if HAS_RUNNING:
-            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum, momentum_lo, ACC, rm, rv)
+            _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum,
+                            momentum_lo, ACC, rm, rv)
+        if STATS:
+            tl.store(mean_out_ptr + cs, mean, mask=c_ok)
+            tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
         tl.store(y_lanes, _normalize(x, mean, scale * rstd, bias, HAS_B), mask=mask)
     else:
         if FROM_RUNNING:
@@ -246,7 +257,12 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if first:
                     total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) + shift * n
-                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
+                    _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, total, momentum,
+                                    momentum_lo, ACC)
+            if STATS:  # noqa: SIM102
+                if first:
+                    tl.store(mean_out_ptr + cs, mean, mask=c_ok)
+                    tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
         scale = scale * rstd
         q_end = SPLIT * tiles_per_split
         q_lo = (pid // c_blocks) * tiles_per_program
