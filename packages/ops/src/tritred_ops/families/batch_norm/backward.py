@@ -105,7 +105,7 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
             if t is not None:
                 t.zero_()
         return dx, dw, db
-    x, dy, dxv, (B, S), strides = _canonical(input, grad_out, dx)
+    x, dy, (B, S), strides = _canonical(input, grad_out, dx)
     (xb, xs, xc), (gb, gs, gc), (eb, es, ec) = strides
     cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
                                   make_problem=lambda: Problem(
@@ -115,7 +115,7 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
     acc = acc_dtype(x.dtype)
     w = rt.unit_stride(weight) if weight is not None else dy
     mean_v, var_v = rt.unit_stride(mean), rt.unit_stride(var)
-    dxp = dxv if dxv is not None else dy  # (a pointer the kernels never touch without HAS_DX / WRITE_DX)
+    dxp = dx if dx is not None else dy  # (a pointer the kernels never touch without HAS_DX / WRITE_DX)
     dwp, dbp = (dw if dw is not None else dy), (db if db is not None else dy)
     dot = need_dw or (training and need_dx)  # sum(dy * (x - mean)) needed
     sums = dot or need_db  # any per-channel sum needed
@@ -154,16 +154,13 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
                SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, DIV_S=div_s, num_warps=cfg.num_warps,
                **(rt.dependent_launch(dev) if after_sums else {}))  # (after the sums launch)
-    if dx is not None and dxv is not dx:  # (never: dx's own layout always merges; kept for safety)
-        dx.copy_(dxv)
-        rec.replayable = False
     rec.save(key, *outs)
     return dx, dw, db
 
 
 def _canonical(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None) -> tuple[
-        torch.Tensor, torch.Tensor, torch.Tensor | None, tuple[int, int], tuple[tuple[int, int, int], ...]]:
-    """(x, dy, dx, (B, S), ((b, s, c) strides of x, dy, dx)) over one (batch, spatial, channel) view.
+        torch.Tensor, torch.Tensor, tuple[int, int], tuple[tuple[int, int, int], ...]]:
+    """(x, dy, (B, S), ((b, s, c) strides of x, dy, dx)) over one (batch, spatial, channel) view.
 
     The spatial dims are merged in the order of x's strides (channels-last: the order of memory) when x, dy and
     dx all merge in it, else in the standard order, gathering x or dy into a contiguous copy where they do not
@@ -174,21 +171,20 @@ def _canonical(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None) -> tu
     views = [_bsc(t, order) for t in tensors]
     if any(v is None for v in views):
         order = [d for d in range(2, x.dim()) if x.shape[d] != 1]
-        for i in range(len(tensors)):
+        for i in range(2):  # (dx, contiguous or channels-last, merges in the standard order)
             if _bsc(tensors[i], order) is None:
                 log.debug("tritred.batch_norm backward: strides %s are gathered (one copy)", tensors[i].stride())
                 tensors[i] = tensors[i].contiguous()
         views = [_bsc(t, order) for t in tensors]
     x, dy = tensors[0], tensors[1]
-    dxv = tensors[2] if dx is not None else None
     full = [v for v in views if v is not None]
-    assert len(full) == len(views)
+    assert len(full) == len(views), "dx merges in the standard order"
     if dx is None:
         full.append(full[1])  # (no dx: its strides are never used)
     B = x.shape[0]
     S = full[0][0]
     if S == 1:  # [B, C]: the batch is the spatial axis
-        return x, dy, dxv, (1, B), tuple((0, v[1], v[3]) for v in full)
+        return x, dy, (1, B), tuple((0, v[1], v[3]) for v in full)
     if B == 1 or all(v[1] == S * v[2] for v in full):  # channels-last (or one image): batch and spatial merge
-        return x, dy, dxv, (1, B * S), tuple((0, v[2], v[3]) for v in full)
-    return x, dy, dxv, (B, S), tuple((v[1], v[2], v[3]) for v in full)
+        return x, dy, (1, B * S), tuple((0, v[2], v[3]) for v in full)
+    return x, dy, (B, S), tuple((v[1], v[2], v[3]) for v in full)
