@@ -209,9 +209,11 @@ def test_forced_branches(cfg, force, monkeypatch, device):
 
 
 def test_statistics_far_from_zero(force, device):
-    """Channels at 1e3 +- 1: the sums take x less the saved mean (no E[x*dy] - E[x]E[dy] cancellation)."""
+    """Channels at 1e3 +- 1: the sums take x less the saved mean (no E[x*dy] - E[x]E[dy] cancellation). The
+    float32 mean itself rounds by up to 6e-5 at 1000 (torch saves the same), which moves every x_hat by that
+    and dw by that times sum(dy) (~sqrt(n)): ~32 float32 roundings of 1000 / sqrt(n) per sqrt(n) terms."""
     force("batch_norm", direction="backward", strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3)
-    _check(randn((8, 3, 40), torch.float32, device, offset=1000.0), True, scale=8.0)
+    _check(randn((8, 3, 40), torch.float32, device, offset=1000.0), True, scale=128.0)
     _check(randn((8, 3, 40), torch.float32, device, offset=-1000.0), False, need=NEEDS["params"], scale=2e3)
 
 
