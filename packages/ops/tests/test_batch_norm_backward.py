@@ -16,14 +16,25 @@ NEEDS = {"all": (True, True, True), "input": (True, False, False), "weight": (Fa
 
 
 def _launched(monkeypatch):
-    """The names of the kernels launched from now on (through ``Recorder.launch``), in order."""
+    """The launches from now on (through ``Recorder.launch``), in order: the forward's ``apply`` last of its own;
+    the backward's ``sums``, ``finish`` (the partials merged once per channel), ``tile`` (the sums from one tile),
+    ``dx(merge)`` (merging the partials itself), ``dx(coefs)`` (after a finish) and ``dx`` (eval: dy alone)."""
     from tritred_ops.runtime import replay
 
     seen: list[str] = []
     real = replay.Recorder.launch
 
+    def label(name, kw):  # noqa: ANN001
+        if name != "_dx_kernel":
+            return name.strip("_").removesuffix("_kernel")
+        if kw["RESIDENT"]:
+            return "tile"
+        if not kw["HAS_DX"]:
+            return "finish"
+        return "dx(merge)" if kw["SUMS"] else "dx(coefs)" if kw.get("COEFS") else "dx"
+
     def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
-        seen.append(kernel.fn.__name__)
+        seen.append(label(kernel.fn.__name__, kwargs))
         return real(self, kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(replay.Recorder, "launch", spy)
@@ -170,42 +181,47 @@ def test_weight_only_and_bias_only(device):
             assert_close(g, r, n=28, scale=8, what="grad")
 
 
-# Every backward launch branch: training (sums then dx; one tile), eval (dx alone; sums writing dx; one tile),
-# weight/bias gradients without dx (sums then the per-channel finish), db without dw (no dot product).
+# Every backward launch branch: training (sums, then dx merging the partials itself, or a finish launch merging
+# them once per channel and dx reading its coefficients; one tile), eval (dx alone; sums writing dx, then the
+# finish; one tile), weight/bias gradients without dx (sums, finish), db without dw (no dot product).
 BRANCHES = {
     "split-edges": dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3),
     "split-1": dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=1, split=1),
     "many-slices": dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=200),
     "channel-blocks": dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=2, split=2),
     "loop-programs": dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3, num_programs=10),
+    "finish": dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=4, split=40),  # 4 x 32 partials: merged once
     "one-tile": dict(strategy="split", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1, split=1),
 }
-EXPECTED = {  # (training, one tile, need) -> the backward launches
-    (True, False, "all"): ["_sums_kernel", "_dx_kernel"], (True, True, "all"): ["_dx_kernel"],
-    (False, False, "all"): ["_sums_kernel", "_dx_kernel"], (False, True, "all"): ["_dx_kernel"],
-    (False, False, "input"): ["_dx_kernel"], (False, True, "input"): ["_dx_kernel"],
-    (True, False, "params"): ["_sums_kernel", "_dx_kernel"], (True, True, "params"): ["_dx_kernel"],
-    (True, False, "bias"): ["_sums_kernel", "_dx_kernel"], (False, False, "weight"): ["_sums_kernel", "_dx_kernel"],
+EXPECTED = {  # need -> (training, eval) backward launches, for configs that merge inline / finish / one tile
+    "all": {"inline": (["sums", "dx(merge)"], ["sums", "finish"]),
+            "finish": (["sums", "finish", "dx(coefs)"], ["sums", "finish"]),
+            "one-tile": (["tile"], ["tile"])},
+    "input": {"inline": (["sums", "dx(merge)"], ["dx"]), "finish": (["sums", "finish", "dx(coefs)"], ["dx"]),
+              "one-tile": (["tile"], ["dx"])},
+    "params": {"inline": (["sums", "finish"],) * 2, "finish": (["sums", "finish"],) * 2,
+               "one-tile": (["tile"], ["tile"])},
+    "bias": {"inline": (["sums", "finish"],) * 2, "finish": (["sums", "finish"],) * 2,
+             "one-tile": (["tile"], ["tile"])},
 }
 
 
 @pytest.mark.parametrize("cfg", list(BRANCHES), ids=str)
 def test_forced_branches(cfg, force, monkeypatch, device):
     force("batch_norm", direction="backward", **BRANCHES[cfg])
-    one_tile = cfg == "one-tile"
+    mode = cfg if cfg in ("finish", "one-tile") else "inline"
     launched = _launched(monkeypatch)
-    for (training, tile, need), kernels in EXPECTED.items():
-        if tile != one_tile:
-            continue
-        # (many slices of one tile each, groups of 2 lanes: a small input, the interpreter runs every program)
-        x = randn((2, 2, 5) if cfg == "many-slices" else (3, 5, 7, 3), torch.float32, device)
-        if cfg == "channel-blocks":
-            x = x.to(memory_format=torch.channels_last)
-        launched.clear()
-        caches().clear()  # (no replayed plans: every launch goes through the recorder)
-        assert _check(x, training, need=NEEDS[need]) is not None
-        last_forward = max(i for i, k in enumerate(launched) if k == "_apply_kernel")
-        assert launched[last_forward + 1:] == kernels, (training, need, launched)
+    for need, modes in EXPECTED.items():
+        for training, kernels in zip((True, False), modes[mode]):
+            # (many slices of one tile each, groups of 2 lanes: a small input, the interpreter runs every program)
+            x = randn((2, 2, 5) if cfg == "many-slices" else (3, 5, 7, 3), torch.float32, device)
+            if cfg in ("channel-blocks", "finish"):
+                x = x.to(memory_format=torch.channels_last)
+            launched.clear()
+            caches().clear()  # (no replayed plans: every launch goes through the recorder)
+            assert _check(x, training, need=NEEDS[need]) is not None
+            last_forward = max(i for i, k in enumerate(launched) if k == "apply")
+            assert launched[last_forward + 1:] == kernels, (training, need, launched)
 
 
 def test_statistics_far_from_zero(force, device):

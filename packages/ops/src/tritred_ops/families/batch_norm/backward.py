@@ -41,6 +41,7 @@ from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .backward_kernels import _dx_kernel, _sums_kernel
 from .launch import _bsc, _nchw_hint, _out_format
+from .rules import finish_block, merge_inline
 
 log = logging.getLogger("tritred")
 
@@ -140,20 +141,33 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
                    BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, FROM_RUNNING=not training, DOT=dot,
                    WRITE_DX=need_dx and not training, HAS_W=weight is not None, DIV_S=div_s,
                    num_warps=cfg.num_warps)
-    has_dx = need_dx and (training or not after_sums)  # (eval's dx came with the sums)
-    units = split * tiles_per_split
-    if has_dx:  # cfg.num_programs > 0: num_programs / c_blocks programs per channel block looping over its tiles
-        per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
-        tiles_per_program = rt.cdiv(units, min(per_block, units))
-        grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
-    else:  # dw and db only: one program per channel block
-        tiles_per_program, grid = units, (c_blocks,)
-    rec.launch(_dx_kernel, grid, x, dy, dxp, mean_v, var_v, w, psum, pdot, dwp, dbp, *common, tiles_per_split,
-               tiles_per_program, *scalars, FROM_RUNNING=not training, RESIDENT=resident, SUMS=after_sums, DOT=dot,
-               HAS_DX=has_dx, HAS_DW=need_dw, HAS_DB=need_db, HAS_W=weight is not None, ACC=tl_dtype(acc),
-               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-               BLOCK_K=cfg.BLOCK_K, DIV_S=div_s, num_warps=cfg.num_warps,
-               **(rt.dependent_launch(dev) if after_sums else {}))  # (after the sums launch)
+    dx_launch = need_dx and (training or not after_sums)  # (eval's dx came with the sums)
+    finish = after_sums and not (dx_launch and merge_inline(cfg.BLOCK_K, split))
+    dx_args = (x, dy, dxp, mean_v, var_v, w, psum, pdot, dwp, dbp)
+    flags = dict(FROM_RUNNING=not training, DOT=dot, HAS_W=weight is not None, ACC=tl_dtype(acc), SPLIT=split,
+                 BLOCK_S=rt.next_pow2(split))
+    coef = psum
+    if finish:  # the partials merged once per channel: dw, db, and training's per-channel dx coefficients
+        coefs = training and need_dx
+        coef = rec.empty((2, Ch), acc, dev) if coefs else psum
+        block_c, warps = finish_block(Ch, split)
+        rec.launch(_dx_kernel, (rt.cdiv(Ch, block_c),), *dx_args, coef, *common, tiles_per_split, 1, *scalars,
+                   RESIDENT=False, SUMS=True, HAS_DX=False, HAS_DW=need_dw, HAS_DB=need_db, BLOCK_M=1, BLOCK_N=1,
+                   BLOCK_K=block_c, STORE_COEFS=coefs, num_warps=warps, **flags,
+                   **rt.dependent_launch(dev))  # (after the sums launch)
+    if dx_launch or not finish:
+        units = split * tiles_per_split
+        if dx_launch:  # cfg.num_programs > 0: num_programs / c_blocks programs per channel block loop over its tiles
+            per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
+            tiles_per_program = rt.cdiv(units, min(per_block, units))
+            grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
+        else:  # dw and db only (the sums from one tile): one program per channel block
+            tiles_per_program, grid = units, (c_blocks,)
+        rec.launch(_dx_kernel, grid, *dx_args, coef, *common, tiles_per_split, tiles_per_program, *scalars,
+                   RESIDENT=resident, SUMS=after_sums and not finish, HAS_DX=dx_launch,
+                   HAS_DW=need_dw and not finish, HAS_DB=need_db and not finish, BLOCK_M=cfg.BLOCK_M,
+                   BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV_S=div_s, COEFS=finish, num_warps=cfg.num_warps,
+                   **flags, **(rt.dependent_launch(dev) if after_sums else {}))  # (after the sums or finish launch)
     rec.save(key, *outs)
     return dx, dw, db
 

@@ -34,8 +34,9 @@ def _channel_consts(mean_ptr, var_ptr, w_ptr, cs, c_ok, eps, eps_lo, FROM_RUNNIN
 
 @triton.jit
 def _count(B, S, ACC: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The number of values per channel, B * S, in ACC (int64 product: past 2^31 values per channel too)."""
-    return tl.zeros([BLOCK_K], ACC) + (B.to(tl.int64) * S).to(ACC)
+    """The number of values per channel, B * S, in ACC (int64 product: past 2^31 values per channel too; B is a
+    constexpr 1 where batch and spatial merged)."""
+    return ((tl.zeros([BLOCK_K], tl.int64) + B) * S).to(ACC)
 
 
 @triton.jit
@@ -124,12 +125,13 @@ def _dx_tile(x_at, dy_at, dx_at, mask, mean, scale, mdy, k, FROM_RUNNING: tl.con
 
 
 @triton.jit
-def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_ptr, dw_ptr, db_ptr, B, S, C,
-               s_b, s_s, s_c, g_b, g_s, g_c, d_b, d_s, d_c, tiles_per_split, tiles_per_program, eps, eps_lo,
+def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_ptr, dw_ptr, db_ptr, coef_ptr,
+               B, S, C, s_b, s_s, s_c, g_b, g_s, g_c, d_b, d_s, d_c, tiles_per_split, tiles_per_program, eps, eps_lo,
                FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr, SUMS: tl.constexpr, DOT: tl.constexpr,
                HAS_DX: tl.constexpr, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr, HAS_W: tl.constexpr,
                ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False,
+               STORE_COEFS: tl.constexpr = False, COEFS: tl.constexpr = False):
     """dx over ``tiles_per_program`` tiles of one channel block, and (its first program) dw and db.
 
     The sums: RESIDENT (one tile holds the channel block), from the tile in registers (one read of x and dy, one
@@ -137,7 +139,9 @@ def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_p
     per program, shared by its tiles; WAIT: a dependent launch after it, waiting for them first). Training (not
     FROM_RUNNING): ``dx = w * invstd * (dy - sum(dy) / n - (x - mean) * invstd^2 * sum(dy * (x - mean)) / n)``;
     eval: ``dx = dy * w * invstd``. ``dw = invstd * sum(dy * (x - mean))``, ``db = sum(dy)``, stored in their
-    tensors' dtypes. Without HAS_DX the launch is c_blocks programs that only finish dw and db.
+    tensors' dtypes. Without HAS_DX the launch is programs of BLOCK_K channels that only finish dw and db (the
+    finish launch), and with STORE_COEFS also training's per-channel ``mean(dy)`` and ``mean(dy * x_hat) *
+    invstd`` (``coef_ptr``: ``[2, C]``), which a dx launch with COEFS then reads instead of merging partials.
 
     Tile order mirrors the sums pass, as the forward's normalize launch: the first programs take the tiles that
     each sums program read last (the likeliest to still be in L2).
@@ -186,10 +190,17 @@ def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_p
     if HAS_DB:  # noqa: SIM102
         if first:
             tl.store(db_ptr + cs, s_dy, mask=c_ok)
-    if HAS_DX:
+    if STORE_COEFS or HAS_DX:
         inv_n = div_exact(1.0, _count(B, S, ACC, BLOCK_K), ACC)
         mdy = s_dy * inv_n  # mean(dy)
         k = s_dot * inv_n * invstd * invstd  # mean(dy * x_hat) * invstd
+        if STORE_COEFS:
+            tl.store(coef_ptr + cs, mdy, mask=c_ok)
+            tl.store(coef_ptr + C + cs, k, mask=c_ok)
+        if COEFS:
+            mdy = tl.load(coef_ptr + cs, mask=c_ok, other=0)
+            k = tl.load(coef_ptr + C + cs, mask=c_ok, other=0)
+    if HAS_DX:
         if RESIDENT:
             if FROM_RUNNING:
                 dx = dy * scale[None, :]

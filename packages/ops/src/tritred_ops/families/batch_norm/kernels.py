@@ -184,7 +184,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False,
-                  STATS: tl.constexpr = False):
+                  STATS: tl.constexpr = False, COEFS: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
     channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
     after the statistics launch (``runtime.dependent_launch``), waiting for its partials before anything else.
@@ -195,7 +195,10 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
     the whole channel block), from the tile itself: one launch, one read. The first program of each channel
-    block also updates the running statistics. Eval: mean and variance are the running ones.
+    block also updates the running statistics. Eval: mean and variance are the running ones. Where the partials
+    are too many to merge in every program (``rules.merge_inline``), a finish launch of this kernel (no tiles:
+    ``tiles_per_program`` 0, STATS) merges them once per channel, updates the running statistics and stores mean
+    and rstd, and the normalize launch (COEFS) reads those from ``mean_out_ptr``/``invstd_out_ptr``.
 
     Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
     (the likeliest to still be in L2), stepping back through the tile ranges.
@@ -244,6 +247,9 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         if FROM_RUNNING:
             mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
             rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+        elif COEFS:  # merged once per channel by the finish launch
+            mean = tl.load(mean_out_ptr + cs, mask=c_ok, other=0)
+            rstd = tl.load(invstd_out_ptr + cs, mask=c_ok, other=0)
         else:
             sp = tl.arange(0, BLOCK_S)
             pmask = c_ok[:, None] & (sp < SPLIT)[None, :]

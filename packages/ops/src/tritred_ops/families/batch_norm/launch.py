@@ -18,6 +18,7 @@ from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .kernels import _apply_kernel, _stats_kernel
+from .rules import finish_block, merge_inline
 
 log = logging.getLogger("tritred")
 
@@ -229,14 +230,24 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
     grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
     rm_in, rv_in = (rm_buf, rv_buf) if has_running else (y, y)
     rm_to, rv_to = (new_rm, new_rv) if new_running else (rm_in, rv_in)
-    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w, b,
-               mean_out if mean_out is not None else y, invstd_out if invstd_out is not None else y,
-               B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, tiles_per_program,
-               *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
-               HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
-               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+    stats_to = (mean_out if mean_out is not None else y, invstd_out if invstd_out is not None else y)
+    flags = dict(FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
+                 SPLIT=split, BLOCK_S=rt.next_pow2(split))
+    scalars = (*f32_split(float(eps)), *f32_split(float(momentum)))
+    finish = training and not resident and not merge_inline(cfg.BLOCK_K, split)
+    if finish:  # the partials merged once per channel (mean, rstd, the running statistics), then normalize
+        stats_to = (mean_out if mean_out is not None else rec.empty((Ch,), acc, dev),
+                    invstd_out if invstd_out is not None else rec.empty((Ch,), acc, dev))
+        block_c, warps = finish_block(Ch, split)
+        rec.launch(_apply_kernel, (rt.cdiv(Ch, block_c),), x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w,
+                   b, *stats_to, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, 0, *scalars, RESIDENT=False,
+                   HAS_RUNNING=has_running, BLOCK_M=1, BLOCK_N=1, BLOCK_K=block_c, STATS=True, num_warps=warps,
+                   **flags, **rt.dependent_launch(dev))  # (after the statistics launch)
+    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w, b, *stats_to,
+               B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, tiles_per_program, *scalars, RESIDENT=resident,
+               HAS_RUNNING=has_running and not finish, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
-               STATS=mean_out is not None,
+               STATS=mean_out is not None and not finish, COEFS=finish, **flags,
                **(rt.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
     if not new_running:
         _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)

@@ -107,3 +107,24 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     split = max(1, min(tiles, caps.col_programs // cdiv(K, block_k)))
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                         num_warps=min(warps, caps.max_warps))
+
+
+#: The most partials (channels x slices, the slices rounded up to a power of two) that each program of the
+#: backward's dx launch merges itself; past it a finish launch merges them once per channel.
+MERGE_INLINE = 64
+
+
+def merge_inline(block_k: int, split: int) -> bool:
+    """Whether each program of the backward's dx launch merges its channel block's split partials itself (NCHW:
+    one channel of a few slices, a few loads per program) rather than reading per-channel coefficients that a
+    finish launch merged once (one launch more). Why: channels-last blocks of 64 channels split ~260 ways held
+    64 x 512 partials of two sums in each dx program (sm_90 compile: 255 registers and spills) and read ~130 KB of
+    partials per program from L2, ~4x the bytes of the tensors themselves over 12576 programs of 64x256x56x56."""
+    return block_k * next_pow2(split) <= MERGE_INLINE
+
+
+def finish_block(channels: int, split: int) -> tuple[int, int]:
+    """(channels per program, warps) of the backward's finish launch, which merges ``split`` partials of two sums
+    per channel: ~2048 partials of each sum per program on 4 warps (16 per thread), at least one channel."""
+    block_s = next_pow2(split)
+    return max(1, min(next_pow2(channels), 2048 // block_s)), 4
