@@ -264,13 +264,13 @@ def test_one_dim_inputs(device):
 
 @pytest.mark.parametrize("layout", ["nchw", "cl"])
 def test_many_partials_merge_once_per_channel(layout, force, monkeypatch, device):
-    """Channel blocks of many slices (``rules.merge_inline``: 4 channels x 32 slices): a finish launch merges the
+    """Channel blocks of many slices (``rules.merge_inline``: 8 channels x 64 slices): a finish launch merges the
     partials once per channel (mean, rstd, the running statistics), then the normalize launch reads them; the same
     output and running statistics as torch, in place and through the registered op (new running statistics)."""
     from tritred_ops.runtime import replay
     from tritred_ops.runtime.caches import caches
 
-    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=4, split=40)
+    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=1, BLOCK_K=8, split=100)
     seen: list[tuple] = []
     real = replay.Recorder.launch
     monkeypatch.setattr(replay.Recorder, "launch", lambda self, k, grid, *a, **kw: seen.append(

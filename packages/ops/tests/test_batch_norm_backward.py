@@ -181,6 +181,40 @@ def test_weight_only_and_bias_only(device):
             assert_close(g, r, n=28, scale=8, what="grad")
 
 
+def test_strided_parameters_and_running_stats(device):
+    """Strided weight, bias and running statistics (read through unit-stride copies; the running statistics updated
+    once, in place or through the registered op's new ones), bf16 parameters beside a bf16 input (their gradients
+    in bf16)."""
+    x = randn((4, 3, 5), torch.bfloat16, device)
+    p = randn((12,), torch.bfloat16, device)
+    for training in (True, False):
+        for fn in (tr.batch_norm, torch.compile(tr.batch_norm, backend="aot_eager", fullgraph=True)):
+            stats = torch.stack([torch.zeros(3, device=device), torch.ones(3, device=device)], 1)  # (3, 2): strided
+            w, b = p[::4].clone().requires_grad_(), p[1::4]
+            xx = x.clone().requires_grad_()
+            y = fn(xx, stats[:, 0], stats[:, 1], w[None].expand(2, 3)[0], b, training, 0.5, 1e-5)
+            dy = randn(x.shape, x.dtype, device)
+            dx, dw = torch.autograd.grad(y, (xx, w), dy)
+            rstats = torch.stack([torch.zeros(3), torch.ones(3)], 1).double()
+            rx, rw = x.double().cpu().requires_grad_(), w.detach().double().cpu().requires_grad_()
+            ry = F.batch_norm(rx, rstats[:, 0], rstats[:, 1], rw, b.double().cpu(), training, 0.5, 1e-5)
+            rdx, rdw = torch.autograd.grad(ry, (rx, rw), dy.double().cpu())
+            assert dx.dtype == dw.dtype == torch.bfloat16
+            assert_close(dx, rdx, n=20, scale=8, what=f"dx training={training}")
+            assert_close(dw, rdw, n=20, scale=8, what=f"dw training={training}")
+            assert_close(stats, rstats, n=20, scale=4, what="running statistics")
+    torch._dynamo.reset()
+
+
+def test_errors_as_the_forward(device):
+    """A call that needs grad raises torch's errors, as the inference path does."""
+    x = randn((4, 3, 2), torch.float32, device).requires_grad_()
+    with pytest.raises(RuntimeError, match="running_mean"):
+        tr.batch_norm(x, None, None, training=False)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        tr.batch_norm(x[:1, :, :1], None, None, training=True)
+
+
 # Every backward launch branch: training (sums, then dx merging the partials itself, or a finish launch merging
 # them once per channel and dx reading its coefficients; one tile), eval (dx alone; sums writing dx, then the
 # finish; one tile), weight/bias gradients without dx (sums, finish), db without dw (no dot product).
@@ -190,7 +224,7 @@ BRANCHES = {
     "many-slices": dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=1, split=200),
     "channel-blocks": dict(strategy="split", BLOCK_M=2, BLOCK_N=4, BLOCK_K=2, split=2),
     "loop-programs": dict(strategy="split", BLOCK_M=2, BLOCK_N=8, BLOCK_K=1, split=3, num_programs=10),
-    "finish": dict(strategy="split", BLOCK_M=1, BLOCK_N=2, BLOCK_K=4, split=40),  # 4 x 32 partials: merged once
+    "finish": dict(strategy="split", BLOCK_M=1, BLOCK_N=1, BLOCK_K=16, split=100),  # 16 x 32: merged once
     "one-tile": dict(strategy="split", BLOCK_M=4, BLOCK_N=32, BLOCK_K=1, split=1),
 }
 EXPECTED = {  # need -> (training, eval) backward launches, for configs that merge inline / finish / one tile
@@ -213,9 +247,10 @@ def test_forced_branches(cfg, force, monkeypatch, device):
     launched = _launched(monkeypatch)
     for need, modes in EXPECTED.items():
         for training, kernels in zip((True, False), modes[mode]):
-            # (many slices of one tile each, groups of 2 lanes: a small input, the interpreter runs every program)
-            x = randn((2, 2, 5) if cfg == "many-slices" else (3, 5, 7, 3), torch.float32, device)
-            if cfg in ("channel-blocks", "finish"):
+            # (many slices of one tile each, groups of 2 lanes: small inputs, the interpreter runs every program)
+            shape = {"many-slices": (2, 2, 5), "finish": (3, 2, 6)}.get(cfg, (3, 5, 7, 3))
+            x = randn(shape, torch.float32, device)
+            if cfg == "channel-blocks":
                 x = x.to(memory_format=torch.channels_last)
             launched.clear()
             caches().clear()  # (no replayed plans: every launch goes through the recorder)

@@ -22,7 +22,16 @@ Training runs two launches, both deterministic:
    statistics' last programs finish and waits for their partials.
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
-statistics.
+statistics. Channel blocks of many slices (channels-last: 64 channels, ~260 slices) have their partials merged
+once per channel by a finish launch of 2 (no tiles) before the normalize launch reads mean and rstd
+(``rules.merge_inline``).
+
+Backward (:mod:`.backward`, torch's ``native_batch_norm_backward``): per-channel sums of dy and dy * (x - mean)
+over the same tiles, then dx; autograd in :mod:`.autograd`. The public function takes one of three paths: the
+registered op ``torch.ops.tritred.batch_norm`` under ``torch.compile`` (no mutation: it returns the new running
+statistics, copied back here), the autograd Function when a tensor argument requires grad, else the launcher
+(the replayed fast path). Saved for backward: the input, the weight, the fp32 batch mean and invstd (training) or
+the running statistics (eval).
 """
 
 from __future__ import annotations
@@ -49,6 +58,10 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         weight, bias: optional ``[C]`` affine parameters.
         training: use batch statistics (and update the running ones) instead of the running statistics.
         momentum: float in the update above. eps: added to the variance inside the square root.
+
+    Autograd: gradients of input, weight and bias as torch's (training: through the batch statistics; eval: the
+    running ones), in their tensors' dtypes, computed in fp32 (fp64 for fp64 inputs); not twice differentiable.
+    Under ``torch.compile`` the call is the registered op ``torch.ops.tritred.batch_norm`` (fullgraph-safe).
 
     Returns:
         Tensor of the input's shape and dtype, in torch's memory format for it: contiguous, or channels-last

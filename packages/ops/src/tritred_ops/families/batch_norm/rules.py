@@ -3,7 +3,8 @@
 Its Problem is (M = batch, N = spatial, K = channels) with the input's strides; the tiles run along whichever of
 spatial (NCHW) or channels (channels-last) is contiguous. Training is two launches (statistics over slices of each
 channel block's tiles, then the normalize launch, which merges them), or one when a tile holds a whole channel
-block; eval is the normalize launch alone. The backward pass (``direction="backward"``, :func:`backward_config`)
+block; eval is the normalize launch alone. Many partials per channel block are merged once per channel by a finish
+launch first (:func:`merge_inline`). The backward pass (``direction="backward"``, :func:`backward_config`)
 runs on the same tiles: per-channel sums of dy and dy * (x - mean), then dx.
 """
 
@@ -110,16 +111,21 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
 
 
 #: The most partials (channels x slices, the slices rounded up to a power of two) that each program of the
-#: backward's dx launch merges itself; past it a finish launch merges them once per channel.
-MERGE_INLINE = 64
+#: normalize launch (forward) or the dx launch (backward) merges itself; past it a finish launch merges them once
+#: per channel.
+MERGE_INLINE = 256
 
 
 def merge_inline(block_k: int, split: int) -> bool:
-    """Whether each program of the backward's dx launch merges its channel block's split partials itself (NCHW:
-    one channel of a few slices, a few loads per program) rather than reading per-channel coefficients that a
-    finish launch merged once (one launch more). Why: channels-last blocks of 64 channels split ~260 ways held
-    64 x 512 partials of two sums in each dx program (sm_90 compile: 255 registers and spills) and read ~130 KB of
-    partials per program from L2, ~4x the bytes of the tensors themselves over 12576 programs of 64x256x56x56."""
+    """Whether each program of the normalize launch (forward) or the dx launch (backward) merges its channel
+    block's split partials itself (NCHW: one channel of a few slices, a few loads per program) rather than reading
+    per-channel values that a finish launch merged once (one launch more). Why: channels-last blocks of 64
+    channels split ~260 ways held 64 x 512 partials in each program (sm_90 compile of 64x256x56x56 bf16: the
+    forward's normalize launch 255 registers and 2.6 KB of spills, 15.6 KB with the saved statistics; the
+    backward's dx launch 255 registers) and read 130-200 KB of partials per program from L2 over 12576 programs,
+    several times the bytes of the tensors. With the finish launch: 40-64 registers, no spills. NCHW configs (one
+    channel, up to 256 slices: 4 channels or more on the H200, the measured cases among them) keep their two
+    launches."""
     return block_k * next_pow2(split) <= MERGE_INLINE
 
 
