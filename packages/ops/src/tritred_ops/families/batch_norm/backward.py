@@ -23,7 +23,10 @@ Launches (the forward's tiles, each tensor read through its own strides; determi
    and db; then training's dx, tiles in the mirror order of launch 1 (a dependent launch after it on sm_90+).
 
 When one tile holds a whole channel block (small ``B * S``), launch 2 alone takes the sums from its tile in
-registers: one read of x and dy. Eval without weight or bias gradients is launch 2 alone, reading dy only.
+registers: one read of x and dy. Eval without weight or bias gradients is launch 2 alone, reading dy only. Where
+each channel block has too many partials to merge in every program (channels-last: 64 channels x ~260 slices,
+``rules.merge_inline``), and whenever launch 2 has no dx to write, a finish launch of ``_dx_kernel`` (no tiles)
+merges them once per channel into dw, db and training's two per-channel dx coefficients, which launch 2 reads.
 
 Bytes (N elements of s bytes): training reads x and dy twice and writes dx once, 5·N·s (the one-launch path:
 3·N·s); eval 3·N·s with weight or bias gradients, 2·N·s without.
