@@ -151,6 +151,17 @@ def calls():
     yield "layer_norm float32 two rows", lambda: tr.layer_norm(r(64, 5120), (5120,), r(5120), r(5120))
     yield "batch_norm channels-last", lambda: tr.batch_norm(
         r(8, 16, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True, 0.1, 1e-5)
+    # batch_norm backward (through autograd: the forward's launches keep the batch statistics) and its registered op
+    yield "batch_norm backward training, sums then dx", lambda: _bn_backward(r(16, 8, 32, 32, dtype=bf), True)
+    yield "batch_norm backward training, one tile", lambda: _bn_backward(r(8, 16, 7, 7, dtype=bf), True, affine=False)
+    yield "batch_norm backward eval, sums writing dx", lambda: _bn_backward(r(16, 8, 32, 32), False)
+    yield "batch_norm backward eval, dx only", lambda: _bn_backward(r(16, 8, 32, 32), False, affine=False)
+    yield "batch_norm backward channels-last, weight and bias only", lambda: _bn_backward(
+        r(8, 64, 14, 14, dtype=bf).to(memory_format=torch.channels_last), True, input_grad=False)
+    yield "batch_norm backward channels-last training (batch merged: B a constexpr 1)", lambda: _bn_backward(
+        r(8, 64, 14, 14, dtype=bf).to(memory_format=torch.channels_last), True)
+    yield "batch_norm functional op (new running stats)", lambda: torch.ops.tritred.batch_norm(
+        r(8, 16, 28, 28, dtype=bf), torch.zeros(16), torch.ones(16), None, None, True, 0.1, 1e-5)
     # strategies only a plugin or `tritred tune` picks
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),
@@ -183,6 +194,15 @@ def calls():
     yield "softmax backward persistent rows", lambda: _forced("softmax", dict(strategy="single_pass", BLOCK_M=2,
                                                                               BLOCK_N=1024, num_programs=528),
                                                               lambda: sb(0, r(4096, 1000), r(4096, 1000), -1, f32))
+
+
+def _bn_backward(x: torch.Tensor, training: bool, affine: bool = True, input_grad: bool = True) -> None:
+    """batch_norm forward and backward through autograd (compiled only: the values are never read)."""
+    import tritred_ops as tr
+    c = x.shape[1]
+    w, b = (torch.randn(c, requires_grad=True), torch.randn(c, requires_grad=True)) if affine else (None, None)
+    y = tr.batch_norm(x.requires_grad_(input_grad), torch.zeros(c), torch.ones(c), w, b, training, 0.1, 1e-5)
+    y.backward(torch.randn_like(y))
 
 
 def _forced(op: str, config: dict, call):  # noqa: ANN001

@@ -260,3 +260,35 @@ def test_one_dim_inputs(device):
     with pytest.raises(RuntimeError, match="weight should contain 0 elements not 5"):
         tr.batch_norm(randn((5,), torch.float32, device), None, None, randn((5,), torch.float32, device),
                       training=True)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "cl"])
+def test_many_partials_merge_once_per_channel(layout, force, monkeypatch, device):
+    """Channel blocks of many slices (``rules.merge_inline``: 8 channels x 64 slices): a finish launch merges the
+    partials once per channel (mean, rstd, the running statistics), then the normalize launch reads them; the same
+    output and running statistics as torch, in place and through the registered op (new running statistics)."""
+    from tritred_ops.runtime import replay
+    from tritred_ops.runtime.caches import caches
+
+    force("batch_norm", strategy="split", BLOCK_M=1, BLOCK_N=1, BLOCK_K=8, split=100)
+    seen: list[tuple] = []
+    real = replay.Recorder.launch
+    monkeypatch.setattr(replay.Recorder, "launch", lambda self, k, grid, *a, **kw: seen.append(
+        (k.fn.__name__, kw.get("COEFS", False))) or real(self, k, grid, *a, **kw))
+    x = randn((3, 5, 7, 3), torch.float32, device)
+    if layout == "cl":
+        x = x.to(memory_format=torch.channels_last)
+    caches().clear()
+    _run(x, True)
+    assert seen == [("_stats_kernel", False), ("_apply_kernel", False), ("_apply_kernel", True)], seen
+    rm, rv = torch.zeros(5, device=device), torch.ones(5, device=device)
+    y, mean, invstd, new_rm, new_rv = torch.ops.tritred.batch_norm(x, rm, rv, None, None, True, 0.3, 1e-5)
+    rm_ref, rv_ref = rm.double().cpu(), rv.double().cpu()
+    ref = F.batch_norm(x.double().cpu(), rm_ref, rv_ref, None, None, True, 0.3, 1e-5)
+    assert torch.equal(rm, torch.zeros_like(rm)) and torch.equal(rv, torch.ones_like(rv))  # (the op mutates none)
+    assert_close(y, ref, n=16, scale=8, what="y")
+    assert_close(new_rm, rm_ref, n=63, scale=2, what="new running_mean")
+    assert_close(new_rv, rv_ref, n=63, scale=4, what="new running_var")
+    xd = x.double().cpu()
+    assert_close(mean, xd.mean((0, 2, 3)), n=63, scale=2, what="save_mean")
+    assert_close(invstd, (xd.var((0, 2, 3), unbiased=False) + 1e-5).rsqrt(), n=63, scale=2, what="save_invstd")

@@ -22,22 +22,26 @@ Training runs two launches, both deterministic:
    statistics' last programs finish and waits for their partials.
 When one tile holds a whole channel block (``B * S`` small: 32x2048x7x7), training is one launch: the apply
 kernel takes the statistics from its own tile (one read, one write). Eval runs 2 alone, with the running
-statistics.
+statistics. Channel blocks of many slices (channels-last: 64 channels, ~260 slices) have their partials merged
+once per channel by a finish launch of 2 (no tiles) before the normalize launch reads mean and rstd
+(``rules.merge_inline``).
+
+Backward (:mod:`.backward`, torch's ``native_batch_norm_backward``): per-channel sums of dy and dy * (x - mean)
+over the same tiles, then dx; autograd in :mod:`.autograd`. The public function takes one of three paths: the
+registered op ``torch.ops.tritred.batch_norm`` under ``torch.compile`` (no mutation: it returns the new running
+statistics, copied back here), the autograd Function when a tensor argument requires grad, else the launcher
+(the replayed fast path). Saved for backward: the input, the weight, the fp32 batch mean and invstd (training) or
+the running statistics (eval).
 """
 
 from __future__ import annotations
 
 import torch
-from tritred_core import ReductionSpec
 
+from ...runtime import grad_needed
+from .autograd import BatchNormFunction
 from .launch import batch_norm_call
-
-#: ``split``: the statistics launch over slices of each channel block's tiles (a split of 1: one slice), then the
-#: normalize launch; ``num_programs``: normalize programs looping over several tiles of a channel block.
-SPEC = ReductionSpec(name="batch_norm", family="normalize", outputs=("out",),
-                     mirrors="torch.nn.functional.batch_norm",
-                     summary="per-channel statistics over (batch, *spatial); running stats updated in training",
-                     strategies=("split",), knobs=("num_programs",))
+from .spec import SPEC
 
 SPECS = {"batch_norm": SPEC}
 
@@ -55,6 +59,10 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         training: use batch statistics (and update the running ones) instead of the running statistics.
         momentum: float in the update above. eps: added to the variance inside the square root.
 
+    Autograd: gradients of input, weight and bias as torch's (training: through the batch statistics; eval: the
+    running ones), in their tensors' dtypes, computed in fp32 (fp64 for fp64 inputs); not twice differentiable.
+    Under ``torch.compile`` the call is the registered op ``torch.ops.tritred.batch_norm`` (fullgraph-safe).
+
     Returns:
         Tensor of the input's shape and dtype, in torch's memory format for it: contiguous, or channels-last
         (2-D or 3-D) where the input's strides suggest it (a sliced channels-last input included; a permuted
@@ -70,4 +78,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
     """
+    if torch.compiler.is_compiling():  # dynamo: the registered op (no mutation), the running stats copied back
+        y, _, _, new_mean, new_var = torch.ops.tritred.batch_norm(
+            input, running_mean, running_var, weight, bias, training,
+            float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
+        if training and running_mean is not None and running_var is not None:
+            with torch.no_grad():
+                running_mean.copy_(new_mean)
+                running_var.copy_(new_var)
+        return y
+    if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
+        return BatchNormFunction.apply(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
     return batch_norm_call(SPEC, input, running_mean, running_var, weight, bias, training, momentum, eps)

@@ -148,9 +148,11 @@ def _load_running(rm_ptr, rv_ptr, cs, c_ok, ACC: tl.constexpr):
 
 
 @triton.jit
-def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC: tl.constexpr,
-                    rm=None, rv=None):
-    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch).
+def _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo,
+                    ACC: tl.constexpr, rm=None, rv=None):
+    """running = (1 - momentum) * running + momentum * batch statistic, the variance unbiased (as torch), read
+    from ``rm_ptr``/``rv_ptr`` and written to ``rm_out_ptr``/``rv_out_ptr``: the same pointers in place (eager),
+    new buffers for the registered op (which mutates none of its inputs).
 
     ``rm``/``rv``: the old values when the caller loaded them early (:func:`_load_running`, issued with the
     input's tile, so that their latency hides under the statistics instead of following them: the output's
@@ -161,8 +163,8 @@ def _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, mome
     unbiased = div_exact(m2, n - 1, ACC)
     plain = total / n
     batch_mean = tl.where((mean == mean) | (plain != plain), mean, plain)  # +-inf where torch has it
-    tl.store(rm_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
-    tl.store(rv_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
+    tl.store(rm_out_ptr + cs, (1 - mom) * rm + mom * batch_mean, mask=c_ok)
+    tl.store(rv_out_ptr + cs, (1 - mom) * rv + mom * unbiased, mask=c_ok)
 
 
 @triton.jit
@@ -175,20 +177,28 @@ def _normalize(x, mean, scale, bias, HAS_B: tl.constexpr):
 
 
 @triton.jit
-def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, w_ptr, b_ptr,
+def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr,
+                  w_ptr, b_ptr, mean_out_ptr, invstd_out_ptr,
                   B, S, C, s_b, s_s, s_c, y_b, y_s, y_c, tiles_per_split, tiles_per_program, eps, eps_lo,
                   momentum, momentum_lo, FROM_RUNNING: tl.constexpr, RESIDENT: tl.constexpr,
                   HAS_RUNNING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                   SPLIT: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False):
+                  BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1, WAIT: tl.constexpr = False,
+                  STATS: tl.constexpr = False, COEFS: tl.constexpr = False):
     """y = (x - mean) * rstd * weight + bias over ``tiles_per_program`` [BLOCK_M batch, BLOCK_N spatial, BLOCK_K
     channel] tiles of one channel block. DIV_S: as the statistics kernel's, for x and y. WAIT: a dependent launch
     after the statistics launch (``runtime.dependent_launch``), waiting for its partials before anything else.
+    STATS (training): the channel block's first program also stores the batch mean and 1 / sqrt(var + eps) in ACC
+    to ``mean_out_ptr``/``invstd_out_ptr`` (what the backward pass reads: torch's save_mean, save_invstd). The
+    running statistics are read from ``rm_ptr``/``rv_ptr`` and written to ``rm_out_ptr``/``rv_out_ptr``.
 
     Training: mean and rstd come from merging the channels' SPLIT partials in a fixed order (a few loads per
     program, cheaper than a launch of their own, and shared by the program's tiles), or, RESIDENT (one tile holds
     the whole channel block), from the tile itself: one launch, one read. The first program of each channel
-    block also updates the running statistics. Eval: mean and variance are the running ones.
+    block also updates the running statistics. Eval: mean and variance are the running ones. Where the partials
+    are too many to merge in every program (``rules.merge_inline``), a finish launch of this kernel (no tiles:
+    ``tiles_per_program`` 0, STATS) merges them once per channel, updates the running statistics and stores mean
+    and rstd, and the normalize launch (COEFS) reads those from ``mean_out_ptr``/``invstd_out_ptr``.
 
     Tile order mirrors the statistics pass: the first programs take the tiles that each stats program read last
     (the likeliest to still be in L2), stepping back through the tile ranges.
@@ -227,12 +237,19 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         mean = mean0 + corr
         rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
         if HAS_RUNNING:
-            _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum, momentum_lo, ACC, rm, rv)
+            _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum,
+                            momentum_lo, ACC, rm, rv)
+        if STATS:
+            tl.store(mean_out_ptr + cs, mean, mask=c_ok)
+            tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
         tl.store(y_lanes, _normalize(x, mean, scale * rstd, bias, HAS_B), mask=mask)
     else:
         if FROM_RUNNING:
             mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
             rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+        elif COEFS:  # merged once per channel by the finish launch
+            mean = tl.load(mean_out_ptr + cs, mask=c_ok, other=0)
+            rstd = tl.load(invstd_out_ptr + cs, mask=c_ok, other=0)
         else:
             sp = tl.arange(0, BLOCK_S)
             pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
@@ -246,7 +263,12 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if first:
                     total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) + shift * n
-                    _update_running(rm_ptr, rv_ptr, cs, c_ok, mean, m2, n, total, momentum, momentum_lo, ACC)
+                    _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, total, momentum,
+                                    momentum_lo, ACC)
+            if STATS:  # noqa: SIM102
+                if first:
+                    tl.store(mean_out_ptr + cs, mean, mask=c_ok)
+                    tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
         scale = scale * rstd
         q_end = SPLIT * tiles_per_split
         q_lo = (pid // c_blocks) * tiles_per_program

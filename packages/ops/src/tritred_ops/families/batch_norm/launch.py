@@ -8,6 +8,7 @@ spatial stride (channels-last), batch and spatial merge into one axis.
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 
 import torch
 from torch._prims_common import suggest_memory_format
@@ -15,8 +16,9 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from ...runtime import Recorder, check_no_grad, find_plan
+from ...runtime import Recorder, find_plan
 from .kernels import _apply_kernel, _stats_kernel
+from .rules import finish_block, merge_inline
 
 log = logging.getLogger("tritred")
 
@@ -67,15 +69,12 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return x, y, (B, S, Ch), (xb, xs, xc), (yb, ys, yc)
 
 
-def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
-                    running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                    training: bool, momentum: float, eps: float) -> torch.Tensor:
-    """The host path of batch_norm (see the package's docstring)."""
-    op = "batch_norm"
-    check_no_grad(op, input, weight, bias, running_mean, running_var)
-    plan, key = find_plan(op, (training, momentum, eps), input, running_mean, running_var, weight, bias)
-    if plan is not None:
-        return plan.run(input, running_mean, running_var, weight, bias)[0]
+def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+               weight: torch.Tensor | None, bias: torch.Tensor | None, training: bool, momentum: float,
+               eps: float) -> torch.Tensor:
+    """torch's checks of a batch_norm call, with its exceptions and messages; the input (a negative-bit view
+    materialized). Also run on fake tensors (the registered op's fake implementation): shapes, dtypes and devices
+    only. An empty 1-D input passes (torch: an empty output)."""
     input = rt.check_tensor(op, "input", input)
     if input.dim() == 0:
         raise IndexError(f"{op}(): expected an input of at least 1 dim [B, C, *] (channels: dim 1), got a 0-d tensor")
@@ -116,29 +115,97 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
     rt.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
         if empty_1d:
-            return torch.empty_like(input)
+            return input
         raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [-1, 0], but got 1)")
     if training and input.numel() // max(Ch, 1) == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
+    return input
+
+
+#: What :func:`batch_norm_stats_call` returns: (y, batch mean, batch invstd, new running_mean, new running_var).
+Outputs = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
+
+
+def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
+                    running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                    training: bool, momentum: float, eps: float) -> torch.Tensor:
+    """The host path of batch_norm (see the package's docstring): y, the running statistics updated in place."""
+    plan, key = find_plan("batch_norm", (training, momentum, eps), input, running_mean, running_var, weight, bias)
+    if plan is not None:
+        return plan.run(input, running_mean, running_var, weight, bias)[0]
+    return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, False,
+                    False)[0]
+
+
+def batch_norm_stats_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
+                          running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                          training: bool, momentum: float, eps: float, functional: bool) -> Outputs:
+    """The host path of batch_norm for autograd: (y, mean, invstd, new_running_mean, new_running_var).
+
+    Training: ``mean`` and ``invstd`` are the batch statistics ``[C]`` in fp32 (fp64 for fp64 inputs), torch's
+    save_mean and save_invstd; None in eval. ``functional=False`` updates the running statistics in place (new
+    ones None); ``functional=True`` (the registered op) leaves them untouched and returns the updated values as
+    new ``[C]`` tensors of their dtype (None without running statistics or in eval), as aten's
+    ``_batch_norm_with_update_functional``.
+    """
+    args = (training, momentum, eps, True, functional)
+    plan, key = find_plan("batch_norm", args, input, running_mean, running_var, weight, bias)
+    if plan is not None:
+        return _unpack(plan.run(input, running_mean, running_var, weight, bias), training,
+                       functional and running_mean is not None)
+    return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, True,
+                    functional)
+
+
+def _unpack(outs: list[torch.Tensor], training: bool, new_running: bool) -> Outputs:
+    """A replayed plan's outputs (y, then mean and invstd in training, then the new running statistics) as
+    :data:`Outputs`."""
+    y, rest = outs[0], outs[1:]
+    mean, invstd = (rest[0], rest[1]) if training else (None, None)
+    new_rm, new_rv = (rest[2], rest[3]) if training and new_running else (None, None)
+    return y, mean, invstd, new_rm, new_rv
+
+
+def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_mean: torch.Tensor | None,
+             running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
+             training: bool, momentum: float, eps: float, stats: bool, functional: bool) -> Outputs:
+    """The full host path: checks, view, decision, launches; saves the plan under ``key``."""
+    op = "batch_norm"
+    input = check_args(op, input, running_mean, running_var, weight, bias, training, momentum, eps)
+    has_running = running_mean is not None and running_var is not None
+    new_running = functional and training and has_running
+    acc = acc_dtype(input.dtype)  # fp32 statistics, fp64 for fp64 inputs
+    if input.dim() == 1:  # an empty 1-D input (check_args refused the others): an empty output, as torch
+        return _empty_outputs(torch.empty_like(input), 0, acc, training and stats, new_running, running_mean,
+                              running_var)
+    Ch = input.shape[1]
     rt.check_runnable(op, input)
     rec = Recorder(input, running_mean, running_var, weight, bias)
     y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=input.device,
                               memory_format=_out_format(input)))
-    if input.numel() == 0:
-        return y
+    if input.numel() == 0:  # (torch leaves the running statistics as they are)
+        return _empty_outputs(y, Ch, acc, training and stats, new_running, running_mean, running_var)
+    dev = input.device
+    outs = [y]
+    mean_out = invstd_out = new_rm = new_rv = None
+    if stats and training:
+        mean_out, invstd_out = rec.empty((Ch,), acc, dev), rec.empty((Ch,), acc, dev)
+        outs += [mean_out, invstd_out]
+    if new_running:
+        assert running_mean is not None and running_var is not None
+        new_rm = rec.empty((Ch,), running_mean.dtype, dev)
+        new_rv = rec.empty((Ch,), running_var.dtype, dev)
+        outs += [new_rm, new_rv]
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
     bn_view = rt.View(B, S, Ch, ((xb, xs, xc),))
     cfg: LaunchConfig = rt.decide(spec, x, bn_view, make_problem=lambda: Problem(
         op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
     rt.no_tail(cfg, "batch_norm")
-    acc = acc_dtype(x.dtype)  # fp32 statistics, fp64 for fp64 inputs
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
     w = rt.unit_stride(weight) if weight is not None else y
     b = rt.unit_stride(bias) if bias is not None else y
     rm_buf, rv_buf = rt.unit_stride(running_mean), rt.unit_stride(running_var)
-    has_running = running_mean is not None and running_var is not None
-    dev = x.device
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
     resident = training and tiles == 1  # one tile holds each channel block: statistics from it, one launch
     if training and not resident:
@@ -161,17 +228,43 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
     per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
     tiles_per_program = rt.cdiv(units, min(per_block, units))
     grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
-    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_buf if has_running else y,
-               rv_buf if has_running else y, w, b, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split,
-               tiles_per_program,
-               *f32_split(float(eps)), *f32_split(float(momentum)), FROM_RUNNING=not training, RESIDENT=resident,
-               HAS_RUNNING=has_running, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
-               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+    rm_in, rv_in = (rm_buf, rv_buf) if has_running else (y, y)
+    rm_to, rv_to = (new_rm, new_rv) if new_running else (rm_in, rv_in)
+    stats_to = (mean_out if mean_out is not None else y, invstd_out if invstd_out is not None else y)
+    flags = dict(FROM_RUNNING=not training, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc),
+                 SPLIT=split, BLOCK_S=rt.next_pow2(split))
+    scalars = (*f32_split(float(eps)), *f32_split(float(momentum)))
+    finish = training and not resident and not merge_inline(cfg.BLOCK_K, split)
+    if finish:  # the partials merged once per channel (mean, rstd, the running statistics), then normalize
+        stats_to = (mean_out if mean_out is not None else rec.empty((Ch,), acc, dev),
+                    invstd_out if invstd_out is not None else rec.empty((Ch,), acc, dev))
+        block_c, warps = finish_block(Ch, split)
+        rec.launch(_apply_kernel, (rt.cdiv(Ch, block_c),), x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w,
+                   b, *stats_to, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, 0, *scalars, RESIDENT=False,
+                   HAS_RUNNING=has_running, BLOCK_M=1, BLOCK_N=1, BLOCK_K=block_c, STATS=True, num_warps=warps,
+                   **flags, **rt.dependent_launch(dev))  # (after the statistics launch)
+    rec.launch(_apply_kernel, grid, x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w, b, *stats_to,
+               B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, tiles_per_program, *scalars, RESIDENT=resident,
+               HAS_RUNNING=has_running and not finish, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps,
+               STATS=mean_out is not None and not finish, COEFS=finish, **flags,
                **(rt.dependent_launch(dev) if training and not resident else {}))  # (after the statistics launch)
-    _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
-    rec.save(key, y)
-    return y
+    if not new_running:
+        _copy_back_running(rec, training, running_mean, rm_buf, running_var, rv_buf)
+    rec.save(key, *outs)
+    return y, mean_out, invstd_out, new_rm, new_rv
+
+
+def _empty_outputs(y: torch.Tensor, Ch: int, acc: torch.dtype, stats: bool, new_running: bool,
+                   running_mean: torch.Tensor | None, running_var: torch.Tensor | None) -> Outputs:
+    """The outputs of an empty input (no launch): statistics of no values (NaN, never read: the backward of an
+    empty input launches nothing), the running statistics unchanged (as torch)."""
+    mean = torch.full((Ch,), float("nan"), dtype=acc, device=y.device) if stats else None
+    invstd = torch.full((Ch,), float("nan"), dtype=acc, device=y.device) if stats else None
+    if new_running:
+        assert running_mean is not None and running_var is not None
+        return y, mean, invstd, running_mean.clone(), running_var.clone()
+    return y, mean, invstd, None, None
 
 
 def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:

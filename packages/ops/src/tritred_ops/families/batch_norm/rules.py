@@ -3,7 +3,9 @@
 Its Problem is (M = batch, N = spatial, K = channels) with the input's strides; the tiles run along whichever of
 spatial (NCHW) or channels (channels-last) is contiguous. Training is two launches (statistics over slices of each
 channel block's tiles, then the normalize launch, which merges them), or one when a tile holds a whole channel
-block; eval is the normalize launch alone.
+block; eval is the normalize launch alone. Many partials per channel block are merged once per channel by a finish
+launch first (:func:`merge_inline`). The backward pass (``direction="backward"``, :func:`backward_config`)
+runs on the same tiles: per-channel sums of dy and dy * (x - mean), then dx.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
       block's statistics merged once each) measured equal in training and 4-9 points lower in eval (64x256x56x56
       bf16 eval 81 -> 74 % at 16 programs per SM); a plugin or ``tritred tune`` can still pick them.
     """
+    if problem.direction == "backward":
+        return backward_config(problem, caps)
     N, K = max(problem.N, 1), problem.K
     channels_fast = problem.stride_k == 1 and problem.stride_n != 1
     if channels_fast:
@@ -61,3 +65,72 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     stages = 2 if not channels_fast and tiles > 1 and itemsize(problem) == 2 and N >= 4 * block_n else 1
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                         num_warps=min(warps, caps.max_warps), num_stages=stages)
+
+
+def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
+    """The backward pass's config (``families.batch_norm.backward``): the forward's tiles, minding the second tensor.
+
+    Not measured yet (no GPU run of the backward kernels); derived from the forward's measured rules and the bytes
+    each launch moves. Training reads x and dy in the sums launch, then x and dy again and writes dx (5 x numel x
+    itemsize against the 3 a single read would need); its tile's elements hold two loaded values where the
+    forward's statistics held one.
+
+    - Tiles as the forward's (NCHW: 2048 elements, 16 images x 128 spatial, on 2 warps; channels-last: up to 64
+      channels, 4096 elements on 8 warps): each thread then has twice the forward's bytes in flight per tile (x
+      and dy), ~32 values of each for 32-bit data, no more registers than the forward's prefetching statistics
+      (two tiles of one tensor) took.
+    - One tile per channel block (the sums from registers, one launch, one read of x and dy): up to 4096 elements
+      of the block, half the forward's 8192 (two tensors held instead of one), on one warp per 1024 elements
+      (32x2048x7x7 and 64x1024x7x7 take it, as in the forward).
+    - ``split``: ~8 sums programs per SM, as the forward's statistics (``caps.col_programs``).
+    - ``num_programs`` 0: one dx tile per program (the forward's normalize launch measured no gain from loops).
+    - No prefetch (``num_stages`` 1): each tile already loads two tensors.
+    """
+    N, K = max(problem.N, 1), problem.K
+    channels_fast = problem.stride_k == 1 and problem.stride_n != 1
+    if channels_fast:
+        block_k = min(next_pow2(K), 64 if caps.tile >= 4096 else 16)
+        block_n = max(1, min(next_pow2(N), caps.tile // block_k))
+        block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
+        warps = 8
+    else:
+        tile = caps.tile // 2
+        block_k = 1
+        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
+        block_m = max(1, min(next_pow2(problem.M), tile // block_n))
+        block_n = max(1, min(next_pow2(N), tile // block_m))
+        warps = 2 if caps.gpu else 4
+    whole = next_pow2(problem.M) * next_pow2(N)
+    if whole * block_k <= caps.tile:
+        block_m, block_n = next_pow2(problem.M), next_pow2(N)
+        warps = max(1, min(caps.max_warps, whole * block_k // 1024))
+    tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
+    split = max(1, min(tiles, caps.col_programs // cdiv(K, block_k)))
+    return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                        num_warps=min(warps, caps.max_warps))
+
+
+#: The most partials (channels x slices, the slices rounded up to a power of two) that each program of the
+#: normalize launch (forward) or the dx launch (backward) merges itself; past it a finish launch merges them once
+#: per channel.
+MERGE_INLINE = 256
+
+
+def merge_inline(block_k: int, split: int) -> bool:
+    """Whether each program of the normalize launch (forward) or the dx launch (backward) merges its channel
+    block's split partials itself (NCHW: one channel of a few slices, a few loads per program) rather than reading
+    per-channel values that a finish launch merged once (one launch more). Why: channels-last blocks of 64
+    channels split ~260 ways held 64 x 512 partials in each program (sm_90 compile of 64x256x56x56 bf16: the
+    forward's normalize launch 255 registers and 2.6 KB of spills, 15.6 KB with the saved statistics; the
+    backward's dx launch 255 registers) and read 130-200 KB of partials per program from L2 over 12576 programs,
+    several times the bytes of the tensors. With the finish launch: 40-64 registers, no spills. NCHW configs (one
+    channel, up to 256 slices: 4 channels or more on the H200, the measured cases among them) keep their two
+    launches."""
+    return block_k * next_pow2(split) <= MERGE_INLINE
+
+
+def finish_block(channels: int, split: int) -> tuple[int, int]:
+    """(channels per program, warps) of the backward's finish launch, which merges ``split`` partials of two sums
+    per channel: ~2048 partials of each sum per program on 4 warps (16 per thread), at least one channel."""
+    block_s = next_pow2(split)
+    return max(1, min(next_pow2(channels), 2048 // block_s)), 4

@@ -1,0 +1,172 @@
+"""batch_norm's autograd: an ``autograd.Function`` (eager) and the ``torch.library`` ops (torch.compile).
+
+Both share :func:`_setup_context` (what is saved) and :func:`_backward` (which gradients, from which
+statistics); the Function calls the backward launcher directly, the registered op's autograd calls
+``torch.ops.tritred.batch_norm_backward``.
+
+- ``torch.ops.tritred.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+  -> (out, save_mean, save_invstd, new_running_mean, new_running_var)`` mutates none of its inputs (as aten's
+  ``_batch_norm_with_update_functional``): in training with running statistics it returns their updated values,
+  which the public function copies back with ``copy_`` outside the op (dynamo sees the mutation as its own).
+  ``save_mean``/``save_invstd``: the batch statistics ``[C]`` in fp32 (fp64 for fp64 inputs) in training. Absent
+  outputs (statistics in eval, new running statistics without them) are empty ``[0]`` tensors.
+- ``torch.ops.tritred.batch_norm_backward(grad_out, input, weight, mean, var, training, eps, output_mask,
+  bias_dtype) -> (grad_input, grad_weight, grad_bias)``: torch's ``native_batch_norm_backward`` (``mean``,
+  ``var``: the saved batch mean and invstd in training, the running statistics in eval); gradients left out by
+  ``output_mask`` are empty ``[0]`` tensors.
+
+Saved for the backward pass, as torch: the input, the weight, and the fp32 batch mean and invstd (training) or
+the running statistics (eval). The running statistics are updated exactly once per forward: in place by the
+launcher (eager, with or without grad), or by the public function's copy (compiled).
+
+Why opaque ``custom_op``s and not ``triton_op``/``wrap_triton``: the launchers choose kernels from the pointers'
+alignment and the device, launch with programmatic dependent launch and replay recorded plans, none of which a
+FakeTensor trace can express; the opaque op also keeps Inductor from passing Python floats (eps, momentum) to the
+kernels as fp64: the launchers split them into fp32 pairs themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ...kernels.dtypes import acc_dtype
+from .backward import Grads, batch_norm_backward_call
+from .launch import _out_format, batch_norm_stats_call, check_args
+from .spec import SPEC
+
+Tensor = torch.Tensor
+
+
+def _setup_context(ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> None:
+    """What the backward pass needs: the input, the weight and the batch statistics (training) or the running
+    ones (eval); eps, the mode and the bias's dtype (its gradient's)."""
+    input, running_mean, running_var, weight, bias, training, _momentum, eps = inputs
+    ctx.training, ctx.eps = training, eps
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+    if training:
+        ctx.save_for_backward(input, weight, output[1], output[2])
+    else:
+        ctx.save_for_backward(input, weight, running_mean, running_var)
+    ctx.mark_non_differentiable(*(t for t in output[1:] if t is not None))
+
+
+def _backward(ctx: Any, dy: Tensor | None, bwd: Callable[..., Grads]) -> tuple[Tensor | None, ...]:
+    """Gradients of (input, running_mean, running_var, weight, bias, training, momentum, eps): those of the
+    tensors that need one (``ctx.needs_input_grad``; no launch for the others), None for the rest."""
+    need = ctx.needs_input_grad
+    mask = (bool(need[0]), bool(need[3]), bool(need[4]))
+    if dy is None or not any(mask):
+        return (None,) * 8
+    input, weight, mean, var = ctx.saved_tensors
+    dx, dw, db = bwd(dy, input, weight, mean, var, ctx.training, ctx.eps, mask, ctx.bias_dtype)
+    return (dx if mask[0] else None, None, None, dw if mask[1] else None, db if mask[2] else None, None, None, None)
+
+
+def _launch_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor, training: bool,
+                     eps: float, mask: tuple[bool, bool, bool], bias_dtype: torch.dtype | None) -> Grads:
+    return batch_norm_backward_call(SPEC, dy, input, weight, mean, var, training, eps, mask, bias_dtype)
+
+
+def _op_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor, training: bool,
+                 eps: float, mask: tuple[bool, bool, bool], bias_dtype: torch.dtype | None) -> Grads:
+    dx, dw, db = torch.ops.tritred.batch_norm_backward(dy, input, weight, mean, var, training, eps, list(mask),
+                                                       bias_dtype)
+    return dx, dw, db
+
+
+class BatchNormFunction(torch.autograd.Function):
+    """Eager autograd of batch_norm: forward ``(y, save_mean, save_invstd)`` (the statistics None in eval; the
+    running statistics updated in place, once), backward through the Triton backward launcher. Not twice
+    differentiable (``once_differentiable``: a double backward raises)."""
+
+    @staticmethod
+    def forward(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # type: ignore[override]
+                weight: Tensor | None, bias: Tensor | None, training: bool, momentum: float,
+                eps: float) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        y, mean, invstd, _, _ = batch_norm_stats_call(SPEC, input, running_mean, running_var, weight, bias, training,
+                                                      momentum, eps, functional=False)
+        return y, mean, invstd
+
+    setup_context = staticmethod(_setup_context)  # type: ignore[assignment]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, dy: Tensor, *_: Any) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        return _backward(ctx, dy, _launch_backward)
+
+
+# -- the registered ops (torch.compile) ---------------------------------------------------------------------------
+
+def _none_to_empty(t: Tensor | None, like: Tensor, dtype: torch.dtype) -> Tensor:
+    return t if t is not None else like.new_empty((0,), dtype=dtype)
+
+
+@torch.library.custom_op("tritred::batch_norm", mutates_args=())
+def batch_norm_op(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None,
+                  bias: Tensor | None, training: bool, momentum: float,
+                  eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """batch_norm without mutation: (out, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    y, mean, invstd, new_mean, new_var = batch_norm_stats_call(SPEC, input, running_mean, running_var, weight, bias,
+                                                               training, momentum, eps, functional=True)
+    acc = acc_dtype(input.dtype)
+    return (y, _none_to_empty(mean, input, acc), _none_to_empty(invstd, input, acc),
+            _none_to_empty(new_mean, input, acc), _none_to_empty(new_var, input, acc))
+
+
+@batch_norm_op.register_fake
+def _batch_norm_fake(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None,
+                     bias: Tensor | None, training: bool, momentum: float,
+                     eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The launcher's allocations, after its (torch's) argument checks."""
+    input = check_args("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps)
+    acc = acc_dtype(input.dtype)
+    if input.dim() == 1:
+        y, ch = torch.empty_like(input), 0
+    else:
+        y = torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=_out_format(input))
+        ch = input.shape[1]
+    stats = (ch,) if training else (0,)
+    running = training and running_mean is not None and running_var is not None
+    new_mean = running_mean.new_empty((ch,)) if running and running_mean is not None else input.new_empty(
+        (0,), dtype=acc)
+    new_var = running_var.new_empty((ch,)) if running and running_var is not None else input.new_empty(
+        (0,), dtype=acc)
+    return y, input.new_empty(stats, dtype=acc), input.new_empty(stats, dtype=acc), new_mean, new_var
+
+
+@torch.library.custom_op("tritred::batch_norm_backward", mutates_args=())
+def batch_norm_backward_op(grad_out: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor,
+                           training: bool, eps: float, output_mask: list[bool],
+                           bias_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor]:
+    """torch's native_batch_norm_backward: (grad_input, grad_weight, grad_bias), left-out ones empty."""
+    mask = (bool(output_mask[0]), bool(output_mask[1]), bool(output_mask[2]))
+    dx, dw, db = batch_norm_backward_call(SPEC, grad_out, input, weight, mean, var, training, eps, mask, bias_dtype)
+    w_dtype = weight.dtype if weight is not None else input.dtype
+    return (_none_to_empty(dx, input, input.dtype), _none_to_empty(dw, input, w_dtype),
+            _none_to_empty(db, input, bias_dtype or w_dtype))
+
+
+@batch_norm_backward_op.register_fake
+def _batch_norm_backward_fake(grad_out: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor,
+                              training: bool, eps: float, output_mask: list[bool],
+                              bias_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward launcher's allocations: dx in the forward output's format, dw and db ``[C]``."""
+    ch = input.shape[1] if input.dim() > 1 else 0
+    w_dtype = weight.dtype if weight is not None else input.dtype
+    dx = torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=_out_format(input)) \
+        if output_mask[0] else input.new_empty((0,))
+    dw = input.new_empty((ch,) if output_mask[1] else (0,), dtype=w_dtype)
+    db = input.new_empty((ch,) if output_mask[2] else (0,), dtype=bias_dtype or w_dtype)
+    return dx, dw, db
+
+
+def _op_autograd_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+    """The registered op's backward: :func:`_backward` through ``torch.ops.tritred.batch_norm_backward``."""
+    return _backward(ctx, dy, _op_backward)
+
+
+batch_norm_op.register_autograd(_op_autograd_backward, setup_context=_setup_context)
