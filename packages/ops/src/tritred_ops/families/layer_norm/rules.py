@@ -29,6 +29,8 @@ from ...runtime.launch import next_pow2
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of layer_norm. Loops: 16384-wide chunks of 32 warps (1024x131072 bf16 51 -> 61 %
     against 4096-wide ones)."""
+    if problem.direction == "backward":
+        return backward_config(spec, problem, caps)
     single_cap, rows_tile = caps.norm_resident, 2048
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
@@ -138,3 +140,68 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
     return None
+
+
+# -- backward ------------------------------------------------------------------------------------------------------
+
+#: Longest row (in bytes) the backward's single pass holds in registers on a GPU; longer rows loop over
+#: BACKWARD_CHUNK-element chunks. Elements per thread of a single pass: 32 bytes of each of x and dy (two 16-byte
+#: vectors), at most 32 warps; so 16384 2-byte or 8192 4-byte elements on 32 warps.
+BACKWARD_RESIDENT_BYTES = 32768
+BACKWARD_CHUNK = 4096
+#: Most elements of the dw (and of the db) partials: programs x N, so that very long rows take fewer programs.
+BACKWARD_PARTIALS = 1 << 24
+
+
+def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
+    """The backward kernel's config (layer_norm and rms_norm: ``backward_kernels._norm_backward_kernel``).
+
+    The kernel reads x and dy and writes dx, one stream more than the forward (x read, y written), and keeps per
+    program an fp32 accumulator row of dw and one of db until its last row block. Registers therefore bound the
+    single pass (ptxas, sm_90a, Triton 3.x, layer_norm with weight and bias, the tile reloaded from L1 after the row
+    sums): about 25 + 4.3 registers per element a thread holds for 2-byte rows (bf16 4096 on 8 warps: 84; 8192 on
+    16: 94), 25 + 5 for float32 (4096 on 16 warps: 60, on 8: 105); bf16 16384 on 32 warps capped at 64 registers
+    spills 20 values (80 bytes, layer_norm's two accumulators; rms_norm's one: none), float32 16384 (16 elements a
+    thread on 32 warps) would spill more: it loops.
+
+    - Rows of up to ``BACKWARD_RESIDENT_BYTES``: a single pass (x and dy read once, dx written once), each thread
+      32 bytes of x and of dy (bf16 16, float32 8 elements), at least 4 warps' worth of rows a program (bf16 1024:
+      two rows on 4 warps; 256: eight).
+    - Longer rows: the loop over ``BACKWARD_CHUNK``-element chunks on 16 warps (two sweeps: the second reads the row
+      again, mostly from L2; the chunk's dw/db terms are added to the program's partial rows).
+    - A kept axis faster than the normalized one (a transposed input): tiles of up to 32 adjacent rows, whose
+      loads are contiguous across the rows, 4096 elements on 8 warps.
+    - The grid is persistent: the dw/db partials are one row per program. ``num_programs=0`` on a GPU: as many
+      programs as the device holds at once (the compiled kernel's occupancy, read by the launcher), at most
+      ``BACKWARD_PARTIALS / N``; the interpreter's ``caps.programs``.
+
+    Not measured on a GPU yet: the sizes above come from register counts and the forward's measurements.
+    """
+    N, R = max(problem.N, 1), max(problem.outputs, 1)
+    size = itemsize(problem)
+    programs = 0 if caps.gpu else caps.programs
+    if caps.gpu and BACKWARD_PARTIALS // N < 32 * caps.sm_count:  # (32 programs per SM: the most resident)
+        programs = max(caps.sm_count, BACKWARD_PARTIALS // N)
+    if not problem.inner:
+        block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
+        tile = 4096 if caps.gpu else caps.tile
+        block_n = min(next_pow2(N), max(16, tile // block_m))
+        strategy = "single_pass" if block_n >= N else "multi_pass"
+        return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4,
+                            num_programs=programs)
+    if not caps.gpu:
+        if N <= caps.norm_resident:
+            block_n = next_pow2(N)
+            return LaunchConfig(strategy="single_pass", BLOCK_M=max(1, min(next_pow2(R), caps.tile // block_n)),
+                                BLOCK_N=block_n, num_warps=4, num_programs=programs)
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=4,
+                            num_programs=programs)
+    per_thread = max(4, 32 // size)
+    block_n = next_pow2(N)
+    if block_n * size > BACKWARD_RESIDENT_BYTES:
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=BACKWARD_CHUNK, num_warps=16,
+                            num_programs=programs)
+    block_m = max(1, min(next_pow2(R), 4 * 32 * per_thread // block_n))
+    num_warps = min(32, max(1, block_m * block_n // (32 * per_thread)))
+    return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+                        num_programs=programs)
