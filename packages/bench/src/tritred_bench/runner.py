@@ -168,9 +168,9 @@ def build_inputs(rec: Reduction, case: Case, device: torch.device | str,
                  seed: int = 0) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call ``(args, kwargs)`` of ``case``: ``rec.make_inputs`` adjusted to the case's parameters.
 
-    layer_norm: ``normalized_shape`` and ``weight``/``bias`` flags (False gives None); batch_norm: ``weight``/
-    ``bias`` flags; any other parameter (``training``, ``eps``, ``keepdim``, ``correction``...) is passed as a
-    keyword argument.
+    layer_norm: ``normalized_shape`` and ``weight``/``bias`` flags (False gives None); rms_norm: ``normalized_shape``
+    and ``weight``; batch_norm: ``weight``/``bias`` flags; any other parameter (``training``, ``eps``, ``keepdim``,
+    ``correction``...) is passed as a keyword argument.
     """
     dtype = getattr(torch, case.dtype, None)
     if not isinstance(dtype, torch.dtype):
@@ -180,10 +180,10 @@ def build_inputs(rec: Reduction, case: Case, device: torch.device | str,
     args, kwargs = list(args_t), dict(kwargs)
     params = dict(case.params)
     dev = torch.device(device)
-    if case.op == "layer_norm" and len(args) >= 4:
+    if case.op in ("layer_norm", "rms_norm") and len(args) >= 3:  # (rms_norm: no bias)
         ns = tuple(int(s) for s in params.pop("normalized_shape", args[1]))
         args[1] = ns
-        for pos, key, off in ((2, "weight", 1), (3, "bias", 2)):
+        for pos, key, off in ((2, "weight", 1), (3, "bias", 2))[: len(args) - 2]:
             if not params.pop(key, True):
                 args[pos] = None
             elif not isinstance(args[pos], torch.Tensor) or tuple(args[pos].shape) != ns:
