@@ -106,7 +106,7 @@ def _rms_norm_fake(input: Tensor, normalized_shape: Sequence[int], weight: Tenso
                    ) -> tuple[Tensor, Tensor]:
     ns = launch.check_args(input, list(normalized_shape), weight)
     lead = input.shape[: input.dim() - len(ns)]
-    return input.new_empty(input.shape), input.new_empty(lead, dtype=acc_dtype(input.dtype))
+    return launch.new_output(input), input.new_empty(lead, dtype=acc_dtype(input.dtype))
 
 
 @torch.library.custom_op("tritred::rms_norm_backward", mutates_args=())

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch._prims_common import suggest_memory_format
 from tritred_core import ReductionSpec
 
 from ... import runtime as rt
@@ -73,6 +74,21 @@ def resolve_eps(eps: Any, dtype: torch.dtype) -> float:
         raise TypeError(f"{OP}(): argument 'eps' (position 4) must be float, not {type(eps).__name__}") from None
 
 
+def output_format(input: torch.Tensor) -> torch.memory_format | None:
+    """The output's memory format where it is not contiguous: torch's rms_norm keeps a channels-last input's
+    format (its composite path for them), where layer_norm returns a contiguous output."""
+    fmt = suggest_memory_format(input)
+    return fmt if fmt in (torch.channels_last, torch.channels_last_3d) else None
+
+
+def new_output(input: torch.Tensor) -> torch.Tensor:
+    """An uninitialized output of the input's shape, dtype and device, laid out as torch's (the fake op's too)."""
+    fmt = output_format(input)
+    if fmt is None:
+        return input.new_empty(input.shape)
+    return torch.empty_like(input, memory_format=fmt)
+
+
 def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Sequence[int],
                   weight: torch.Tensor | None, eps: float | None, store_rstd: bool,
                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -88,7 +104,9 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
     rt.check_runnable(OP, input)
     D = len(shape)
     rec = Recorder(input, weight)
-    y = rec.empty(input.shape, input.dtype, input.device)  # contiguous, as torch's (whatever the input's layout)
+    fmt = output_format(input)  # contiguous, as torch's, but for channels-last inputs
+    y = rec.empty(input.shape, input.dtype, input.device) if fmt is None else \
+        rec.adopt(torch.empty_like(input, memory_format=fmt))
     lead = input.shape[: input.dim() - D]
     acc = acc_dtype(input.dtype)
     rstd = rec.empty(lead, acc, input.device) if store_rstd else None
@@ -97,7 +115,7 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
             rstd.fill_(float("nan"))
         return y, rstd
     dims = tuple(range(input.dim() - D, input.dim()))
-    x, y, view = rt.map_view(input, y, dims)
+    x, out, view = rt.map_view(input, y, dims)
     w = rt.unit_stride(weight)
     cfg = rt.decide(spec, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
@@ -107,13 +125,15 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
     cols = rt.row_cols(cfg, x, OP, True, single, 1)
     wacc = torch.float64 if w is not None and w.dtype == torch.float64 else acc
     eps_hi, eps_lo = f32_split(eps_value)
-    rec.launch(_rms_norm_kernel, (programs,), x, w if w is not None else y, y, rstd if rstd is not None else y, R,
-               view.N, view.K, sxm, sxn, sxk, sym, syn, syk, eps_hi, eps_lo, HAS_W=w is not None,
+    rec.launch(_rms_norm_kernel, (programs,), x, w if w is not None else out, out,
+               rstd if rstd is not None else out, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, eps_hi, eps_lo, HAS_W=w is not None,
                STORE_RSTD=store_rstd, ACC=tl_dtype(acc), WACC=tl_dtype(wacc), SINGLE=single, BLOCK_M=cfg.BLOCK_M,
                BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                EVEN=rt.even_rows(view, cfg, single, 0), DIV=rt.row_hint(view, 0),
                EVICT=single_load_evict("layer_norm", cfg.num_warps) if single else "", COLS=cols,
                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if out is not y:  # (the input was gathered into a contiguous copy: so is the output; torch keeps the format)
+        return out.contiguous(memory_format=fmt or torch.contiguous_format), rstd
     if store_rstd:
         rec.save(key, y, rstd)  # type: ignore[arg-type]
     else:
