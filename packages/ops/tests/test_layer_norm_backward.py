@@ -63,7 +63,7 @@ def test_gradcheck(op, device):
         x = randn(shape, torch.float64, device, offset=1.0).requires_grad_()
         w = randn(ns, torch.float64, device).requires_grad_()
         b = randn(ns, torch.float64, device).requires_grad_()
-        assert torch.autograd.gradcheck(lambda x, w, b: fn(x, ns, w, b), (x, w, b), fast_mode=fast)
+        assert torch.autograd.gradcheck(lambda x, w, b, ns=ns: fn(x, ns, w, b), (x, w, b), fast_mode=fast)
     x = randn((3, 7), torch.float64, device).requires_grad_()
     assert torch.autograd.gradcheck(lambda x: fn(x, (7,), None, None), (x,), fast_mode=True)
 

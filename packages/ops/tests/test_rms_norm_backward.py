@@ -62,7 +62,7 @@ def test_gradcheck(op, device):
     for shape, ns, fast in (((2, 5), (5,), False), ((2, 3, 4), (3, 4), True)):
         x = randn(shape, torch.float64, device, offset=0.5).requires_grad_()
         w = randn(ns, torch.float64, device).requires_grad_()
-        assert torch.autograd.gradcheck(lambda x, w: fn(x, ns, w), (x, w), fast_mode=fast)
+        assert torch.autograd.gradcheck(lambda x, w, ns=ns: fn(x, ns, w), (x, w), fast_mode=fast)
     x = randn((3, 7), torch.float64, device).requires_grad_()
     assert torch.autograd.gradcheck(lambda x: fn(x, (7,), None), (x,), fast_mode=True)
 
@@ -115,9 +115,9 @@ def test_gradients_not_needed_are_not_computed(device, monkeypatch):
         xs, ws = _leaf(x, gx), _leaf(w, gw)
         y = tr.rms_norm(xs, [24], ws)
         caches().clear()
-        seen = []
+        seen: list = []
         real = replay.Recorder.launch
-        monkeypatch.setattr(replay.Recorder, "launch", lambda self, k, g, *a, **kw: seen.append(
+        monkeypatch.setattr(replay.Recorder, "launch", lambda self, k, g, *a, seen=seen, real=real, **kw: seen.append(
             (k.fn.__name__, kw)) or real(self, k, g, *a, **kw))
         y.backward(dy)
         monkeypatch.undo()

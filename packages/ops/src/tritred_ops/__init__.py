@@ -3,7 +3,8 @@
 Call them exactly like torch::
 
     import tritred_ops as tr
-    tr.softmax(x, -1); tr.layer_norm(x, (4096,), w, b); tr.rms_norm(x, (4096,), w); tr.var(x, 1, correction=1); tr.max(x, 0)
+    tr.softmax(x, -1); tr.layer_norm(x, (4096,), w, b); tr.var(x, 1, correction=1); tr.max(x, 0)
+    tr.rms_norm(x, (4096,), w)
 
 Tensors must be on CUDA, or on CPU with ``TRITON_INTERPRET=1`` set before this import (Triton's interpreter,
 used by the tests). Launch decisions come from the ``tritred_launch_config`` hook (see ``tritred_core``), asked

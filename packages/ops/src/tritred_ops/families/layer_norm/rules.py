@@ -10,6 +10,7 @@ power-of-two tile is largely masked (:func:`masked_rows`).
 from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
+from tritred_core.models import Strategy
 
 from ...rules import (
     Caps,
@@ -186,7 +187,7 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
         block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
         tile = 4096 if caps.gpu else caps.tile
         block_n = min(next_pow2(N), max(16, tile // block_m))
-        strategy = "single_pass" if block_n >= N else "multi_pass"
+        strategy: Strategy = "single_pass" if block_n >= N else "multi_pass"
         return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4,
                             num_programs=programs)
     if not caps.gpu:

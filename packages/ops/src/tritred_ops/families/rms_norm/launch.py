@@ -126,9 +126,9 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
     wacc = torch.float64 if w is not None and w.dtype == torch.float64 else acc
     eps_hi, eps_lo = f32_split(eps_value)
     rec.launch(_rms_norm_kernel, (programs,), x, w if w is not None else out, out,
-               rstd if rstd is not None else out, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, eps_hi, eps_lo, HAS_W=w is not None,
-               STORE_RSTD=store_rstd, ACC=tl_dtype(acc), WACC=tl_dtype(wacc), SINGLE=single, BLOCK_M=cfg.BLOCK_M,
-               BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
+               rstd if rstd is not None else out, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, eps_hi, eps_lo,
+               HAS_W=w is not None, STORE_RSTD=store_rstd, ACC=tl_dtype(acc), WACC=tl_dtype(wacc), SINGLE=single,
+               BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                EVEN=rt.even_rows(view, cfg, single, 0), DIV=rt.row_hint(view, 0),
                EVICT=single_load_evict("layer_norm", cfg.num_warps) if single else "", COLS=cols,
                num_warps=cfg.num_warps, num_stages=cfg.num_stages)

@@ -11,6 +11,7 @@ instead of two.
 from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
+from tritred_core.models import Strategy
 
 from ...rules import Caps, itemsize, rows_config
 from ...runtime.launch import next_pow2
@@ -24,7 +25,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     if not problem.inner:  # (a transposed input) tiles of up to 32 adjacent rows: loads contiguous across them
         block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
         block_n = min(next_pow2(max(problem.N, 1)), max(16, (4096 if caps.gpu else caps.tile) // block_m))
-        strategy = "single_pass" if block_n >= problem.N else "multi_pass"
+        strategy: Strategy = "single_pass" if block_n >= problem.N else "multi_pass"
         return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4)
     if caps.gpu:
         cfg = short_rows(problem)
