@@ -161,6 +161,7 @@ def calls():
     yield "layer_norm backward float32 1024", lambda: _backward(f32, 64, (1024,))
     yield "layer_norm backward two rows a program, odd width", lambda: _backward(bf, 64, (1000,))
     yield "layer_norm backward loop", lambda: _backward(f32, 4, (65536,))
+    yield "layer_norm backward loop, two 2-byte rows a tile", lambda: _backward(bf, 4, (32768,))
     yield "layer_norm backward dx only, expanded dy", lambda: _backward(bf, 64, (2048,), (True, False, False),
                                                                        affine=False, expand=True)
     yield "layer_norm backward dw and db only", lambda: _backward(bf, 64, (2048,), (False, True, True))

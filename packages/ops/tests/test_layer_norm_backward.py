@@ -5,6 +5,8 @@ when not needed, and the three entry points (inference, the autograd.Function, t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -117,22 +119,28 @@ def test_dy_expanded_from_a_sum(device):
     assert_close(w.grad, wr.grad, n=6, scale=4, what="dw")
 
 
-def _launches(monkeypatch):
-    """The (kernel name, kwargs) of each launch from now on (saved plans dropped: the calls take the full path)."""
+@contextmanager
+def launches(clear: bool = True):
+    """The (kernel name, kwargs) of each launch inside the block; ``clear``: saved plans dropped first (the calls
+    take the full path, which is where launches are decided)."""
     from tritred_ops.runtime.caches import caches
 
-    caches().clear()
+    if clear:
+        caches().clear()
     seen: list[tuple[str, dict]] = []
     real = replay.Recorder.launch
 
     def spy(self, kernel, grid, *args, **kwargs):
         seen.append((kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel), kwargs))
         return real(self, kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(replay.Recorder, "launch", spy)
-    return seen
+    replay.Recorder.launch = spy
+    try:
+        yield seen
+    finally:
+        replay.Recorder.launch = real
 
 
-def test_gradients_not_needed_are_not_computed(device, monkeypatch):
+def test_gradients_not_needed_are_not_computed(device):
     """needs_input_grad: a frozen input gets no dx (NEED_DX off: no row sums, no dx written), a frozen weight/bias
     no partials, and parameters alone no summing launch when they are frozen; as torch, those grads stay None."""
     x = randn((5, 24), torch.float32, device)
@@ -143,9 +151,8 @@ def test_gradients_not_needed_are_not_computed(device, monkeypatch):
     for (gx, gw, gb), kernels in cases.items():
         xs, ws, bs = _leaf(x, gx), _leaf(w, gw), _leaf(b, gb)
         y = tr.layer_norm(xs, (24,), ws, bs)
-        seen = _launches(monkeypatch)
-        y.backward(dy)
-        monkeypatch.undo()
+        with launches() as seen:
+            y.backward(dy)
         names = [n for n, _ in seen]
         flags = seen[0][1]
         assert (flags["NEED_DX"], flags["NEED_DW"], flags["NEED_DB"]) == (gx, gw, gb), (gx, gw, gb, flags)
@@ -160,7 +167,7 @@ def test_gradients_not_needed_are_not_computed(device, monkeypatch):
 @pytest.mark.parametrize("cfg", [None, dict(LOOP, BLOCK_M=2, num_programs=3)], ids=["builtin", "loop"])
 def test_gradients_are_deterministic(cfg, force, device):
     """The same gradients bit for bit on a second run: dx, and dw/db summed from per-program partials in a fixed
-    order (no atomics); the second call replays the first's plan."""
+    order (no atomics); the second backward replays the first's plan (no launch through the recorder)."""
     if cfg is not None:
         force("layer_norm", direction="backward", **cfg)
     x = randn((17, 80), torch.bfloat16, device, offset=1.0)
@@ -169,7 +176,11 @@ def test_gradients_are_deterministic(cfg, force, device):
     runs = []
     for _ in range(2):
         leaves = [_leaf(t) for t in (x, w, b)]
-        runs.append(grads(lambda *a: tr.layer_norm(a[0], (80,), a[1], a[2]), dy, *leaves)[1])
+        y = tr.layer_norm(leaves[0], (80,), leaves[1], leaves[2])
+        with launches(clear=not runs) as seen:
+            y.backward(dy)
+        runs.append([t.grad for t in leaves])
+        assert bool(seen) == (len(runs) == 1), "the second backward replays the first one's plan"
     for name, g0, g1 in zip(("dx", "dw", "db"), *runs):
         assert torch.equal(g0.view(torch.int16), g1.view(torch.int16)), name
 

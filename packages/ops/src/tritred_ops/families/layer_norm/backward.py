@@ -3,8 +3,8 @@ the backward launch decision, the gradient launch and the launch that sums the w
 
 Kernels: :mod:`.backward_kernels`. rms_norm (``tritred_ops.families.rms_norm``) takes the same path with
 ``rms=True`` (no mean, no bias). What the launches read and write, per row of N elements: x and dy once, dx once
-(the loop: x and dy twice, the second time mostly from L2), plus one fp32 partial row of dw and one of db per
-program (a few hundred programs), read once more by the summing launch.
+(the loop: x and dy twice), plus one fp32 partial row of dw and one of db per program (a few hundred programs),
+written once and read once more by the summing launch.
 """
 
 from __future__ import annotations
@@ -135,9 +135,12 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     # (the statistics are read flat: a contiguous tensor as it is, so that the call's plan can name it)
     stats = [t if t.is_contiguous() else t.contiguous() for t in (mean if mean is not None else rstd, rstd)]
 
+    # (the loop's per-row sums, [R, 2])
+    cs = rec.empty((R, 2), acc, x.device) if need_dx and not single else None
+
     def args(pw: torch.Tensor | None, pb: torch.Tensor | None) -> tuple[object, ...]:
         return (x, g, w if w is not None else dummy, stats[0], stats[1], dx if dx is not None else dummy,
-                pw if pw is not None else dummy, pb if pb is not None else dummy,
+                pw if pw is not None else dummy, pb if pb is not None else dummy, cs if cs is not None else dummy,
                 R, N, view.K, sxm, sxn, sxk, sgm, sgn, sgk, som, son, sok)
     kwargs = dict(RMS=rms, HAS_W=w is not None, NEED_DX=need_dx, NEED_DW=need_dw, NEED_DB=need_db,
                   ACC=tl_dtype(acc), PACC=tl_dtype(pacc), SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,

@@ -11,11 +11,11 @@ the gradients of ``y = x_hat * weight + bias`` are (Ba, Kiros & Hinton 2016; tor
 ``_norm_backward_kernel`` is a persistent grid: each program takes every ``programs``-th block of BLOCK_M rows
 and accumulates its rows' ``dy * x_hat`` and ``dy`` per column in fp32 (fp64 for fp64 inputs or weights).
 ``SINGLE``: a row block is one tile in registers (x and dy read once, dx written once), and the accumulators stay
-in registers until the program's last block; the loop (BLOCK_N < N) takes two sweeps over a block's chunks, the
-first for the row sums, the second (mostly from L2) for dx and the chunk's weight-gradient terms, which it adds
-to the program's own partial row in global memory (no other program touches it: no atomics). Each program then
-holds one partial row of N values; ``_partials_sum_kernel`` adds a column's partials in program order (a fixed
-tile and reduction tree per config): the gradients are the same bit for bit on every run.
+in registers until the program's last block; the loop (BLOCK_N < N, :func:`_loop_rows`) takes two sweeps over the
+program's rows, the first for the row sums, the second chunk by chunk for dx and the chunk's weight-gradient
+terms, summed in registers over the program's rows. Each program writes one partial row of N values once (no
+other program touches it: no atomics); ``_partials_sum_kernel`` adds a column's partials in program order (a
+fixed tile and reduction tree per config): the gradients are the same bit for bit on every run.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _tile_terms(x_ptrs, g_ptrs, w_ptr, cols, mask, c_ok, mean, rstd, RMS: tl.con
 
 
 @triton.jit
-def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, R, N, K,
+def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, cs_ptr, R, N, K,
                           s_xm, s_xn, s_xk, s_gm, s_gn, s_gk, s_om, s_on, s_ok,
                           RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr, NEED_DW: tl.constexpr,
                           NEED_DB: tl.constexpr, ACC: tl.constexpr, PACC: tl.constexpr, SINGLE: tl.constexpr,
@@ -71,7 +71,8 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
                           EVEN: tl.constexpr = False, DIV: tl.constexpr = 1, EVICT: tl.constexpr = ""):
     """dx (NEED_DX) of R rows of N elements (the M x N x K view: row r is (r // K, r % K)), and this program's
     partial rows of dw (NEED_DW, ``pw_ptr``) and db (NEED_DB, ``pb_ptr``): row ``program_id`` of a [programs, N]
-    buffer each. ``mean_ptr``, ``rstd_ptr``: the forward's per-row statistics (rms_norm: rstd only). EVEN (single
+    buffer each. ``mean_ptr``, ``rstd_ptr``: the forward's per-row statistics (rms_norm: rstd only); ``cs_ptr``:
+    the loop's per-row sums ([R, 2] in ACC). EVEN (single
     pass): N == BLOCK_N, no column mask. DIV: N and the row strides are multiples of DIV (``runtime.row_hint``).
     LOOP_STAGES: software pipelining of the persistent loop over row blocks (single pass)."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
@@ -94,11 +95,7 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
                 mask = row_ok[:, None] & (cols >= 0)[None, :]
             else:
                 mask = row_ok[:, None] & c_ok[None, :]
-            rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
-            if RMS:
-                mean = rstd
-            else:
-                mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
+            mean, rstd = _row_stats(mean_ptr, rstd_ptr, rows, row_ok, RMS, ACC)
             x_ptrs = x_ptr + (m * s_xm + k * s_xk)[:, None] + cols[None, :] * s_xn
             g_ptrs = dy_ptr + (m * s_gm + k * s_gk)[:, None] + cols[None, :] * s_gn
             xh, dy, g = _tile_terms(x_ptrs, g_ptrs, w_ptr, cols, mask, c_ok, mean, rstd, RMS, HAS_W, ACC, EVICT,
@@ -121,66 +118,87 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
         if NEED_DB:
             tl.store(pb_ptr + part + cols, acc_b, mask=c_ok)
     else:
-        for blk in tl.range(pid, blocks, programs):
-            _loop_block(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr + part, pb_ptr + part, blk > pid,
-                        blk, R, N, K, s_xm, s_xn, s_xk, s_gm, s_gn, s_gk, s_om, s_on, s_ok, RMS, HAS_W, NEED_DX,
-                        NEED_DW, NEED_DB, ACC, PACC, BLOCK_M, BLOCK_N)
+        _loop_rows(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr + part, pb_ptr + part, cs_ptr, pid,
+                   programs, blocks, R, N, K, s_xm, s_xn, s_xk, s_gm, s_gn, s_gk, s_om, s_on, s_ok, RMS, HAS_W, NEED_DX,
+                   NEED_DW, NEED_DB, ACC, PACC, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
-def _loop_block(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_row, pb_row, seen, blk, R, N, K,
-                s_xm, s_xn, s_xk, s_gm, s_gn, s_gk, s_om, s_on, s_ok,
-                RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr, NEED_DW: tl.constexpr,
-                NEED_DB: tl.constexpr, ACC: tl.constexpr, PACC: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr):
-    """One row block of the loop: the row sums over its chunks (kept in L2: evict-last), then, from the row's end
-    (the chunks read last are the likeliest in L2), dx and the chunk's dw/db terms added to the program's partial
-    rows ``pw_row``/``pb_row`` (``seen``: the program wrote them already; its first block stores, not adds)."""
-    rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
+def _row_stats(mean_ptr, rstd_ptr, rows, row_ok, RMS: tl.constexpr, ACC: tl.constexpr):
+    """(mean, rstd) of a block's rows, as the forward stored them (rms_norm: rstd twice)."""
     rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
     if RMS:
         mean = rstd
     else:
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
-    x_row = x_ptr + (m * s_xm + k * s_xk)
-    g_row = dy_ptr + (m * s_gm + k * s_gk)
-    o_row = dx_ptr + (m * s_om + k * s_ok)
+    return mean, rstd
+
+
+@triton.jit
+def _loop_rows(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_row, pb_row, cs_ptr, pid, programs, blocks, R, N,
+               K, s_xm, s_xn, s_xk, s_gm, s_gn, s_gk, s_om, s_on, s_ok,
+               RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_DX: tl.constexpr, NEED_DW: tl.constexpr,
+               NEED_DB: tl.constexpr, ACC: tl.constexpr, PACC: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr):
+    """The loop over rows longer than a tile, in two sweeps over the program's row blocks.
+
+    First (NEED_DX), row by row: the two row sums over the chunks, stored per row (``cs_ptr``: [R, 2]). Then chunk
+    by chunk: every row block's chunk again (from HBM for inputs past the L2), dx from the stored sums, and the
+    chunk's dw/db terms summed over all of the program's rows in registers, stored once to the program's partial
+    rows ``pw_row``/``pb_row``. So the partials are written once, never read back and updated (a per-row update of
+    a partial row of N fp32 values moves more bytes than the row itself), at the cost of the second read."""
     n_chunks = tl.cdiv(N, BLOCK_N)
-    seen_n = (tl.zeros([BLOCK_N], tl.int32) + seen.to(tl.int32)) != 0  # (a vector: the interpreter's masks)
     if NEED_DX:
-        s1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        s2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        for i in range(0, n_chunks):
-            cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
-            c_ok = cols < N
-            mask = row_ok[:, None] & c_ok[None, :]
-            xh, dy, g = _tile_terms(x_row[:, None] + cols[None, :] * s_xn, g_row[:, None] + cols[None, :] * s_gn,
-                                    w_ptr, cols, mask, c_ok, mean, rstd, RMS, HAS_W, ACC, "evict_last", False)
-            s1 += g * xh
+        for blk in tl.range(pid, blocks, programs):
+            rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
+            mean, rstd = _row_stats(mean_ptr, rstd_ptr, rows, row_ok, RMS, ACC)
+            x_row = x_ptr + (m * s_xm + k * s_xk)
+            g_row = dy_ptr + (m * s_gm + k * s_gk)
+            s1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+            s2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+            for i in range(0, n_chunks):
+                cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+                c_ok = cols < N
+                mask = row_ok[:, None] & c_ok[None, :]
+                xh, dy, g = _tile_terms(x_row[:, None] + cols[None, :] * s_xn,
+                                        g_row[:, None] + cols[None, :] * s_gn, w_ptr, cols, mask, c_ok, mean, rstd,
+                                        RMS, HAS_W, ACC, "", False)
+                s1 += g * xh
+                if not RMS:
+                    s2 += g
+            tl.store(cs_ptr + 2 * rows, div_exact(tl.sum(s1, 1), N, ACC), mask=row_ok)
             if not RMS:
-                s2 += g
-        c1 = div_exact(tl.sum(s1, 1), N, ACC)
-        if RMS:
-            c2 = tl.zeros_like(c1)
-        else:
-            c2 = div_exact(tl.sum(s2, 1), N, ACC)
+                tl.store(cs_ptr + 2 * rows + 1, div_exact(tl.sum(s2, 1), N, ACC), mask=row_ok)
+        tl.debug_barrier()  # (the sums are read back by other threads of this program)
     for i in range(0, n_chunks):
-        cols = (n_chunks - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        cols = i * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
         c_ok = cols < N
-        mask = row_ok[:, None] & c_ok[None, :]
-        xh, dy, g = _tile_terms(x_row[:, None] + cols[None, :] * s_xn, g_row[:, None] + cols[None, :] * s_gn,
-                                w_ptr, cols, mask, c_ok, mean, rstd, RMS, HAS_W, ACC, "evict_first", False)
-        if NEED_DX:
-            dx = (g - xh * c1[:, None] - c2[:, None]) * rstd[:, None]
-            tl.store(o_row[:, None] + cols[None, :] * s_on, dx, mask=mask, eviction_policy="evict_first")
+        acc_w = tl.zeros([BLOCK_N], PACC)
+        acc_b = tl.zeros([BLOCK_N], PACC)
+        for blk in tl.range(pid, blocks, programs):
+            rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
+            mask = row_ok[:, None] & c_ok[None, :]
+            mean, rstd = _row_stats(mean_ptr, rstd_ptr, rows, row_ok, RMS, ACC)
+            xh, dy, g = _tile_terms(x_ptr + (m * s_xm + k * s_xk)[:, None] + cols[None, :] * s_xn,
+                                    dy_ptr + (m * s_gm + k * s_gk)[:, None] + cols[None, :] * s_gn, w_ptr, cols, mask,
+                                    c_ok, mean, rstd, RMS, HAS_W, ACC, "evict_first", False)
+            if NEED_DX:
+                c1 = tl.load(cs_ptr + 2 * rows, mask=row_ok, other=0)
+                if RMS:
+                    dx = (g - xh * c1[:, None]) * rstd[:, None]
+                else:
+                    c2 = tl.load(cs_ptr + 2 * rows + 1, mask=row_ok, other=0)
+                    dx = (g - xh * c1[:, None] - c2[:, None]) * rstd[:, None]
+                tl.store(dx_ptr + (m * s_om + k * s_ok)[:, None] + cols[None, :] * s_on, dx, mask=mask,
+                         eviction_policy="evict_first")
+            if NEED_DW:
+                acc_w += tl.sum(dy.to(PACC) * xh.to(PACC), 0)
+            if NEED_DB:
+                acc_b += tl.sum(dy.to(PACC), 0)
         if NEED_DW:
-            term = tl.sum(dy.to(PACC) * xh.to(PACC), 0)
-            prev = tl.load(pw_row + cols, mask=c_ok & seen_n, other=0)
-            tl.store(pw_row + cols, prev + term, mask=c_ok)
+            tl.store(pw_row + cols, acc_w, mask=c_ok)
         if NEED_DB:
-            term_b = tl.sum(dy.to(PACC), 0)
-            prev_b = tl.load(pb_row + cols, mask=c_ok & seen_n, other=0)
-            tl.store(pb_row + cols, prev_b + term_b, mask=c_ok)
+            tl.store(pb_row + cols, acc_b, mask=c_ok)
 
 
 @triton.jit
