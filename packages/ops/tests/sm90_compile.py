@@ -170,6 +170,9 @@ def calls():
     yield "rms_norm backward single", lambda: _backward(bf, 64, (4096,), rms=True)
     yield "rms_norm backward 16384-wide rows", lambda: _backward(bf, 8, (16384,), rms=True)
     yield "rms_norm backward float64 weight", lambda: _backward(f32, 64, (4096,), rms=True, weight=torch.float64)
+    yield "layer_norm backward persistent rows, pipelined", lambda: _forced(
+        "layer_norm", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_programs=528, num_stages=2),
+        lambda: _backward(bf, 4096, (1000,)))
     # strategies only a plugin or `tritred tune` picks
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),

@@ -72,9 +72,9 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
     """dx (NEED_DX) of R rows of N elements (the M x N x K view: row r is (r // K, r % K)), and this program's
     partial rows of dw (NEED_DW, ``pw_ptr``) and db (NEED_DB, ``pb_ptr``): row ``program_id`` of a [programs, N]
     buffer each. ``mean_ptr``, ``rstd_ptr``: the forward's per-row statistics (rms_norm: rstd only); ``cs_ptr``:
-    the loop's per-row sums ([R, 2] in ACC). EVEN (single
-    pass): N == BLOCK_N, no column mask. DIV: N and the row strides are multiples of DIV (``runtime.row_hint``).
-    LOOP_STAGES: software pipelining of the persistent loop over row blocks (single pass)."""
+    the loop's per-row sums ([R, 2] in ACC). EVEN (single pass): N == BLOCK_N, no column mask. DIV: N and the row
+    strides are multiples of DIV (``runtime.row_hint``). LOOP_STAGES: software pipelining of the persistent loop
+    over row blocks (single pass). EVICT: the L2 hint of the single pass's first load."""
     if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
         N = N // DIV * DIV
         s_xm = s_xm // DIV * DIV
@@ -106,8 +106,8 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
                 acc_b += tl.sum(dy.to(PACC), 0)
             if NEED_DX:
                 c1, c2 = _row_sums(g, xh, N, RMS, ACC)
-                # the tile again, from L1 (the lines this program just read): x_hat and g are not held through the
-                # row sums (ptxas, sm_90a, bf16 4096-wide rows on 8 warps: 97 -> 84 registers, 2 -> 3 programs per
+                # the tile again, from L1 or L2 (the lines this program just read; the first load caches at all
+                # levels): x_hat and g are not held through the row sums (ptxas, sm_90a, bf16 4096-wide rows on 8 warps: 97 -> 84 registers, 2 -> 3 programs per
                 # SM; rms_norm 16384 on 32 warps: 48 spilled values -> none)
                 xh, dy, g = _tile_terms(x_ptrs, g_ptrs, w_ptr, cols, mask, c_ok, mean, rstd, RMS, HAS_W, ACC,
                                         "evict_first", EVEN)
