@@ -107,8 +107,9 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
             if NEED_DX:
                 c1, c2 = _row_sums(g, xh, N, RMS, ACC)
                 # the tile again, from L1 or L2 (the lines this program just read; the first load caches at all
-                # levels): x_hat and g are not held through the row sums (ptxas, sm_90a, bf16 4096-wide rows on 8 warps: 97 -> 84 registers, 2 -> 3 programs per
-                # SM; rms_norm 16384 on 32 warps: 48 spilled values -> none)
+                # levels): x_hat and g are not held through the row sums (ptxas, sm_90a, bf16 4096-wide rows on 8
+                # warps: 97 -> 84 registers, 2 -> 3 programs per SM; rms_norm 16384 on 32 warps: 48 spilled values
+                # -> none)
                 xh, dy, g = _tile_terms(x_ptrs, g_ptrs, w_ptr, cols, mask, c_ok, mean, rstd, RMS, HAS_W, ACC,
                                         "evict_first", EVEN)
                 dx = (g - xh * c1[:, None] - c2[:, None]) * rstd[:, None]
