@@ -19,9 +19,8 @@ from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, tl_dtype
 from ...runtime import Recorder, find_plan
 from .backward_kernels import _norm_backward_kernel, _partials_sum_kernel
+from .rules import partials_sum_tile
 
-#: The summing launch's tile: BLOCK_P partial rows x BLOCK_N columns per step (a column block per program).
-SUM_BLOCK_P, SUM_BLOCK_N = 32, 64
 
 log = logging.getLogger("tritred")
 
@@ -158,10 +157,11 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     pb = rec.empty((programs, N), pacc, x.device) if need_db else None
     rec.launch(_norm_backward_kernel, (programs,), *args(pw, pb), **kwargs)
     if need_dw or need_db:
-        rec.launch(_partials_sum_kernel, (rt.cdiv(N, SUM_BLOCK_N),), pw if pw is not None else dummy,
+        block_p, block_n = partials_sum_tile(N)
+        rec.launch(_partials_sum_kernel, (rt.cdiv(N, block_n),), pw if pw is not None else dummy,
                    pb if pb is not None else dummy, dw if dw is not None else dummy,
                    db if db is not None else dummy, programs, N, HAS_W=need_dw, HAS_B=need_db, PACC=tl_dtype(pacc),
-                   BLOCK_P=SUM_BLOCK_P, BLOCK_N=SUM_BLOCK_N, num_warps=4, **rt.dependent_launch(x.device))
+                   BLOCK_P=block_p, BLOCK_N=block_n, num_warps=4, **rt.dependent_launch(x.device))
     outs = [t for t in (dx, dw, db) if t is not None]
     rec.save(key, *outs)
     return dx, dw, db
