@@ -21,7 +21,6 @@ from ...runtime import Recorder, find_plan
 from .backward_kernels import _norm_backward_kernel, _partials_sum_kernel
 from .rules import partials_sum_tile
 
-
 log = logging.getLogger("tritred")
 
 
