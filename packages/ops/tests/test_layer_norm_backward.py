@@ -274,3 +274,27 @@ def test_compile_fullgraph_forward_and_backward(dynamic, device):
         assert torch.equal(got[0], want[0]), shape
         for g, r in zip(got[1], want[1]):
             assert torch.equal(g, r), shape
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_backward_launch_rules_on_an_h200(op):
+    """The GPU's backward decisions (``layer_norm.rules.backward_config``): a single pass for rows of up to 32 KB,
+    32 bytes of x and of dy a thread (several rows a program below 4 warps' worth), the loop past that; the grid's
+    size left to the device's occupancy (0) except where the partials (programs x N) would pass 2^24 elements."""
+    from ops_helpers import h200_config
+    from tritred_core import Problem
+
+    def decide(M, N, dtype):
+        p = Problem(op=op, dtype=dtype, direction="backward", M=M, N=N, K=1, stride_m=N, stride_n=1, stride_k=0)
+        c = h200_config(p)
+        return c.strategy, c.BLOCK_M, c.BLOCK_N, c.num_warps, c.num_programs
+
+    assert decide(16384, 4096, "bfloat16") == ("single_pass", 1, 4096, 8, 0)
+    assert decide(4096, 16384, "bfloat16") == ("single_pass", 1, 16384, 32, 1024)
+    assert decide(65536, 1024, "float32") == ("single_pass", 1, 1024, 4, 0)
+    assert decide(65536, 1024, "bfloat16") == ("single_pass", 2, 1024, 4, 0)
+    assert decide(262144, 256, "bfloat16") == ("single_pass", 8, 256, 4, 0)
+    assert decide(4096, 16384, "float32") == ("multi_pass", 1, 4096, 16, 1024)
+    assert decide(4096, 32768, "bfloat16") == ("multi_pass", 2, 4096, 32, 512)
+    assert decide(1024, 131072, "float32") == ("multi_pass", 1, 4096, 16, 132)
+    assert decide(4096, 4096, "float64") == ("single_pass", 1, 4096, 32, 0)

@@ -187,7 +187,7 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
     N, R = max(problem.N, 1), max(problem.outputs, 1)
     size = itemsize(problem)
     programs = 0 if caps.gpu else caps.programs
-    if caps.gpu and BACKWARD_PARTIALS // N < 32 * caps.sm_count:  # (32 programs per SM: the most resident)
+    if caps.gpu and BACKWARD_PARTIALS // N < 8 * caps.sm_count:  # (rows past ~16K: where the cap may bind)
         programs = max(caps.sm_count, BACKWARD_PARTIALS // N)
     if not problem.inner:
         block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
