@@ -168,9 +168,9 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
     - Rows of up to ``BACKWARD_RESIDENT_BYTES``: a single pass (x and dy read once, dx written once), each thread
       32 bytes of x and of dy (bf16 16, float32 8 elements), at least 4 warps' worth of rows a program (bf16 1024:
       two rows on 4 warps; 256: eight).
-    - Longer rows: the loop over ``BACKWARD_CHUNK``-element chunks (float64: 2048), 16 KB of x a tile (2-byte
-      rows two at a time, on 32 warps: 64 registers; 4-byte on 16: 80; one program per SM, 32 KB of x and dy in
-      flight): two sweeps over the program's rows,
+    - Longer rows: the loop over chunks of 8 KB of a row (2-byte rows: ``BACKWARD_CHUNK`` elements), two rows a
+      tile (16 KB of x; 2-byte on 32 warps: 64 registers; 4-byte on 16: 80; one program per SM, 32 KB of x and dy
+      in flight): two sweeps over the program's rows,
       the row sums, then chunk by chunk dx and the chunk's dw/db terms summed in registers (x and dy read twice:
       10 bytes an element where 6 are the least for bf16, so about 60 % of the single pass's speed at best).
       Adding each row's terms to the program's partial rows in memory instead (a loop over one row, its second
@@ -205,7 +205,7 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
                             num_programs=programs)
     per_thread = max(4, 32 // size)
     block_n = next_pow2(N)
-    if block_n * size > BACKWARD_RESIDENT_BYTES:  # (tiles of 16 KB of x: 2 x 4096 2-byte elements on 32 warps)
+    if block_n * size > BACKWARD_RESIDENT_BYTES:  # (tiles of 16 KB of x: two rows of 8 KB chunks)
         chunk = min(BACKWARD_CHUNK, 8192 // size)
         rows = max(1, 16384 // (size * chunk))
         return LaunchConfig(strategy="multi_pass", BLOCK_M=rows, BLOCK_N=chunk, num_warps=32 if size <= 2 else 16,
