@@ -14,7 +14,7 @@ def test_builtin_suites_are_package_data() -> None:
 
 def test_public_suite() -> None:
     cases, about = load_suite("h200")
-    assert len(cases) == 94
+    assert len(cases) == 100
     assert "read once" in about
     labels = [c.label for c in cases]
     assert len(set(labels)) == len(labels), "labels identify cases"
@@ -24,6 +24,8 @@ def test_public_suite() -> None:
     assert full[0].op_label == "sum (all)" and full[0].shape == (268435456,)
     ln = next(c for c in cases if c.op == "layer_norm")
     assert not ln.has_dim and ln.params["normalized_shape"] == (ln.shape[-1],) and ln.params["weight"] is True
+    rms = next(c for c in cases if c.op == "rms_norm")
+    assert rms.params == {"normalized_shape": (rms.shape[-1],), "weight": True}
     bn = next(c for c in cases if c.op == "batch_norm")
     assert bn.op_label == "batch_norm (train)" and bn.params["training"] is True
     sm = next(c for c in cases if c.op == "softmax")

@@ -17,7 +17,7 @@ from cli_helpers import fake_reduction
 from tritred_core import LaunchConfig, Registry, hookimpl
 
 BUILTINS = ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean",
-            "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm")
+            "softmax", "log_softmax", "logsumexp", "layer_norm", "batch_norm", "rms_norm")
 
 
 def test_help(cli: Callable[..., Any]) -> None:

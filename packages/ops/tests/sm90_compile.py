@@ -59,8 +59,8 @@ def _patch() -> None:
                          if (i := ptx.find(op)) >= 0), default=-1)
             assert 0 <= wait and (first < 0 or wait < first), f"{kernel.fn.__name__}: dependent launch without a wait"
     R.Recorder.launch = compile_only
-    for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm"):
-        mod = sys.modules[f"tritred_ops.families.{name}.launch"]
+    for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm", "layer_norm.backward"):
+        mod = sys.modules[f"tritred_ops.families.{name}" + ("" if name.endswith("backward") else ".launch")]
         mod.find_plan = lambda *a, **k: (None, None)  # (no replay plans: nothing is ever launched)
     sys.modules["tritred_ops.families.softmax.backward"].find_plan = lambda *a, **k: (None, None)
 
@@ -162,6 +162,30 @@ def calls():
         r(8, 64, 14, 14, dtype=bf).to(memory_format=torch.channels_last), True)
     yield "batch_norm functional op (new running stats)", lambda: torch.ops.tritred.batch_norm(
         r(8, 16, 28, 28, dtype=bf), torch.zeros(16), torch.ones(16), None, None, True, 0.1, 1e-5)
+
+    # rms_norm, and the norms' backward kernels (layer_norm's launcher; rms_norm's takes it with rms=True)
+    yield "rms_norm single", lambda: tr.rms_norm(r(64, 4096, dtype=bf), (4096,), r(4096, dtype=bf))
+    yield "rms_norm rows over 32 threads each", lambda: tr.rms_norm(r(64, 1024, dtype=bf), (1024,), r(1024, dtype=bf))
+    yield "rms_norm loop, float64 weight", lambda: tr.rms_norm(torch.empty(4, 65536), (65536,),
+                                                               torch.empty(65536, dtype=torch.float64))
+    yield "rms_norm transposed rows", lambda: tr.rms_norm(r(300, 64).t(), [300])
+    yield "layer_norm backward single, two accumulators", lambda: _backward(bf, 64, (4096,))
+    yield "layer_norm backward 16384-wide rows on 32 warps", lambda: _backward(bf, 8, (16384,))
+    yield "layer_norm backward float32 1024", lambda: _backward(f32, 64, (1024,))
+    yield "layer_norm backward two rows a program, odd width", lambda: _backward(bf, 64, (1000,))
+    yield "layer_norm backward loop", lambda: _backward(f32, 4, (65536,))
+    yield "layer_norm backward loop, two 2-byte rows a tile", lambda: _backward(bf, 4, (32768,))
+    yield "layer_norm backward dx only, expanded dy", lambda: _backward(bf, 64, (2048,), (True, False, False),
+                                                                       affine=False, expand=True)
+    yield "layer_norm backward dw and db only", lambda: _backward(bf, 64, (2048,), (False, True, True))
+    yield "layer_norm backward float64, two dims", lambda: _backward(torch.float64, 16, (8, 40))
+    yield "layer_norm backward transposed rows", lambda: _backward(f32, 300, (64,), transpose=True)
+    yield "rms_norm backward single", lambda: _backward(bf, 64, (4096,), rms=True)
+    yield "rms_norm backward 16384-wide rows", lambda: _backward(bf, 8, (16384,), rms=True)
+    yield "rms_norm backward float64 weight", lambda: _backward(f32, 64, (4096,), rms=True, weight=torch.float64)
+    yield "layer_norm backward persistent rows, pipelined", lambda: _forced(
+        "layer_norm", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_programs=528, num_stages=2),
+        lambda: _backward(bf, 4096, (1000,)))
     # strategies only a plugin or `tritred tune` picks
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),
@@ -203,6 +227,23 @@ def _bn_backward(x: torch.Tensor, training: bool, affine: bool = True, input_gra
     w, b = (torch.randn(c, requires_grad=True), torch.randn(c, requires_grad=True)) if affine else (None, None)
     y = tr.batch_norm(x.requires_grad_(input_grad), torch.zeros(c), torch.ones(c), w, b, training, 0.1, 1e-5)
     y.backward(torch.randn_like(y))
+
+
+def _backward(dtype, rows, shape, mask=(True, True, True), affine=True, expand=False, transpose=False, rms=False,
+              weight=None):
+    """The backward launcher of layer_norm (rms_norm: ``rms``) on uninitialized tensors (compiled, never run)."""
+    from tritred_ops.families import layer_norm, rms_norm
+    from tritred_ops.families.layer_norm.backward import norm_backward
+
+    full = (rows, *shape)
+    x = torch.empty(full[::-1], dtype=dtype).t() if transpose else torch.empty(full, dtype=dtype)
+    g = torch.empty(()).to(dtype).expand(full) if expand else torch.empty(full, dtype=dtype)
+    w = torch.empty(shape, dtype=weight or dtype) if affine else None
+    b = torch.empty(shape, dtype=dtype) if affine and not rms else None
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    mean, rstd = torch.empty(rows, dtype=acc), torch.empty(rows, dtype=acc)
+    spec = rms_norm.SPEC if rms else layer_norm.SPEC
+    return norm_backward(spec, g, x, shape, None if rms else mean, rstd, w, b, mask, rms=rms)
 
 
 def _forced(op: str, config: dict, call):  # noqa: ANN001

@@ -8,7 +8,7 @@ from tritred_core import get_registry
 from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER, assert_valid_launch_configs, problem_grid
 
 BUILTINS = {"sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean", "softmax",
-            "log_softmax", "logsumexp", "layer_norm", "batch_norm"}
+            "log_softmax", "logsumexp", "layer_norm", "batch_norm", "rms_norm"}
 
 
 def test_every_builtin_registered_by_tritred_ops():

@@ -2,8 +2,8 @@
 
 A suite is a JSON file ``{"about": "...", "cases": [...]}`` (a bare list of cases works too). Each case has ``op``,
 ``shape`` and ``dtype``; reductions with a dim give ``dim`` (``null`` = every dim, e.g. ``sum (all)``);
-``layer_norm`` gives ``normalized_shape`` and ``weight``/``bias`` flags; ``batch_norm`` gives ``training``
-(the training forward updates the running statistics) and ``weight``/``bias`` flags.
+``layer_norm`` gives ``normalized_shape`` and ``weight``/``bias`` flags (``rms_norm``: ``weight``); ``batch_norm``
+gives ``training`` (the training forward updates the running statistics) and ``weight``/``bias`` flags.
 
 Built-in suites, shipped as package data: ``h200`` (the public suite, see docs/performance.md),
 ``offsuite`` (shapes outside it: other vocabulary and hidden sizes, odd sizes, non-last dims, 5-D and eval

@@ -4,6 +4,7 @@ Call them exactly like torch::
 
     import tritred_ops as tr
     tr.softmax(x, -1); tr.layer_norm(x, (4096,), w, b); tr.var(x, 1, correction=1); tr.max(x, 0)
+    tr.rms_norm(x, (4096,), w)
 
 Tensors must be on CUDA, or on CPU with ``TRITON_INTERPRET=1`` set before this import (Triton's interpreter,
 used by the tests). Launch decisions come from the ``tritred_launch_config`` hook (see ``tritred_core``), asked
@@ -13,6 +14,7 @@ once per problem and cached.
 from .families.batch_norm import batch_norm
 from .families.layer_norm import layer_norm, layer_norm_with_stats
 from .families.reduce import amax, amin, max, mean, min, prod, sum
+from .families.rms_norm import rms_norm
 from .families.softmax import log_softmax, logsumexp, softmax
 from .families.statistics import std, std_mean, var, var_mean
 
@@ -30,6 +32,7 @@ __all__ = [
     "mean",
     "min",
     "prod",
+    "rms_norm",
     "softmax",
     "std",
     "std_mean",

@@ -19,6 +19,7 @@ from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 from .families import batch_norm as _bn
 from .families import layer_norm as _ln
 from .families import reduce as _red
+from .families import rms_norm as _rms
 from .families import softmax as _sm
 from .families import statistics as _st
 from .rules import tritred_launch_config  # noqa: F401  (the built-in rules' hookimpl)
@@ -99,6 +100,13 @@ def _layer_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | t
     return (x, n, w, b), {"eps": 1e-5}
 
 
+def _rms_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
+                     dim: Any = -1, seed: int = 0) -> Args:
+    x = random_tensor(shape, dtype, device, seed)
+    n = tuple(shape[-1:])
+    return (x, n, random_tensor(n, dtype, device, seed + 1)), {"eps": 1e-6}
+
+
 def _batch_norm_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
                        dim: Any = None, seed: int = 0) -> Args:
     if len(shape) < 2:
@@ -152,6 +160,9 @@ def _records() -> list[Reduction]:
     records.append(Reduction(spec=_ln.SPEC, impl=_ln.layer_norm, reference=F.layer_norm,
                              make_inputs=_layer_norm_inputs, problem=_problem(_ln.layer_norm),
                              byte_count=_io_bytes(F.layer_norm)))
+    records.append(Reduction(spec=_rms.SPEC, impl=_rms.rms_norm, reference=F.rms_norm,
+                             make_inputs=_rms_norm_inputs, problem=_problem(_rms.rms_norm),
+                             byte_count=_io_bytes(F.rms_norm)))
     records.append(Reduction(spec=_bn.SPEC, impl=_bn.batch_norm, reference=F.batch_norm,
                              make_inputs=_batch_norm_inputs, problem=_problem(_bn.batch_norm),
                              byte_count=_batch_norm_bytes))

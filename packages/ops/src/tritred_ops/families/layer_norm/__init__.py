@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from tritred_core import ReductionSpec
 
+from ...runtime import grad_needed
 from .launch import layer_norm_call
 
 #: ``split_rows``: rows held by several programs meeting at a barrier (one read); not a built-in choice, a plugin's
@@ -28,13 +29,24 @@ SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
 
 SPECS = {"layer_norm": SPEC}
 
+from . import autograd as _autograd  # noqa: E402  (registers torch.ops.tritred.layer_norm*; reads SPEC)
+
 
 def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                           bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`layer_norm` that also returns the per-row fp32 ``mean`` and ``rstd`` (shape: the leading dims,
-    e.g. (32,) for a (32, 1024) input; torch's ``native_layer_norm`` keeps the normalized dims as size 1)."""
-    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats, "layer_norm_with_stats")
+    """:func:`layer_norm` that also returns the per-row ``mean`` and ``rstd`` (float32, float64 for float64 inputs,
+    as torch's ``native_layer_norm``; shape: the leading dims, e.g. (32,) for a (32, 1024) input, where torch's
+    keeps the normalized dims as size 1). ``store_stats=False``: (out, None, None). Differentiable in ``out``
+    (mean and rstd are not), as :func:`layer_norm`."""
+    if torch.compiler.is_compiling():
+        y, mean, rstd = torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
+                                                     float(eps))
+    elif grad_needed(input, weight, bias):
+        y, mean, rstd = _autograd.LayerNormFunction.apply(input, normalized_shape, weight, bias, eps)
+    else:
+        return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats)
+    return (y, mean, rstd) if store_stats else (y, None, None)
 
 
 def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
@@ -51,6 +63,14 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         Contiguous tensor of the input's shape and dtype (as torch's): ``(x - mean) / sqrt(var + eps) * weight +
         bias``, statistics in fp32 (fp64 for fp64 inputs).
 
+    Autograd: differentiable in input, weight and bias (torch's formulas; gradients in fp32, fp64 for fp64
+    inputs, rounded once). Three paths: under ``torch.compile`` the registered op ``torch.ops.tritred.layer_norm``
+    (fake implementation and autograd registered: no graph break); in eager with a tensor that requires grad
+    (grad mode on) an autograd.Function; otherwise the inference path, with no autograd boundary. The backward
+    (``torch.ops.tritred.layer_norm_backward``) reads x and dy once and writes dx once per row when the row fits
+    a program's registers (two sweeps otherwise); dw and db are per-program fp32 partials summed in a fixed
+    order: deterministic, no atomics.
+
     Raises:
         RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of
             another dtype than the input (as torch), non-float dtypes, tensors on different devices, not on CUDA
@@ -58,4 +78,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
             (floats and bools raise, as in torch).
     """
-    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, False, "layer_norm")[0]
+    if torch.compiler.is_compiling():
+        return torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
+    if grad_needed(input, weight, bias):
+        return _autograd.LayerNormFunction.apply(input, normalized_shape, weight, bias, eps)[0]
+    return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, False)[0]

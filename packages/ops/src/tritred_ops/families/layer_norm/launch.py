@@ -14,7 +14,7 @@ from tritred_core import ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, check_no_grad, find_plan
+from ...runtime import Recorder, find_plan
 from .kernels import _layer_norm_kernel, _shift_affine_kernel, _split_rows_kernel
 
 
@@ -44,51 +44,61 @@ def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int
 UNROLL_SECOND = 6
 
 
+def check_args(op: str, input: torch.Tensor, normalized_shape: Sequence[int] | int, weight: torch.Tensor | None,
+               bias: torch.Tensor | None, weight_dtype: bool = True) -> tuple[int, ...]:
+    """torch's argument checks of layer_norm (shapes, dtypes, devices; ``input`` already a tensor): the normalized
+    shape as a tuple. Shared with the registered op's fake implementation (symbolic sizes pass as they are).
+    ``weight_dtype``: weight and bias must have the input's dtype (torch's CUDA kernel; rms_norm takes others)."""
+    if isinstance(normalized_shape, (int, torch.SymInt)):
+        normalized_shape = (normalized_shape,)
+    sizes = [s if isinstance(s, torch.SymInt) else rt.as_index(s) for s in normalized_shape]  # as torch: ints
+    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):  # (numpy ints too), no floats or bools
+        if size is None:
+            raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
+                            f"element of type {type(s).__name__} at pos {pos}")
+    shape = tuple(sizes)
+    D = len(shape)
+    if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != shape:
+        raise RuntimeError(f"{op}(): Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        rt.check_tensor(op, name, t)
+        if tuple(t.shape) != shape:
+            raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                               f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
+        rt.check_float(op, t, what=name)
+    rt.check_float(op, input)
+    for name, t in (("weight", weight), ("bias", bias)):  # as torch's CUDA kernel (its CPU one is laxer)
+        if weight_dtype and t is not None and t.dtype != input.dtype:
+            raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
+                               f"bias must have the input's dtype")
+    rt.check_same_device(op, input, weight=weight, bias=bias)
+    return shape  # type: ignore[return-value]
+
+
 def layer_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Sequence[int],
                     weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, store_stats: bool,
-                    public: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """The host path of layer_norm: (output, mean, rstd; None without ``store_stats``); ``public``: the name of
-    the public function called (layer_norm or layer_norm_with_stats)."""
+                    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The host path of layer_norm: (output, mean, rstd; None without ``store_stats``). mean and rstd: float32
+    (float64 for float64 inputs), shaped like the leading dims."""
     op = "layer_norm"
-    check_no_grad(public, input, weight, bias)
     plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
     if plan is not None:
         outs = plan.run(input, weight, bias)
         return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
     input = rt.check_tensor(op, "input", input)
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    sizes = [rt.as_index(s) for s in normalized_shape]  # as torch: ints (numpy ints too), no floats or bools
-    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):
-        if size is None:
-            raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
-                            f"element of type {type(s).__name__} at pos {pos}")
-    normalized_shape = tuple(sizes)  # type: ignore[arg-type]
+    normalized_shape = check_args(op, input, normalized_shape, weight, bias)
     D = len(normalized_shape)
-    if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != normalized_shape:
-        raise RuntimeError(f"{op}(): Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is None:
-            continue
-        rt.check_tensor(op, name, t)
-        if tuple(t.shape) != normalized_shape:
-            raise RuntimeError(f"{op}(): Expected {name} to be of same shape as normalized_shape, but got {name} of "
-                               f"shape {list(t.shape)} and normalized_shape = {list(normalized_shape)}")
-        rt.check_float(op, t, what=name)
-    rt.check_float(op, input)
-    for name, t in (("weight", weight), ("bias", bias)):  # as torch's CUDA kernel (its CPU one is laxer)
-        if t is not None and t.dtype != input.dtype:
-            raise RuntimeError(f"{op}(): expected scalar type {input.dtype} but found {t.dtype} ({name}): weight and "
-                               f"bias must have the input's dtype")
-    rt.check_same_device(op, input, weight=weight, bias=bias)
     rt.check_runnable(op, input)
     rec = Recorder(input, weight, bias)
     y = rec.empty(input.shape, input.dtype, input.device)  # contiguous, as torch's (whatever the input's layout)
     lead = input.shape[: input.dim() - D]
     rows = rt.prod(lead)
-    mean = rec.empty(lead, torch.float32, input.device) if store_stats else None
-    rstd = rec.empty(lead, torch.float32, input.device) if store_stats else None
+    stats = acc_dtype(input.dtype)  # (float32; float64 for float64 inputs, as torch.native_layer_norm's)
+    mean = rec.empty(lead, stats, input.device) if store_stats else None
+    rstd = rec.empty(lead, stats, input.device) if store_stats else None
     if input.numel() == 0:
         if mean is not None and rstd is not None:  # rows of no elements (torch: mean 0, rstd 1 / sqrt(0 / 0) = NaN)
             mean.zero_()

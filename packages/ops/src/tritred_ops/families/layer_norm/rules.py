@@ -10,6 +10,7 @@ power-of-two tile is largely masked (:func:`masked_rows`).
 from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
+from tritred_core.models import Strategy
 
 from ...rules import (
     Caps,
@@ -29,6 +30,8 @@ from ...runtime.launch import next_pow2
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of layer_norm. Loops: 16384-wide chunks of 32 warps (1024x131072 bf16 51 -> 61 %
     against 4096-wide ones)."""
+    if problem.direction == "backward":
+        return backward_config(spec, problem, caps)
     single_cap, rows_tile = caps.norm_resident, 2048
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
@@ -138,3 +141,85 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
     return None
+
+
+# -- backward ------------------------------------------------------------------------------------------------------
+
+#: Longest row (in bytes) the backward's single pass holds in registers on a GPU; longer rows loop over
+#: BACKWARD_CHUNK-element chunks. Elements per thread of a single pass: 32 bytes of each of x and dy (two 16-byte
+#: vectors), at most 32 warps; so 16384 2-byte or 8192 4-byte elements on 32 warps.
+BACKWARD_RESIDENT_BYTES = 32768
+BACKWARD_CHUNK = 4096
+#: Most elements of the dw (and of the db) partials: programs x N, so that very long rows take fewer programs.
+BACKWARD_PARTIALS = 1 << 24
+
+
+def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
+    """The backward kernel's config (layer_norm and rms_norm: ``backward_kernels._norm_backward_kernel``).
+
+    The kernel reads x and dy and writes dx, one stream more than the forward (x read, y written), and keeps per
+    program an fp32 accumulator row of dw and one of db until its last row block. Registers therefore bound the
+    single pass (ptxas, sm_90a, Triton 3.x, layer_norm with weight and bias, the tile reloaded from L1 after the row
+    sums): about 25 + 4.3 registers per element a thread holds for 2-byte rows (bf16 4096 on 8 warps: 84; 8192 on
+    16: 94), 25 + 5 for float32 (4096 on 16 warps: 60, on 8: 105); bf16 16384 on 32 warps capped at 64 registers
+    spills 20 values (80 bytes, layer_norm's two accumulators; rms_norm's one: none), float32 16384 (16 elements a
+    thread on 32 warps) would spill more: it loops.
+
+    - Rows of up to ``BACKWARD_RESIDENT_BYTES``: a single pass (x and dy read once, dx written once), each thread
+      32 bytes of x and of dy (bf16 16, float32 8 elements), at least 4 warps' worth of rows a program (bf16 1024:
+      two rows on 4 warps; 256: eight).
+    - Longer rows: the loop over chunks of 8 KB of a row (2-byte rows: ``BACKWARD_CHUNK`` elements), two rows a
+      tile (16 KB of x; 2-byte on 32 warps: 64 registers; 4-byte on 16: 80; one program per SM, 32 KB of x and dy
+      in flight): two sweeps over the program's rows,
+      the row sums, then chunk by chunk dx and the chunk's dw/db terms summed in registers (x and dy read twice:
+      10 bytes an element where 6 are the least for bf16, so about 60 % of the single pass's speed at best).
+      Adding each row's terms to the program's partial rows in memory instead (a loop over one row, its second
+      read from L2) moves 16 more bytes an element through L2 or, for rows of 131072 float32 elements (132
+      partial rows of 1 MB), HBM.
+    - A kept axis faster than the normalized one (a transposed input): tiles of up to 32 adjacent rows, whose
+      loads are contiguous across the rows, 4096 elements on 8 warps.
+    - The grid is persistent: the dw/db partials are one row per program. ``num_programs=0`` on a GPU: as many
+      programs as the device holds at once (the compiled kernel's occupancy, read by the launcher), at most
+      ``BACKWARD_PARTIALS / N``; the interpreter's ``caps.programs``.
+
+    Not measured on a GPU yet: the sizes above come from register counts and the forward's measurements.
+    """
+    N, R = max(problem.N, 1), max(problem.outputs, 1)
+    size = itemsize(problem)
+    programs = 0 if caps.gpu else caps.programs
+    if caps.gpu and BACKWARD_PARTIALS // N < 8 * caps.sm_count:  # (rows past ~16K: where the cap may bind)
+        programs = max(caps.sm_count, BACKWARD_PARTIALS // N)
+    if not problem.inner:
+        block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
+        tile = 4096 if caps.gpu else caps.tile
+        block_n = min(next_pow2(N), max(16, tile // block_m))
+        strategy: Strategy = "single_pass" if block_n >= N else "multi_pass"
+        return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4,
+                            num_programs=programs)
+    if not caps.gpu:
+        if N <= caps.norm_resident:
+            block_n = next_pow2(N)
+            return LaunchConfig(strategy="single_pass", BLOCK_M=max(1, min(next_pow2(R), caps.tile // block_n)),
+                                BLOCK_N=block_n, num_warps=4, num_programs=programs)
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=4,
+                            num_programs=programs)
+    per_thread = max(4, 32 // size)
+    block_n = next_pow2(N)
+    if block_n * size > BACKWARD_RESIDENT_BYTES:  # (tiles of 16 KB of x: two rows of 8 KB chunks)
+        chunk = min(BACKWARD_CHUNK, 8192 // size)
+        rows = max(1, 16384 // (size * chunk))
+        return LaunchConfig(strategy="multi_pass", BLOCK_M=rows, BLOCK_N=chunk, num_warps=32 if size <= 2 else 16,
+                            num_programs=programs)
+    block_m = max(1, min(next_pow2(R), 4 * 32 * per_thread // block_n))
+    num_warps = min(32, max(1, block_m * block_n // (32 * per_thread)))
+    return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+                        num_programs=programs)
+
+
+def partials_sum_tile(N: int) -> tuple[int, int]:
+    """(BLOCK_P, BLOCK_N) of the launch that sums the backward's dw/db partials (a [programs, N] fp32 buffer each):
+    column blocks of 16-64 so that rows of 1024-16384 give about 64-256 programs (2 KB-64 KB of partials each:
+    the sum of 792 partial rows of 1024 in 64-column blocks would take 16 programs, a few microseconds of an
+    85-microsecond backward), 64 partial rows a step on 4 warps (1024-4096 elements)."""
+    block_n = min(64, max(16, next_pow2(-(-N // 256))))
+    return 4096 // block_n, block_n

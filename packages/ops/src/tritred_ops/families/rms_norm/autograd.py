@@ -1,0 +1,139 @@
+"""Autograd of rms_norm: an autograd.Function for eager training and the torch.library ops for torch.compile,
+sharing one ``setup_context`` and one backward (as layer_norm's: see ``families.layer_norm.autograd`` for why the
+ops are opaque custom ops).
+
+- ``RMSNormFunction`` (eager, grad needed): forward = the launcher with rstd stored; backward = layer_norm's
+  backward launcher with ``rms=True`` (``families.layer_norm.backward.norm_backward``).
+- ``torch.ops.tritred.rms_norm`` -> (out, rstd) and ``torch.ops.tritred.rms_norm_backward`` -> (dx, dw).
+
+Saved for backward (torch's ``_fused_rms_norm``: input, weight, rstd): the input, the weight and the per-row rstd
+(float32; float64 for float64 inputs). dx = rstd * (w * dy - x_hat * mean(w * dy * x_hat)), dw = the sum over rows
+of dy * x_hat (x_hat = x * rstd), as per-program fp32 partials summed in a fixed order (fp64 for a float64 input or
+weight), rounded once to the weight's dtype. Gradients not needed (``ctx.needs_input_grad``) are not computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ...kernels.dtypes import acc_dtype
+from ..layer_norm.backward import norm_backward
+from . import launch
+
+Tensor = torch.Tensor
+Backward = Callable[..., tuple[Tensor | None, Tensor | None]]
+
+
+def shape_arg(normalized_shape: Any) -> list[Any]:
+    """``normalized_shape`` as the registered op takes it (a list); TypeError, as torch's, for an int."""
+    if not isinstance(normalized_shape, (tuple, list, torch.Size)):
+        raise TypeError(f"rms_norm(): argument 'normalized_shape' (position 2) must be tuple of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    return list(normalized_shape)
+
+
+def _spec() -> Any:
+    from . import SPEC  # (the package imports this module)
+    return SPEC
+
+
+def forward(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float | None,
+            ) -> tuple[Tensor, Tensor]:
+    """(out, rstd): the forward host path with rstd stored."""
+    y, rstd = launch.rms_norm_call(_spec(), input, normalized_shape, weight, eps, True)
+    assert rstd is not None
+    return y, rstd
+
+
+def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
+    input, normalized_shape, weight, _ = inputs
+    ctx.normalized_shape = list(normalized_shape)
+    ctx.save_for_backward(input, weight, output[1])
+    ctx.mark_non_differentiable(output[1])
+
+
+def backward(ctx: Any, grad: Tensor, bwd: Backward) -> tuple[Tensor | None, None, Tensor | None, None]:
+    """The gradients of (input, normalized_shape, weight, eps) from the output's gradient ``grad``, through ``bwd``
+    (the launcher in eager, the registered backward op under compile)."""
+    input, weight, rstd = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    mask = [bool(needs[0]), bool(needs[2]) and weight is not None]
+    if not any(mask):
+        return None, None, None, None
+    dx, dw = bwd(grad, input, ctx.normalized_shape, rstd, weight, mask)
+    return dx if mask[0] else None, None, dw if mask[1] else None, None
+
+
+def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
+                    weight: Tensor | None, mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
+    dx, dw, _ = norm_backward(_spec(), grad, input, normalized_shape, None, rstd, weight, None,
+                              (mask[0], mask[1], False), rms=True)
+    return dx, dw
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """rms_norm with autograd in eager mode: ``apply(input, normalized_shape, weight, eps)`` -> (out, rstd), rstd
+    not differentiable."""
+
+    @staticmethod
+    def forward(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None,  # type: ignore[override]
+                eps: float | None) -> tuple[Tensor, Tensor]:
+        return forward(input, normalized_shape, weight, eps)
+
+    setup_context = staticmethod(setup_context)  # type: ignore[assignment]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor, _rstd: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        return backward(ctx, grad, _eager_backward)
+
+
+# -- the registered ops (torch.compile) ----------------------------------------------------------------------------
+
+@torch.library.custom_op("tritred::rms_norm", mutates_args=())
+def rms_norm_op(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float | None,
+                ) -> tuple[Tensor, Tensor]:
+    """``torch.ops.tritred.rms_norm``: (out, rstd)."""
+    return forward(input, normalized_shape, weight, eps)
+
+
+@rms_norm_op.register_fake
+def _rms_norm_fake(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float | None,
+                   ) -> tuple[Tensor, Tensor]:
+    ns = launch.check_args(input, list(normalized_shape), weight)
+    lead = input.shape[: input.dim() - len(ns)]
+    return launch.new_output(input), input.new_empty(lead, dtype=acc_dtype(input.dtype))
+
+
+@torch.library.custom_op("tritred::rms_norm_backward", mutates_args=())
+def rms_norm_backward_op(grad_out: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
+                         weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor, Tensor]:
+    """``torch.ops.tritred.rms_norm_backward``: (dx, dw); a gradient not asked for by ``output_mask`` (or dw
+    without a weight) is an empty tensor."""
+    grads = _eager_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)
+    return tuple(g if g is not None else input.new_empty(0) for g in grads)  # type: ignore[return-value]
+
+
+@rms_norm_backward_op.register_fake
+def _rms_norm_backward_fake(grad_out: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
+                            weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor, Tensor]:
+    dx = input.new_empty(input.shape) if output_mask[0] else input.new_empty(0)
+    dw = input.new_empty(weight.shape, dtype=weight.dtype) if output_mask[1] and weight is not None \
+        else input.new_empty(0)
+    return dx, dw
+
+
+def _compiled_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
+                       weight: Tensor | None, mask: Sequence[bool]) -> tuple[Tensor, Tensor]:
+    return torch.ops.tritred.rms_norm_backward(grad, input, list(normalized_shape), rstd, weight, list(mask))
+
+
+def _op_backward(ctx: Any, grad: Tensor, _rstd: Tensor) -> tuple[Any, ...]:
+    return backward(ctx, grad, _compiled_backward)
+
+
+rms_norm_op.register_autograd(_op_backward, setup_context=setup_context)

@@ -1,0 +1,49 @@
+"""Launch rules of rms_norm: layer_norm's, less its width-specific rules (not measured for rms_norm yet).
+
+Forward: rows up to 32768 elements (GPU) are one pass in registers, short power-of-two rows (128-1024) spread over a
+few threads each (:func:`short_rows`, as layer_norm's), rows of up to 1024 in one-warp tiles of several rows,
+longer rows loop over 16384-wide chunks on 32 warps (two sweeps). rms_norm's single pass does one reduction where
+layer_norm's does two or three, so layer_norm's sizes are a conservative start. Backward: layer_norm's rule
+(:func:`tritred_ops.families.layer_norm.rules.backward_config`): the same kernel, with one accumulator row (dw)
+instead of two.
+"""
+
+from __future__ import annotations
+
+from tritred_core import LaunchConfig, Problem, ReductionSpec
+from tritred_core.models import Strategy
+
+from ...rules import Caps, itemsize, rows_config
+from ...runtime.launch import next_pow2
+from ..layer_norm.rules import backward_config
+
+
+def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
+    """The built-in config of rms_norm (forward and backward)."""
+    if problem.direction == "backward":
+        return backward_config(spec, problem, caps)
+    if not problem.inner:  # (a transposed input) tiles of up to 32 adjacent rows: loads contiguous across them
+        block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
+        block_n = min(next_pow2(max(problem.N, 1)), max(16, (4096 if caps.gpu else caps.tile) // block_m))
+        strategy: Strategy = "single_pass" if block_n >= problem.N else "multi_pass"
+        return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4)
+    if caps.gpu:
+        cfg = short_rows(problem)
+        if cfg is not None:
+            return cfg
+    return rows_config(problem, caps, False, caps.norm_resident, 2048 if caps.gpu else min(2048, caps.tile),
+                       caps.norm_chunk, caps.loop_warps, caps.norm_short_row)
+
+
+def short_rows(problem: Problem) -> LaunchConfig | None:
+    """Whole power-of-two rows of 128-1024 elements (2- and 4-byte), each over a few threads
+    (``threads_per_row``) on 4 warps: 32 elements a thread (16 for float32 rows of up to 512); None elsewhere.
+    layer_norm's rule (``tritred_ops.rules.short_rows``: 65536x1024 bf16 91 -> 94 % there): the rows' sums take a
+    few shuffle levels instead of five, and the per-row arithmetic is shared by fewer threads."""
+    N, size = problem.N, itemsize(problem)
+    if N & (N - 1) or not 128 <= N <= 1024 or size > 4:
+        return None
+    per_thread = 32 if size <= 2 or N > 512 else 16
+    threads = min(32, N // per_thread)
+    return LaunchConfig(strategy="single_pass", BLOCK_M=32 * 4 // threads, BLOCK_N=N, num_warps=4,
+                        threads_per_row=threads)
