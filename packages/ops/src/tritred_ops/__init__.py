@@ -11,6 +11,7 @@ once per problem and cached.
 """
 
 from .families.batch_norm import batch_norm
+from .families.cross_entropy import cross_entropy
 from .families.layer_norm import layer_norm, layer_norm_with_stats
 from .families.reduce import amax, amin, max, mean, min, prod, sum
 from .families.softmax import log_softmax, logsumexp, softmax
@@ -22,6 +23,7 @@ __all__ = [
     "amax",
     "amin",
     "batch_norm",
+    "cross_entropy",
     "layer_norm",
     "layer_norm_with_stats",
     "log_softmax",
