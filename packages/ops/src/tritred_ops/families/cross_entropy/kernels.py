@@ -35,7 +35,7 @@ import triton.language as tl
 
 from ...kernels.combine import div_exact, max_fn
 
-INF: tl.constexpr = float("inf")
+INF = tl.constexpr(float("inf"))
 
 
 @triton.jit

@@ -168,9 +168,10 @@ def _targets(rec: Recorder, x: torch.Tensor, t: torch.Tensor, w: torch.Tensor | 
              acc: torch.dtype) -> tuple[Any, Any, int]:
     """The launch of ``_targets_kernel`` when something needs it: (the weight partials or None, the weight sum
     or None, the partial count). On CUDA always (the device-side range check); else for the mean's denominator
-    and for label smoothing's sum of weights."""
+    and for label smoothing's sum of weights. (The device's backend, not the tensor's: the sm_90 compile test
+    compiles CUDA's variant from CPU tensors.)"""
     rows = view.M * view.K
-    check = x.device.type == "cuda"
+    check = rt.device_info(x.device).backend == "cuda"
     parts, wsum_needed = reduction == 1, smooth and w is not None
     if not (check or parts or wsum_needed):
         return None, None, 1
