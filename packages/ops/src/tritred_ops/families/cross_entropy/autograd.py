@@ -79,8 +79,7 @@ class CrossEntropyFunction(torch.autograd.Function):
                 ignore_index: int, reduction: int, label_smoothing: float) -> torch.Tensor:
         grad_input, grad_target, grad_weight = ctx.needs_input_grad[:3]
         prob = x.shape == target.shape
-        if weight is not None and weight.requires_grad and not prob:
-            no_weight_grad(prob, weight)
+        no_weight_grad(prob, grad_weight)
         save_lse = prob and (grad_target or grad_weight)
         loss, grad, lse = forward(SPEC, x, target, weight, ignore_index, reduction, label_smoothing, grad_input,
                                   save_lse)
@@ -100,7 +99,8 @@ class CrossEntropyFunction(torch.autograd.Function):
 def cross_entropy_op(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int,
                      reduction: int, label_smoothing: float, grad_input: bool,
                      save_lse: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, d loss / d input for a loss gradient of 1 or an empty tensor, per-row lse or an empty tensor);
+    """(loss, d loss / d input for a loss gradient of 1 or an empty tensor, each row's (max, log of the sum of
+    exp(x - max)) or an empty tensor);
     ``reduction``: torch's enum (0 none, 1 mean, 2 sum)."""
     loss, grad, lse = forward(SPEC, input, target, weight, ignore_index, reduction, label_smoothing, grad_input,
                               save_lse)
@@ -114,7 +114,7 @@ def _fake(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
     call = check(input, target, weight, ignore_index, reduction, label_smoothing)
     loss = input.new_empty(call.loss_shape, dtype=call.loss_dtype)
     grad = grad_like(input) if grad_input else input.new_empty((0,))
-    lse = input.new_empty((call.rows,), dtype=call.acc) if save_lse else input.new_empty((0,), dtype=torch.float32)
+    lse = input.new_empty((call.rows, 2), dtype=call.acc) if save_lse else input.new_empty((0,), dtype=torch.float32)
     return loss, grad, lse
 
 
@@ -163,6 +163,6 @@ def compiled(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
     prob = x.shape == target.shape
     grad_input = grad_mode and x.requires_grad
     others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
-    no_weight_grad(prob, weight)
+    no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
     return torch.ops.tritred.cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing, grad_input,
                                            others)[0]

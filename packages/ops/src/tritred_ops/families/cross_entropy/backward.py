@@ -29,7 +29,7 @@ from ... import runtime as rt
 from ...kernels.dtypes import tl_dtype
 from ...runtime import Recorder, find_plan
 from .checks import NAME
-from .kernels import _rows
+from .kernels import _rows, narrow
 from .launch import _with_class_dim
 
 
@@ -56,13 +56,14 @@ def _scale_kernel(g_ptr, go_ptr, y_ptr, t_ptr, R, C, K, s_gm, s_gn, s_gk, s_ym, 
                 cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
                 mask = todo[:, None] & (cols < C)[None, :]
                 g = tl.load(g_row[:, None] + cols[None, :] * s_gn, mask=mask, other=0).to(ACC)
-                tl.store(y_row[:, None] + cols[None, :] * s_yn, g * go[:, None], mask=mask)
+                tl.store(y_row[:, None] + cols[None, :] * s_yn, narrow(g * go[:, None], y_row), mask=mask)
     else:
         for n0 in range(0, C, BLOCK_N):
             cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
             mask = row_ok[:, None] & (cols < C)[None, :]
             g = tl.load(g_row[:, None] + cols[None, :] * s_gn, mask=mask, other=0).to(ACC)
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, tl.where(keep[:, None], g * go[:, None], g), mask=mask)
+            y = tl.where(keep[:, None], g * go[:, None], g)
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, narrow(y, y_row), mask=mask)
 
 
 def scale(spec: ReductionSpec, grad: torch.Tensor, grad_output: torch.Tensor, target: torch.Tensor | None,
@@ -130,19 +131,21 @@ def _torch_scale(grad: torch.Tensor, grad_output: torch.Tensor, target: torch.Te
 def target_weight_grads(grad_output: torch.Tensor, x: torch.Tensor, target: torch.Tensor,
                         weight: torch.Tensor | None, lse: torch.Tensor, reduction: int, label_smoothing: float,
                         need_target: bool, need_weight: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Probability targets: (d loss / d target, d loss / d weight) from the saved per-row ``lse`` (torch ops).
+    """Probability targets: (d loss / d target, d loss / d weight) from the rows' saved (max, log_sum) pairs
+    ``lse`` (torch ops).
 
-    With ``logp = x - lse``, ``q' = (1 - e) q + e/C`` and the rows' factor ``s`` (grad_output, / rows for 'mean'):
+    With ``logp = (x - max) - log_sum`` (as torch's log_softmax), ``q' = (1 - e) q + e/C`` and the rows' factor ``s`` (grad_output, / rows for 'mean'):
     ``d/dq = -(1 - e) s w logp`` and ``d/dw_c = -sum over rows of s q'_c logp_c``.
     """
     class_dim = 0 if x.dim() == 1 else 1
     C = x.shape[class_dim]
     acc = lse.dtype
     kept = [s for i, s in enumerate(x.shape) if i != class_dim]
-    logp = x.to(acc) - lse.view(kept).unsqueeze(class_dim)
+    mx, ls = (v.reshape(kept).unsqueeze(class_dim) for v in lse.unbind(1))
+    logp = (x.to(acc) - mx) - ls
     g = grad_output.to(acc)
     if reduction == 1:
-        g = g / (lse.numel() if lse.numel() else float("nan"))
+        g = g / (lse.shape[0] if lse.shape[0] else float("nan"))
     if reduction == 0 and g.dim():
         g = g.unsqueeze(class_dim)
     shape = [1] * x.dim()

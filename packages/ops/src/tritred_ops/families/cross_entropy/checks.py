@@ -173,9 +173,9 @@ def target_values(target: torch.Tensor, C: int, ignore_index: int) -> None:
         raise _fail(IndexError, f"Target {value} is out of bounds.")
 
 
-def no_weight_grad(prob: bool, weight: torch.Tensor | None) -> None:
-    """RuntimeError, as torch's, for class-index targets with a weight that requires grad (``nll_loss`` is not
+def no_weight_grad(prob: bool, weight_grad: bool) -> None:
+    """RuntimeError, as torch's, for class-index targets with a weight whose gradient is asked (``nll_loss`` is not
     differentiable with respect to it); probability targets take it."""
-    if not prob and weight is not None and weight.requires_grad and torch.is_grad_enabled():
+    if not prob and weight_grad:
         raise _fail(RuntimeError, "the function is not differentiable with respect to argument 'weight'. This input "
                                   "cannot have requires_grad True.")

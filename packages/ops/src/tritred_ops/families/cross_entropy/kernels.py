@@ -1,8 +1,8 @@
 """cross_entropy kernels: the loss of rows of logits, and with grad required their gradient, in one launch.
 
 A row is the C logits of one sample (the class dim of the canonical M x C x K view: ``(N, C)`` rows, or the
-``(N, C, d1, ...)`` columns, read in place). ``_xent_kernel`` computes ``lse = max + log(sum(exp(x - max)))`` in
-fp32 (fp64 for fp64 inputs), from registers (``SINGLE``) or by the online (max, sum of exp) of Milakov &
+``(N, C, d1, ...)`` columns, read in place). ``_xent_kernel`` computes each row's max and
+``log(sum(exp(x - max)))`` in fp32 (fp64 for fp64 inputs), from registers (``SINGLE``) or by the online (max, sum of exp) of Milakov &
 Gimelshein (2018) over chunks, one pair per 16-byte vector of lanes (no cross-warp reduction inside the loop).
 Vocabularies of any size loop; no fp32 copy of the logits is ever made.
 
@@ -45,6 +45,15 @@ def _online_fn(m_a, s_a, m_b, s_b):
     a = tl.where(m_a == -INF, 0.0, s_a * tl.exp(m_a - m))
     b = tl.where(m_b == -INF, 0.0, s_b * tl.exp(m_b - m))
     return m, a + b
+
+
+@triton.jit
+def narrow(v, ptr):
+    """``v`` ready to store at ``ptr``: float64 values for a narrower float go through float32 first (the
+    interpreter converts float64 to bfloat16 by reinterpreting bits)."""
+    if v.dtype == tl.float64 and ptr.dtype.element_ty != tl.float64:
+        v = v.to(tl.float32)
+    return v
 
 
 @triton.jit
@@ -131,32 +140,34 @@ def _stats_chunk(x_row, q_row, w_ptr, n0, C, row_ok, s_xn, s_qn, m_acc, s_acc, b
 
 
 @triton.jit
-def _emit(x, wq, w, mask, g_ptrs, n0, lse, t, a, b, c, acc, PROB: tl.constexpr, SMOOTH: tl.constexpr,
+def _emit(x, wq, w, mask, g_ptrs, n0, mx, ls, t, a, b, c, acc, PROB: tl.constexpr, SMOOTH: tl.constexpr,
           GRAD: tl.constexpr, BLOCK_N: tl.constexpr):
-    """A tile of logits ``x`` (columns from n0) once the rows' lse is known: the loss terms that need it (``acc``,
-    per lane: probability targets, label smoothing) and with GRAD the gradient, stored at ``g_ptrs`` (row
-    coefficients a, b, c: see the module docstring; ``wq``: w q' of probability targets, ``w``: class weights)."""
-    nl = lse[:, None] - x  # -log p
+    """A tile of logits ``x`` (columns from n0) once the rows' (max, log of the sum of exp(x - max)) are known:
+    the loss terms that need them (``acc``, per lane: probability targets, label smoothing) and with GRAD the
+    gradient, stored at ``g_ptrs`` (row coefficients a, b, c: see the module docstring; ``wq``: w q' of
+    probability targets, ``w``: class weights). log p = (x - max) - log_sum, as torch's log_softmax: the max is
+    subtracted exactly first (lse = max + log_sum, rounded, would lose the digits of large logits)."""
+    logp = (x - mx[:, None]) - ls[:, None]
     if PROB:
-        acc += tl.where(mask, wq * nl, 0.0)
+        acc += tl.where(mask, wq * -logp, 0.0)
         if GRAD:
-            grad = tl.exp(x - lse[:, None]) * a[:, None] - wq * c[:, None]
+            grad = tl.exp(logp) * a[:, None] - wq * c[:, None]
     else:
         if SMOOTH:
-            acc += tl.where(mask, w * nl, 0.0)
+            acc += tl.where(mask, w * -logp, 0.0)
         if GRAD:
-            grad = tl.exp(x - lse[:, None]) * a[:, None]
+            grad = tl.exp(logp) * a[:, None]
             hit = tl.arange(0, BLOCK_N)[None, :] == (t - n0).to(tl.int32)[:, None]
             grad = grad - tl.where(hit, b[:, None], 0.0)
             if SMOOTH:
                 grad = grad - c[:, None] * w
     if GRAD:
-        tl.store(g_ptrs, grad, mask=mask, eviction_policy="evict_first")
+        tl.store(g_ptrs, narrow(grad, g_ptrs), mask=mask, eviction_policy="evict_first")
     return acc
 
 
 @triton.jit
-def _emit_chunk(x_row, q_row, g_row, w_ptr, n0, C, row_ok, s_xn, s_qn, s_gn, lse, t, a, b, c, acc, one_m, ls_c,
+def _emit_chunk(x_row, q_row, g_row, w_ptr, n0, C, row_ok, s_xn, s_qn, s_gn, mx, ls, t, a, b, c, acc, one_m, ls_c,
                 MASKED: tl.constexpr, PROB: tl.constexpr, HAS_W: tl.constexpr, SMOOTH: tl.constexpr,
                 GRAD: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr):
     """The second sweep over chunk [n0, n0 + BLOCK_N): :func:`_emit` of the reloaded tile (evict-first: read for
@@ -170,7 +181,7 @@ def _emit_chunk(x_row, q_row, g_row, w_ptr, n0, C, row_ok, s_xn, s_qn, s_gn, lse
     wq = 0.0
     if PROB:
         wq = _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W, SMOOTH, ACC)
-    return _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, n0, lse, t, a, b, c, acc, PROB, SMOOTH,
+    return _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, n0, mx, ls, t, a, b, c, acc, PROB, SMOOTH,
                  GRAD, BLOCK_N)
 
 
@@ -210,7 +221,8 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
     loss at ``out_ptr`` (the target's layout); 1 (mean) and 2 (sum) store this program's sum of row losses at
     ``out_ptr + pid`` for
     :func:`_merge_kernel`. The gradient is scaled for the reduction (mean: 1 / its denominator, read on the
-    device). SAVE_LSE: each row's lse at ``lse_ptr`` (the target's or the weight's gradient). SINGLE: a row in one
+    device). SAVE_LSE: each row's (max, log of the sum of exp(x - max)) at ``lse_ptr`` (the target's or the
+    weight's gradient). SINGLE: a row in one
     BLOCK_N tile; else loops over BLOCK_N chunks, a (max, sum of exp) pair per GROUP lanes. ``wsum_ptr``: the sum
     of the class weights (SMOOTH with HAS_W and class indices: from :func:`_targets_kernel`).
     """
@@ -221,9 +233,9 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
     one_m = 1.0
     ls_c = 0.0
     if SMOOTH:
-        ls = _scalar(eps_hi, eps_lo, ACC)
-        one_m = 1.0 - ls
-        ls_c = div_exact(ls, tl.cast(C, ACC), ACC)
+        eps = _scalar(eps_hi, eps_lo, ACC)
+        one_m = 1.0 - eps
+        ls_c = div_exact(eps, tl.cast(C, ACC), ACC)
     scale = 1.0
     if RED == 1:
         if GRAD:
@@ -259,7 +271,7 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=-INF).to(ACC)
         mx = tl.reduce(x, 1, max_fn)
         # (masked lanes add exp(-inf - max) = 0; a row whose max is not finite is NaN throughout, as torch's)
-        lse = mx + tl.log(tl.sum(tl.exp(x - mx[:, None]), 1))
+        ls = tl.log(tl.sum(tl.exp(x - mx[:, None]), 1))
         w = 1.0
         if HAS_W:
             w = tl.load(w_ptr + cols, mask=cmask, other=0).to(ACC)[None, :]
@@ -270,7 +282,7 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
             bq = tl.sum(wq, 1)
         a, b, c = _coefficients(use, bad, w_t, w_all, bq, scale, one_m, ls_c, PROB, SMOOTH)
         if TWO:
-            acc = _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, 0, lse, t, a, b, c, acc, PROB,
+            acc = _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, 0, mx, ls, t, a, b, c, acc, PROB,
                         SMOOTH, GRAD, BLOCK_N)
     else:
         G: tl.constexpr = BLOCK_N // GROUP
@@ -289,27 +301,28 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
                                             s_acc, bq, one_m, ls_c, True, PG, HAS_W, SMOOTH, ACC, BLOCK_N, GROUP,
                                             EV1)
         mx, ssum = tl.reduce((m_acc, s_acc), 1, _online_fn)
-        lse = mx + tl.log(ssum)
+        ls = tl.log(ssum)
         a, b, c = _coefficients(use, bad, w_t, w_all, tl.sum(bq, 1), scale, one_m, ls_c, PROB, SMOOTH)
         if TWO:
             # the second sweep from the row's end back: the chunks the first sweep read last are likeliest in L2
             if tail:
-                acc = _emit_chunk(x_row, q_row, g_row, w_ptr, n_full * BLOCK_N, C, row_ok, s_xn, s_qn, s_gn, lse,
-                                  t, a, b, c, acc, one_m, ls_c, True, PROB, HAS_W, SMOOTH, GRAD, ACC, BLOCK_N)
+                acc = _emit_chunk(x_row, q_row, g_row, w_ptr, n_full * BLOCK_N, C, row_ok, s_xn, s_qn, s_gn, mx,
+                                  ls, t, a, b, c, acc, one_m, ls_c, True, PROB, HAS_W, SMOOTH, GRAD, ACC, BLOCK_N)
             for i in range(0, n_full):
                 acc = _emit_chunk(x_row, q_row, g_row, w_ptr, (n_full - 1 - i) * BLOCK_N, C, row_ok, s_xn, s_qn,
-                                  s_gn, lse, t, a, b, c, acc, one_m, ls_c, False, PROB, HAS_W, SMOOTH, GRAD, ACC,
+                                  s_gn, mx, ls, t, a, b, c, acc, one_m, ls_c, False, PROB, HAS_W, SMOOTH, GRAD, ACC,
                                   BLOCK_N)
     if PROB:
         loss = tl.sum(acc, 1)
     else:
-        loss = w_t * (lse - x_t)
+        loss = w_t * ((mx - x_t) + ls)
         if SMOOTH:
             loss = one_m * loss + ls_c * tl.sum(acc, 1)
         loss = tl.where(use, loss, 0.0)
         loss = tl.where(bad, float("nan"), loss)
-    if SAVE_LSE:
-        tl.store(lse_ptr + m * K + k, lse, mask=row_ok)
+    if SAVE_LSE:  # (max, log_sum) per row
+        tl.store(lse_ptr + (m * K + k) * 2, mx, mask=row_ok)
+        tl.store(lse_ptr + (m * K + k) * 2 + 1, ls, mask=row_ok)
     if RED == 0:
         tl.store(out_ptr + m * s_om + k * s_ok, loss, mask=row_ok)
     else:

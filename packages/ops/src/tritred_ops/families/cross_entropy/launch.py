@@ -42,9 +42,9 @@ def grad_like(x: torch.Tensor) -> torch.Tensor:
 def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
             ignore_index: int, reduction: int, label_smoothing: float, grad_input: bool,
             save_lse: bool) -> Outputs:
-    """(loss, d loss / d x for a loss gradient of 1 or None, each row's logsumexp or None) of a call checked for
-    types by the caller: ``reduction`` is torch's enum (0 none, 1 mean, 2 sum). ``grad_input``: form the
-    gradient (a new buffer, :func:`grad_like`); ``save_lse``: keep each row's lse (fp32, fp64 for fp64 inputs)."""
+    """(loss, d loss / d x for a loss gradient of 1 or None, each row's (max, log of the sum of exp(x - max)) or
+    None) of a call: ``reduction`` is torch's enum (0 none, 1 mean, 2 sum). ``grad_input``: form the gradient (a
+    new buffer, :func:`grad_like`); ``save_lse``: keep the rows' pairs, (rows, 2) in fp32 (fp64 for fp64)."""
     plan, key = find_plan(NAME, (ignore_index, reduction, label_smoothing, grad_input, save_lse), x, target, weight)
     if plan is not None:
         if x.device.type == "cpu" and target.shape != x.shape:
@@ -62,7 +62,7 @@ def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: 
     rec = Recorder(x, target, weight)
     loss = rec.empty(call.loss_shape, call.loss_dtype, x.device)
     grad = rec.adopt(grad_like(x)) if grad_input else None
-    lse = rec.empty((call.rows,), call.acc, x.device) if save_lse else None
+    lse = rec.empty((call.rows, 2), call.acc, x.device) if save_lse else None
     if call.rows == 0 or call.C == 0:
         return _empty(loss, grad, lse, reduction)
     _launch(spec, rec, call, x, target, weight, loss, grad, lse, ignore_index, reduction, label_smoothing)
@@ -71,8 +71,8 @@ def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: 
 
 
 def _empty(loss: torch.Tensor, grad: torch.Tensor | None, lse: torch.Tensor | None, reduction: int) -> Outputs:
-    """No rows or no classes, as torch: a mean is NaN (0 / 0), a sum 0, 'none' zeros; the gradient zeros and lse
-    -inf (a sum of exp over no classes)."""
+    """No rows or no classes, as torch: a mean is NaN (0 / 0), a sum 0, 'none' zeros; the gradient zeros and the
+    rows' (max, log_sum) -inf (no classes)."""
     loss.fill_(float("nan") if reduction == 1 else 0.0)
     if grad is not None:
         grad.zero_()
