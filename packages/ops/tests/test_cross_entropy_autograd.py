@@ -42,7 +42,7 @@ def _fd_check(f, x, seed_=0, h=1e-6):
 def test_gradcheck_class_indices(device):
     x, t, w = _class_call(device)
     for kw in (dict(label_smoothing=0.2), dict(reduction="none")):
-        _fd_check(lambda a: tr.cross_entropy(a, t, w, **kw), x)
+        _fd_check(lambda a, kw=kw: tr.cross_entropy(a, t, w, **kw), x)
 
 
 def test_gradcheck_probabilities_input_target_weight(device):

@@ -134,8 +134,9 @@ def target_weight_grads(grad_output: torch.Tensor, x: torch.Tensor, target: torc
     """Probability targets: (d loss / d target, d loss / d weight) from the rows' saved (max, log_sum) pairs
     ``lse`` (torch ops).
 
-    With ``logp = (x - max) - log_sum`` (as torch's log_softmax), ``q' = (1 - e) q + e/C`` and the rows' factor ``s`` (grad_output, / rows for 'mean'):
-    ``d/dq = -(1 - e) s w logp`` and ``d/dw_c = -sum over rows of s q'_c logp_c``.
+    With ``logp = (x - max) - log_sum`` (as torch's log_softmax), ``q' = (1 - e) q + e/C`` and the rows' factor
+    ``s`` (grad_output, / rows for 'mean'): ``d/dq = -(1 - e) s w logp`` and
+    ``d/dw_c = -sum over rows of s q'_c logp_c``.
     """
     class_dim = 0 if x.dim() == 1 else 1
     C = x.shape[class_dim]

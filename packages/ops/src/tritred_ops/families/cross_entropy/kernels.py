@@ -1,8 +1,8 @@
 """cross_entropy kernels: the loss of rows of logits, and with grad required their gradient, in one launch.
 
 A row is the C logits of one sample (the class dim of the canonical M x C x K view: ``(N, C)`` rows, or the
-``(N, C, d1, ...)`` columns, read in place). ``_xent_kernel`` computes each row's max and
-``log(sum(exp(x - max)))`` in fp32 (fp64 for fp64 inputs), from registers (``SINGLE``) or by the online (max, sum of exp) of Milakov &
+``(N, C, d1, ...)`` columns, read in place). ``_xent_kernel`` computes each row's max and ``log(sum(exp(x - max)))``
+in fp32 (fp64 for fp64 inputs), from registers (``SINGLE``) or by the online (max, sum of exp) of Milakov &
 Gimelshein (2018) over chunks, one pair per 16-byte vector of lanes (no cross-warp reduction inside the loop).
 Vocabularies of any size loop; no fp32 copy of the logits is ever made.
 
@@ -237,9 +237,8 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
         one_m = 1.0 - eps
         ls_c = div_exact(eps, tl.cast(C, ACC), ACC)
     scale = 1.0
-    if RED == 1:
-        if GRAD:
-            scale = div_exact(1.0, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
+    if RED == 1 and GRAD:
+        scale = div_exact(1.0, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
     w_all = 0.0
     if PROB:
         t = tl.zeros_like(m)
@@ -358,7 +357,7 @@ def _targets_body(t_ptr, w_ptr, wpart_ptr, wsum_ptr, R, K, s_tm, s_tk, C, ignore
             tl.store(wpart_ptr + pid, tl.sum(wacc, 0))
         else:
             tl.store(wpart_ptr + pid, tl.sum(count, 0).to(ACC))
-    if WSUM:
+    if WSUM:  # noqa: SIM102 (a constexpr branch around a runtime one)
         if pid == 0:
             wall = tl.zeros([BLOCK], ACC)
             for c0 in range(0, C, BLOCK):
