@@ -183,12 +183,18 @@ def test_loop_of_many_chunks_bfloat16(force, device):
     _check(x, _targets(x, "class", gen), None, f"bf16 300 seed={s}", reduction="sum")
 
 
-def test_large_logits(device):
-    """Logits around 1e4 (fp32): the max is subtracted before exp, the loss keeps its digits."""
+@pytest.mark.parametrize("loop", (False, True))
+def test_large_logits(loop, force, device):
+    """Logits around 1e4 (fp32): the max is subtracted before exp, the loss keeps its digits; the loss alone of a
+    loop sums label smoothing's and probabilities' terms relative to running maxima (no cancellation)."""
+    if loop:
+        force("cross_entropy", direction=None, strategy="multi_pass", BLOCK_M=2, BLOCK_N=16)
     s = seed()
     gen = torch.Generator().manual_seed(s + 1)  # (not the logits' stream)
     x = randn((4, 50), torch.float32, device, gen_seed=s, offset=1e4, scale=5)
-    _check(x, _targets(x, "class", gen), None, f"1e4 seed={s}", label_smoothing=0.1)
+    w = (torch.rand(50, generator=gen) + 0.1).to(device)
+    _check(x, _targets(x, "class", gen), w, f"1e4 seed={s}", label_smoothing=0.1)
+    _check(x, _targets(x, "prob", gen), None, f"1e4 prob seed={s}", reduction="none", label_smoothing=0.1)
 
 
 def _nan_inf_logits(device, dtype=torch.float64):

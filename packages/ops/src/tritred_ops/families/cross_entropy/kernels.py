@@ -14,8 +14,9 @@ of the logits' dtype: for a class-index target t with weights w and label smooth
 and for class probabilities q (smoothed: q' = (1 - e) q + e/C), ``grad_j = scale * (p_j * sum_c w_c q'_c -
 w_j q'_j)``, with p = softmax(x) and ``scale`` the reduction's (1, or 1 / the mean's denominator). The backward
 then only scales that buffer by the loss's gradient (``backward.py``). A loop reads the row a second time for it
-(from the end back: the chunks read last are the likeliest in L2); without ``GRAD``, a class-index loss without
-smoothing reads the row once.
+(from the end back: the chunks read last are the likeliest in L2). Without ``GRAD`` every loss reads the row once:
+label smoothing's and probability targets' sums over the row are kept relative to each lane group's running max
+(``SHIFT``), and moved to the row's max at the end.
 
 Semantics follow torch's ``cross_entropy`` (log_softmax then nll_loss, or the label-smoothing and probability
 formulas of aten's LossNLL.cpp) to NaN and inf: a row with NaN or +inf, or only -inf, has NaN log-probabilities,
@@ -121,11 +122,17 @@ def _chunk_cols(n0, C, row_ok, MASKED: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _stats_chunk(x_row, q_row, w_ptr, n0, C, row_ok, s_xn, s_qn, m_acc, s_acc, bq, one_m, ls_c,
-                 MASKED: tl.constexpr, PROB_GRAD: tl.constexpr, HAS_W: tl.constexpr, SMOOTH: tl.constexpr,
-                 ACC: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, EVICT: tl.constexpr):
+def _stats_chunk(x_row, q_row, w_ptr, n0, C, row_ok, s_xn, s_qn, m_acc, s_acc, bq, v_acc, a_acc, one_m, ls_c,
+                 MASKED: tl.constexpr, PROB: tl.constexpr, GRAD: tl.constexpr, SHIFT: tl.constexpr,
+                 HAS_W: tl.constexpr, SMOOTH: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr,
+                 GROUP: tl.constexpr, EVICT: tl.constexpr):
     """The first sweep over chunk [n0, n0 + BLOCK_N): the running (max, sum of exp) per GROUP of lanes
-    ([rows, BLOCK_N / GROUP]), and for probability targets with grad the running sum of w q' (``bq``, per lane)."""
+    ([rows, BLOCK_N / GROUP]); for probability targets with GRAD the running sum of w q' (``bq``, per lane).
+
+    SHIFT (the loss alone of label smoothing or probabilities, in this one sweep): per group the sum ``v_acc`` of
+    v (w, or w q') and the sum ``a_acc`` of v (x - m) relative to the group's running max m (0 while it is -inf),
+    rescaled as m grows: terms of one sign, no cancellation, where sum(v x) - lse sum(v) would lose the digits of
+    large logits. :func:`_shifted_total` turns them into sum v (lse - x)."""
     cols, cmask, mask = _chunk_cols(n0, C, row_ok, MASKED, BLOCK_N)
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=-INF, eviction_policy=EVICT).to(ACC)
     G: tl.constexpr = BLOCK_N // GROUP
@@ -134,29 +141,55 @@ def _stats_chunk(x_row, q_row, w_ptr, n0, C, row_ok, s_xn, s_qn, m_acc, s_acc, b
     # a group whose max is still -inf adds exp(-inf - 0) = 0; +inf or NaN makes the sum NaN (as torch's row)
     m_at = tl.where(m_new == -INF, 0.0, m_new)
     s_acc = s_acc * tl.exp(m_acc - m_at) + tl.sum(tl.exp(x3 - m_at[:, :, None]), 2)
-    if PROB_GRAD:
+    if PROB and GRAD:
         bq += _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W, SMOOTH, ACC)
-    return m_new, s_acc, bq
+    if SHIFT:
+        if PROB:
+            v = _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W, SMOOTH, ACC)
+        elif HAS_W:
+            v = tl.where(mask, tl.load(w_ptr + cols, mask=cmask, other=0).to(ACC)[None, :], 0.0)
+        else:
+            v = tl.where(mask, 1.0, 0.0).to(ACC)
+        v3 = tl.reshape(v, [x.shape[0], G, GROUP])
+        d = v3 * (x3 - m_at[:, :, None])
+        if MASKED:  # (lanes past the row: 0 * -inf)
+            d = tl.where(tl.reshape(mask, [x.shape[0], G, GROUP]), d, 0.0)
+        a_acc = a_acc - v_acc * (m_at - tl.where(m_acc == -INF, 0.0, m_acc)) + tl.sum(d, 2)
+        v_acc += tl.sum(v3, 2)
+    return m_new, s_acc, bq, v_acc, a_acc
 
 
 @triton.jit
-def _emit(x, wq, w, mask, g_ptrs, n0, mx, ls, t, a, b, c, acc, PROB: tl.constexpr, SMOOTH: tl.constexpr,
-          GRAD: tl.constexpr, BLOCK_N: tl.constexpr):
+def _shifted_total(m_acc, v_acc, a_acc, mx, ls):
+    """sum over the row of v (lse - x) from the groups' shifted sums (:func:`_stats_chunk`): each group's sum moved
+    to the row's max, then ``sum(v) * log_sum - sum(v (x - max))``."""
+    m_at = tl.where(mx == -INF, 0.0, mx)
+    g_at = tl.where(m_acc == -INF, 0.0, m_acc)
+    a = tl.sum(a_acc - v_acc * (m_at[:, None] - g_at), 1)
+    return tl.sum(v_acc, 1) * ls - a
+
+
+@triton.jit
+def _emit(x, p, wq, w, mask, g_ptrs, n0, mx, ls, t, a, b, c, acc, PROB: tl.constexpr, SMOOTH: tl.constexpr,
+          GRAD: tl.constexpr, HAS_P: tl.constexpr, BLOCK_N: tl.constexpr):
     """A tile of logits ``x`` (columns from n0) once the rows' (max, log of the sum of exp(x - max)) are known:
     the loss terms that need them (``acc``, per lane: probability targets, label smoothing) and with GRAD the
     gradient, stored at ``g_ptrs`` (row coefficients a, b, c: see the module docstring; ``wq``: w q' of
     probability targets, ``w``: class weights). log p = (x - max) - log_sum, as torch's log_softmax: the max is
-    subtracted exactly first (lse = max + log_sum, rounded, would lose the digits of large logits)."""
+    subtracted exactly first (lse = max + log_sum, rounded, would lose the digits of large logits). HAS_P: ``p``
+    holds softmax(x) already (the single pass: exp(x - max) / sum, one exp per element, not two)."""
     logp = (x - mx[:, None]) - ls[:, None]
+    if GRAD and not HAS_P:
+        p = tl.exp(logp)
     if PROB:
         acc += tl.where(mask, wq * -logp, 0.0)
         if GRAD:
-            grad = tl.exp(logp) * a[:, None] - wq * c[:, None]
+            grad = p * a[:, None] - wq * c[:, None]
     else:
         if SMOOTH:
             acc += tl.where(mask, w * -logp, 0.0)
         if GRAD:
-            grad = tl.exp(logp) * a[:, None]
+            grad = p * a[:, None]
             hit = tl.arange(0, BLOCK_N)[None, :] == (t - n0).to(tl.int32)[:, None]
             grad = grad - tl.where(hit, b[:, None], 0.0)
             if SMOOTH:
@@ -181,8 +214,8 @@ def _emit_chunk(x_row, q_row, g_row, w_ptr, n0, C, row_ok, s_xn, s_qn, s_gn, mx,
     wq = 0.0
     if PROB:
         wq = _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W, SMOOTH, ACC)
-    return _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, n0, mx, ls, t, a, b, c, acc, PROB, SMOOTH,
-                 GRAD, BLOCK_N)
+    return _emit(x, 0.0, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, n0, mx, ls, t, a, b, c, acc, PROB,
+                 SMOOTH, GRAD, False, BLOCK_N)
 
 
 @triton.jit
@@ -263,14 +296,15 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
                 w_all = tl.load(wsum_ptr).to(ACC)
             else:
                 w_all = tl.cast(C, ACC)
-    TWO: tl.constexpr = GRAD or SMOOTH or PROB  # the loss or the gradient needs lse before the row's elements
     acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
     if SINGLE:
         cols, cmask, mask = _chunk_cols(0, C, row_ok, True, BLOCK_N)
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=-INF).to(ACC)
         mx = tl.reduce(x, 1, max_fn)
         # (masked lanes add exp(-inf - max) = 0; a row whose max is not finite is NaN throughout, as torch's)
-        ls = tl.log(tl.sum(tl.exp(x - mx[:, None]), 1))
+        e = tl.exp(x - mx[:, None])
+        ssum = tl.sum(e, 1)
+        ls = tl.log(ssum)
         w = 1.0
         if HAS_W:
             w = tl.load(w_ptr + cols, mask=cmask, other=0).to(ACC)[None, :]
@@ -280,29 +314,33 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
             wq = _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W, SMOOTH, ACC)
             bq = tl.sum(wq, 1)
         a, b, c = _coefficients(use, bad, w_t, w_all, bq, scale, one_m, ls_c, PROB, SMOOTH)
-        if TWO:
-            acc = _emit(x, wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, 0, mx, ls, t, a, b, c, acc, PROB,
-                        SMOOTH, GRAD, BLOCK_N)
+        if GRAD or SMOOTH or PROB:
+            acc = _emit(x, e * (1.0 / ssum)[:, None], wq, w, mask, g_row[:, None] + cols[None, :] * s_gn, 0, mx, ls,
+                        t, a, b, c, acc, PROB, SMOOTH, GRAD, True, BLOCK_N)
+        terms = tl.sum(acc, 1)
     else:
         G: tl.constexpr = BLOCK_N // GROUP
         m_acc = tl.full([BLOCK_M, G], -INF, ACC)
         s_acc = tl.zeros([BLOCK_M, G], ACC)
         bq = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        PG: tl.constexpr = PROB and GRAD
-        EV1: tl.constexpr = "evict_last" if TWO else "evict_first"
+        v_acc = tl.zeros([BLOCK_M, G], ACC)
+        a_acc = tl.zeros([BLOCK_M, G], ACC)
+        SHIFT: tl.constexpr = (SMOOTH or PROB) and not GRAD  # the loss alone: one sweep (see _stats_chunk)
+        EV1: tl.constexpr = "evict_last" if GRAD else "evict_first"
         n_full = C // BLOCK_N
         for i in range(0, n_full):
-            m_acc, s_acc, bq = _stats_chunk(x_row, q_row, w_ptr, i * BLOCK_N, C, row_ok, s_xn, s_qn, m_acc, s_acc,
-                                            bq, one_m, ls_c, False, PG, HAS_W, SMOOTH, ACC, BLOCK_N, GROUP, EV1)
+            m_acc, s_acc, bq, v_acc, a_acc = _stats_chunk(
+                x_row, q_row, w_ptr, i * BLOCK_N, C, row_ok, s_xn, s_qn, m_acc, s_acc, bq, v_acc, a_acc, one_m, ls_c,
+                False, PROB, GRAD, SHIFT, HAS_W, SMOOTH, ACC, BLOCK_N, GROUP, EV1)
         tail = n_full * BLOCK_N < C
         if tail:
-            m_acc, s_acc, bq = _stats_chunk(x_row, q_row, w_ptr, n_full * BLOCK_N, C, row_ok, s_xn, s_qn, m_acc,
-                                            s_acc, bq, one_m, ls_c, True, PG, HAS_W, SMOOTH, ACC, BLOCK_N, GROUP,
-                                            EV1)
+            m_acc, s_acc, bq, v_acc, a_acc = _stats_chunk(
+                x_row, q_row, w_ptr, n_full * BLOCK_N, C, row_ok, s_xn, s_qn, m_acc, s_acc, bq, v_acc, a_acc, one_m,
+                ls_c, True, PROB, GRAD, SHIFT, HAS_W, SMOOTH, ACC, BLOCK_N, GROUP, EV1)
         mx, ssum = tl.reduce((m_acc, s_acc), 1, _online_fn)
         ls = tl.log(ssum)
         a, b, c = _coefficients(use, bad, w_t, w_all, tl.sum(bq, 1), scale, one_m, ls_c, PROB, SMOOTH)
-        if TWO:
+        if GRAD:
             # the second sweep from the row's end back: the chunks the first sweep read last are likeliest in L2
             if tail:
                 acc = _emit_chunk(x_row, q_row, g_row, w_ptr, n_full * BLOCK_N, C, row_ok, s_xn, s_qn, s_gn, mx,
@@ -311,12 +349,15 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
                 acc = _emit_chunk(x_row, q_row, g_row, w_ptr, (n_full - 1 - i) * BLOCK_N, C, row_ok, s_xn, s_qn,
                                   s_gn, mx, ls, t, a, b, c, acc, one_m, ls_c, False, PROB, HAS_W, SMOOTH, GRAD, ACC,
                                   BLOCK_N)
+            terms = tl.sum(acc, 1)
+        else:
+            terms = _shifted_total(m_acc, v_acc, a_acc, mx, ls)
     if PROB:
-        loss = tl.sum(acc, 1)
+        loss = terms
     else:
         loss = w_t * ((mx - x_t) + ls)
         if SMOOTH:
-            loss = one_m * loss + ls_c * tl.sum(acc, 1)
+            loss = one_m * loss + ls_c * terms
         loss = tl.where(use, loss, 0.0)
         loss = tl.where(bad, float("nan"), loss)
     if SAVE_LSE:  # (max, log_sum) per row
