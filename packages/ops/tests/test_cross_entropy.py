@@ -363,3 +363,64 @@ def test_deterministic(force, device):
         loss.backward()
         runs.append((loss.detach().clone(), x.grad.clone()))
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def test_strided_targets_and_weight(device):
+    """Class indices, probabilities and a weight of strides of their own (a sliced target, a transposed
+    probability matrix, a strided weight), read in place or copied (small), the results as torch's."""
+    s = seed()
+    gen = torch.Generator().manual_seed(s + 1)  # (not the logits' stream)
+    x = randn((4, 6, 3), torch.float32, device, gen_seed=s)
+    wide = torch.randint(0, 6, (4, 3, 2), generator=gen).to(device)
+    w = (torch.rand(12, generator=gen) + 0.1).to(device)[::2]
+    _check(x, wide[..., 0], w, f"sliced target seed={s}", reduction="none", label_smoothing=0.1)
+    y = randn((5, 7), torch.float32, device, gen_seed=s)
+    q = torch.softmax(torch.randn(7, 5, generator=gen), 0).to(device).t()
+    w7 = (torch.rand(14, generator=gen, dtype=torch.float64) + 0.1).to(device)[::2]
+    _check(y, q, w7, f"transposed probabilities, fp64 weight seed={s}", reduction="sum")
+
+
+def test_directions_decide_the_launches(force, device, monkeypatch):
+    """With grad required the gradient-forming launch and the backward's scale take the ``backward`` decision,
+    the loss alone the ``forward`` one (each forced here to a different strategy)."""
+    from tritred_ops.runtime import replay
+
+    seen = []
+    real = replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):
+        seen.append((kernel.fn.__name__, kwargs.get("SINGLE"), kwargs.get("BLOCK_N")))
+        return real(self, kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(replay.Recorder, "launch", spy)
+    force("cross_entropy", direction="forward", strategy="single_pass", BLOCK_M=2, BLOCK_N=64)
+    force("cross_entropy", direction="backward", strategy="multi_pass", BLOCK_M=1, BLOCK_N=16)
+    x = randn((3, 40), torch.float32, device)
+    t = torch.tensor([1, 39, IGNORE], device=device)
+    with torch.no_grad():
+        tr.cross_entropy(x, t, reduction="none")
+    assert ("_xent_kernel", True, 64) in seen and ("_xent_kernel", False, 16) not in seen
+    seen.clear()
+    _check(x, t, None, "forced directions", reduction="none")
+    assert ("_xent_kernel", False, 16) in seen and ("_scale_kernel", None, 16) in seen
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="2^31 elements: GPU only")
+def test_more_than_2_31_elements(device):
+    """16400 x 131072 bf16 logits (2.15e9 elements): int64 offsets in every kernel; loss and sampled gradient rows
+    against torch's, row blocks computed by torch in float32."""
+    if device != "cuda":
+        pytest.skip("GPU only")
+    n, c = 16400, 131072
+    x = torch.randn(n, c, device="cuda", dtype=torch.bfloat16).requires_grad_()
+    t = torch.randint(0, c, (n,), device="cuda")
+    t[::9] = IGNORE
+    loss = tr.cross_entropy(x, t, reduction="sum")
+    loss.backward()
+    ref = sum(F.cross_entropy(x.detach()[i:i + 2048].float(), t[i:i + 2048], reduction="sum")
+              for i in range(0, n, 2048))
+    assert torch.allclose(loss.float(), ref, rtol=2e-2)
+    for row in (0, 1, n // 2, n - 1):
+        xr = x.detach()[row:row + 1].double().requires_grad_()
+        F.cross_entropy(xr, t[row:row + 1], reduction="sum").backward()
+        assert_close(x.grad[row:row + 1], xr.grad, n=c, scale=1.0, what=f"row {row}")
