@@ -167,6 +167,8 @@ def calls():
         r(64, 50000).requires_grad_(), r(64, 50000).softmax(-1).requires_grad_()))
     yield "cross_entropy probabilities single float16", lambda: tr.cross_entropy(
         r(64, 1000, dtype=torch.float16), r(64, 1000, dtype=torch.float16).softmax(-1), label_smoothing=0.2)
+    yield "cross_entropy grad split rows float32", lambda: _backward(tr.cross_entropy(
+        torch.empty(64, 131072, requires_grad=True), _classes(64, 131072), label_smoothing=0.1))
     yield "cross_entropy grad columns (N, C, H, W)", lambda: _backward(tr.cross_entropy(
         r(4, 21, 32, 32, dtype=bf).requires_grad_(), _classes(4, 21, 32, 32)))
     yield "cross_entropy grad columns loop float64", lambda: _backward(tr.cross_entropy(

@@ -156,10 +156,12 @@ CONFIGS = [
     dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=64, num_warps=8),       # loop: one whole chunk and a tail
     dict(strategy="single_pass", BLOCK_N=128, BLOCK_K=4),                  # columns in registers
     dict(strategy="multi_pass", BLOCK_N=16, BLOCK_K=2),                    # columns, loop
+    dict(strategy="split_rows", BLOCK_N=32, split=4),                      # 4 programs a row, the last short
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c['strategy']}-M{c.get('BLOCK_M', 1)}-K{c.get('BLOCK_K', 1)}")
+@pytest.mark.parametrize("cfg", CONFIGS,
+                         ids=lambda c: f"{c['strategy']}-M{c.get('BLOCK_M', 1)}-K{c.get('BLOCK_K', 1)}")
 def test_branches(cfg, force, device):
     """Every kernel path, forced for the loss alone (forward), the gradient-forming launch and the backward's scale
     (backward): rows (4, 100) and columns (2, 100, 3)."""
@@ -167,6 +169,10 @@ def test_branches(cfg, force, device):
     s = seed()
     gen = torch.Generator().manual_seed(s + 1)  # (not the logits' stream)
     shape = (4, 100) if "BLOCK_K" not in cfg else (2, 100, 3)
+    if cfg["strategy"] == "split_rows":  # (rows only: columns refuse it)
+        with pytest.raises(ValueError, match="split_rows"):
+            tr.cross_entropy(randn((2, 100, 3), torch.float32, device), torch.zeros(2, 3, dtype=torch.long,
+                                                                                   device=device))
     x = randn(shape, torch.float32, device, gen_seed=s, scale=3)
     w = (torch.rand(100, generator=gen) + 0.1).to(device)
     _check(x, _targets(x, "class", gen), w, f"{cfg} class seed={s}", label_smoothing=0.2)

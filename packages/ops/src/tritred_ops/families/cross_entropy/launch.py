@@ -21,6 +21,7 @@ from ...kernels.dtypes import f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .checks import NAME, Call, check, target_values
 from .kernels import _merge_kernel, _targets_check_kernel, _targets_kernel, _xent_kernel
+from .split import launch_split
 
 log = logging.getLogger("tritred")
 
@@ -105,7 +106,7 @@ def _launch(spec: ReductionSpec, rec: Recorder, call: Call, x: torch.Tensor, tar
             weight: torch.Tensor | None, loss: torch.Tensor, grad: torch.Tensor | None, lse: torch.Tensor | None,
             ignore_index: int, reduction: int, label_smoothing: float) -> None:
     q, t = (target, None) if call.prob else (None, target)
-    out = loss if reduction == 0 else None
+    out = loss if reduction == 0 else None  # ('mean' and 'sum': per-program or per-row partials, then a merge)
     w = rt.unit_stride(weight)
     layout = "strided"
     view = _view(x, grad, q, t, out, call.class_dim)
@@ -137,25 +138,35 @@ def _launch(spec: ReductionSpec, rec: Recorder, call: Call, x: torch.Tensor, tar
     if not call.prob:
         wpart, wsum, n_wpart = _targets(rec, x, t, w, view, st, ignore_index, reduction, smooth, acc)  # type: ignore[arg-type]
     cols = not rt.rows_layout(view)
-    block_m = cfg.BLOCK_K if cols else cfg.BLOCK_M
-    programs = view.M * rt.cdiv(view.K, block_m) if cols else rt.cdiv(rows, block_m)
-    single = cfg.strategy == "single_pass"
-    if cfg.strategy not in ("single_pass", "multi_pass"):
-        raise ValueError(f"{NAME}: strategy {cfg.strategy!r} (config from {cfg.decided_by}) is not implemented")
-    if single and cfg.BLOCK_N < C:
-        raise ValueError(f"{NAME}: single_pass needs BLOCK_N >= C ({cfg.BLOCK_N} < {C})")
-    part = rec.empty((programs,), acc, x.device) if reduction != 0 else None
-    group = 1 if single or cols else min(16 // x.element_size(), cfg.BLOCK_N)
     hi, lo = f32_split(label_smoothing)
-    rec.launch(_xent_kernel, (programs,), x, t if t is not None else x, q if q is not None else x,
-               w if w is not None else x, grad if grad is not None else x, out if out is not None else part,
-               lse if lse is not None else x, wpart if wpart is not None else x, wsum if wsum is not None else x,
-               rows, C, view.K, *sx, st[0], st[2], *sq, *sg, so[0], so[2], ignore_index, hi, lo, n_wpart,
-               PROB=call.prob, HAS_W=w is not None, SMOOTH=smooth, GRAD=grad is not None, RED=reduction,
-               SAVE_LSE=lse is not None, ACC=tl_dtype(acc), SINGLE=single, COLS=cols, BLOCK_M=block_m,
-               BLOCK_N=cfg.BLOCK_N, GROUP=group, WP2=rt.next_pow2(n_wpart), num_warps=cfg.num_warps,
-               num_stages=cfg.num_stages)
-    if part is not None:
+    tensors = (x, t if t is not None else x, q if q is not None else x, w if w is not None else x,
+               grad if grad is not None else x, out, lse if lse is not None else x,
+               wpart if wpart is not None else x, wsum if wsum is not None else x)
+    consts = dict(ignore_index=ignore_index, eps_hi=hi, eps_lo=lo, n_wpart=n_wpart, PROB=call.prob,
+                  HAS_W=w is not None, SMOOTH=smooth, GRAD=grad is not None, RED=reduction,
+                  SAVE_LSE=lse is not None, WP2=rt.next_pow2(n_wpart))
+    if cfg.strategy == "split_rows":
+        if cols:
+            raise ValueError(f"{NAME}: strategy 'split_rows' (config from {cfg.decided_by}) holds unit-stride rows; "
+                             f"this call's classes have stride {sx[1]}: give it single_pass or multi_pass")
+        strides = dict(zip(("s_xm", "s_xn", "s_xk"), sx)) | dict(s_tm=st[0], s_tk=st[2]) | \
+            dict(zip(("s_qm", "s_qn", "s_qk"), sq)) | dict(zip(("s_gm", "s_gn", "s_gk"), sg)) | \
+            dict(s_om=so[0], s_ok=so[2])
+        part, programs = launch_split(rec, cfg, view, x, tensors, strides, consts, acc, reduction, loss)
+    else:
+        block_m = cfg.BLOCK_K if cols else cfg.BLOCK_M
+        programs = view.M * rt.cdiv(view.K, block_m) if cols else rt.cdiv(rows, block_m)
+        single = cfg.strategy == "single_pass"
+        if cfg.strategy != "multi_pass" and not single:
+            raise ValueError(f"{NAME}: strategy {cfg.strategy!r} (config from {cfg.decided_by}) is not implemented")
+        if single and cfg.BLOCK_N < C:
+            raise ValueError(f"{NAME}: single_pass needs BLOCK_N >= C ({cfg.BLOCK_N} < {C})")
+        part = rec.empty((programs,), acc, x.device) if reduction != 0 else loss
+        group = 1 if single or cols else min(16 // x.element_size(), cfg.BLOCK_N)
+        rec.launch(_xent_kernel, (programs,), *tensors[:5], part, *tensors[6:], rows, C, view.K, *sx, st[0], st[2],
+                   *sq, *sg, so[0], so[2], **consts, ACC=tl_dtype(acc), SINGLE=single, COLS=cols, BLOCK_M=block_m,
+                   BLOCK_N=cfg.BLOCK_N, GROUP=group, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if reduction != 0:
         rec.launch(_merge_kernel, (1,), part, programs, wpart if wpart is not None else part, n_wpart, loss, rows,
                    MEAN=reduction == 1, PROB=call.prob, ACC=tl_dtype(acc), BLOCK=min(1024, rt.next_pow2(programs)),
                    WP2=rt.next_pow2(n_wpart), num_warps=4)

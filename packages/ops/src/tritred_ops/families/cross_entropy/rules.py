@@ -18,7 +18,7 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ...rules import Caps, itemsize, rows_config
-from ...runtime.launch import next_pow2
+from ...runtime.launch import cdiv, next_pow2
 
 
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
@@ -34,11 +34,17 @@ def rows(problem: Problem, caps: Caps) -> LaunchConfig:
     Single pass up to 32768 classes (2-byte rows with grad: 16384, where softmax's loop wins past it), rows of up
     to 1024 in one-warp tiles of several rows (no shared-memory barrier), wider ones in tiles of up to 2048
     elements. Longer rows loop: with grad over the chunks of softmax's loop rule (:func:`loop`); the loss alone
-    as logsumexp (2-byte rows: 4096-wide chunks on 8 warps, 1024x131072 logsumexp 69 -> 73 %).
-    Under the interpreter: single pass up to 256 classes, loops of 64-wide chunks (several chunks in small tests).
+    as logsumexp (2-byte rows: 4096-wide chunks on 8 warps, 1024x131072 logsumexp 69 -> 73 %). float32 rows of
+    64K+ classes with grad are held by several programs of 8192 elements (``split_rows``: one read instead of
+    the loop's two, as softmax's float32 rows: 1024x131072 68 -> 80 %; softmax's bfloat16 rows lost there).
+    Under the interpreter: single pass up to 256 classes, loops of 64-wide chunks (several chunks in small
+    tests), split rows from 512 classes.
     """
     grad = problem.direction == "backward"
     size = itemsize(problem)
+    if grad and problem.dtype == "float32" and problem.N >= caps.split_rows:
+        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
+                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     single_cap = caps.softmax_resident
     if caps.gpu and grad and size == 2:
         single_cap = 16384
