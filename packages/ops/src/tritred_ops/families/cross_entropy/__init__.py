@@ -4,8 +4,9 @@ Each row of C logits takes one program (or several rows, one program): its log-s
 Milakov & Gimelshein (2018) in fp32 (fp64 for fp64 inputs), over chunks for vocabularies of any size, never an
 fp32 copy of the logits. With grad required the same launch forms the gradient (as Liger-Kernel and quack do) in
 a buffer of the logits' layout; the backward scales it by the loss's gradient in place, skipping rows whose factor
-is 1. Kernels in :mod:`.kernels` (rows held by several programs: :mod:`.split`), the host path in :mod:`.launch`, the backward in :mod:`.backward`, autograd and
-the ``tritred`` torch.library ops in :mod:`.autograd`, the launch rules in :mod:`.rules`.
+is 1. Kernels in :mod:`.kernels` (rows held by several programs: :mod:`.split`), the host path in :mod:`.launch`,
+the backward in :mod:`.backward`, autograd and the ``tritred`` torch.library ops in :mod:`.autograd`, the argument
+checks in :mod:`.checks`, the launch rules in :mod:`.rules`.
 """
 
 from __future__ import annotations
