@@ -19,6 +19,7 @@ from tritred_core import ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
+from ...runtime.trace import active
 from .checks import NAME, Call, check, target_values
 from .kernels import _merge_kernel, _targets_check_kernel, _targets_kernel, _xent_kernel
 from .split import launch_split
@@ -180,9 +181,11 @@ def _targets(rec: Recorder, x: torch.Tensor, t: torch.Tensor, w: torch.Tensor | 
     """The launch of ``_targets_kernel`` when something needs it: (the weight partials or None, the weight sum
     or None, the partial count). On CUDA always (the device-side range check); else for the mean's denominator
     and for label smoothing's sum of weights. (The device's backend, not the tensor's: the sm_90 compile test
-    compiles CUDA's variant from CPU tensors.)"""
+    compiles CUDA's variant from CPU tensors, ``tritred explain --device h200`` shows it for meta tensors.)"""
     rows = view.M * view.K
-    check = rt.device_info(x.device).backend == "cuda"
+    trace = active()
+    device = trace.device if trace is not None and trace.device is not None else rt.device_info(x.device)
+    check = device.backend == "cuda"
     parts, wsum_needed = reduction == 1, smooth and w is not None
     if not (check or parts or wsum_needed):
         return None, None, 1
