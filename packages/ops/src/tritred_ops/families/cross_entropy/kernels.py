@@ -252,12 +252,11 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
     ``t_ptr``: class indices (int64 or uint8; PROB=False), or ``q_ptr``: class probabilities in the logits' view
     (PROB). ``w_ptr``: per-class weights (HAS_W, contiguous). RED (torch's enum): 0 ('none') stores each row's
     loss at ``out_ptr`` (the target's layout); 1 (mean) and 2 (sum) store this program's sum of row losses at
-    ``out_ptr + pid`` for
-    :func:`_merge_kernel`. The gradient is scaled for the reduction (mean: 1 / its denominator, read on the
-    device). SAVE_LSE: each row's (max, log of the sum of exp(x - max)) at ``lse_ptr`` (the target's or the
-    weight's gradient). SINGLE: a row in one
-    BLOCK_N tile; else loops over BLOCK_N chunks, a (max, sum of exp) pair per GROUP lanes. ``wsum_ptr``: the sum
-    of the class weights (SMOOTH with HAS_W and class indices: from :func:`_targets_kernel`).
+    ``out_ptr + pid`` for :func:`_merge_kernel`. The gradient is scaled for the reduction (mean: 1 / its
+    denominator, read on the device). SAVE_LSE: each row's (max, log of the sum of exp(x - max)) at ``lse_ptr``
+    (the target's or the weight's gradient). SINGLE: a row in one BLOCK_N tile; else loops over BLOCK_N chunks, a
+    (max, sum of exp) pair per GROUP lanes. ``wsum_ptr``: the sum of the class weights (SMOOTH with HAS_W and
+    class indices: from :func:`_targets_kernel`).
     """
     m, k, row_ok = _rows(R, K, BLOCK_M, COLS)
     x_row = x_ptr + m * s_xm + k * s_xk
