@@ -37,7 +37,8 @@ def _setup(ctx: Any, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
            formed: torch.Tensor | None = None) -> None:
     """What the backward needs: the class indices (ignored rows), or for the target's and the weight's gradients
     the logits, the target, the weight and each row's lse; ``formed``: the gradient buffer when it is an output
-    of the op (saved as such: kept on the context, an output would make a reference cycle)."""
+    of the registered op (saved with save_for_backward: an output kept as a context attribute would make a
+    reference cycle; the eager Function keeps its own buffer, which is no output, as ``ctx.formed``)."""
     prob = x.shape == target.shape
     ctx.prob, ctx.ignore_index, ctx.reduction, ctx.label_smoothing = prob, ignore_index, reduction, label_smoothing
     ctx.grad_input = grad_input
