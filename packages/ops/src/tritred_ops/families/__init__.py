@@ -4,7 +4,8 @@
 - :mod:`.statistics`: var, std, var_mean, std_mean;
 - :mod:`.softmax`: softmax, log_softmax, logsumexp;
 - :mod:`.layer_norm`: layer_norm, layer_norm_with_stats;
-- :mod:`.batch_norm`: batch_norm.
+- :mod:`.batch_norm`: batch_norm;
+- :mod:`.cross_entropy`: cross_entropy (forward and backward).
 
 Each package reads top to bottom: ``__init__.py`` (the public functions with torch's signatures, and the
 :class:`~tritred_core.ReductionSpec` of each op in ``SPECS``), ``kernels.py`` (the Triton kernels),
