@@ -14,7 +14,7 @@ def test_builtin_suites_are_package_data() -> None:
 
 def test_public_suite() -> None:
     cases, about = load_suite("h200")
-    assert len(cases) == 100
+    assert len(cases) == 103
     assert "read once" in about
     labels = [c.label for c in cases]
     assert len(set(labels)) == len(labels), "labels identify cases"

@@ -59,10 +59,12 @@ def _patch() -> None:
                          if (i := ptx.find(op)) >= 0), default=-1)
             assert 0 <= wait and (first < 0 or wait < first), f"{kernel.fn.__name__}: dependent launch without a wait"
     R.Recorder.launch = compile_only
-    for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm", "layer_norm.backward"):
+    for name in ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm", "cross_entropy",
+                 "layer_norm.backward"):
         mod = sys.modules[f"tritred_ops.families.{name}" + ("" if name.endswith("backward") else ".launch")]
         mod.find_plan = lambda *a, **k: (None, None)  # (no replay plans: nothing is ever launched)
     sys.modules["tritred_ops.families.softmax.backward"].find_plan = lambda *a, **k: (None, None)
+    sys.modules["tritred_ops.families.cross_entropy.backward"].find_plan = lambda *a, **k: (None, None)
 
 
 def calls():
@@ -186,6 +188,31 @@ def calls():
     yield "layer_norm backward persistent rows, pipelined", lambda: _forced(
         "layer_norm", dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_programs=528, num_stages=2),
         lambda: _backward(bf, 4096, (1000,)))
+
+    # cross_entropy: the loss alone, the loss forming the gradient (and the backward's scale of it, in place)
+    yield "cross_entropy loss rows loop", lambda: tr.cross_entropy(torch.empty(1024, 128256, dtype=bf), _classes(
+        1024, 128256))
+    yield "cross_entropy grad rows loop, backward in place", lambda: _backward(tr.cross_entropy(
+        torch.empty(1024, 128256, dtype=bf, requires_grad=True), _classes(1024, 128256)))
+    yield "cross_entropy grad rows single float32, sum", lambda: _backward(tr.cross_entropy(
+        torch.empty(256, 32000, requires_grad=True), _classes(256, 32000), reduction="sum"))
+    yield "cross_entropy grad short rows, weights, label smoothing, none", lambda: _backward(tr.cross_entropy(
+        r(512, 1000, dtype=bf).requires_grad_(), _classes(512, 1000), r(1000, dtype=bf).abs(), reduction="none",
+        label_smoothing=0.1))
+    yield "cross_entropy grad loop, weights, label smoothing", lambda: _backward(tr.cross_entropy(
+        r(64, 50000, dtype=bf).requires_grad_(), _classes(64, 50000), r(50000, dtype=bf).abs(), label_smoothing=0.1))
+    yield "cross_entropy probabilities, grad of both, loop", lambda: _backward(tr.cross_entropy(
+        r(64, 50000).requires_grad_(), r(64, 50000).softmax(-1).requires_grad_()))
+    yield "cross_entropy probabilities single float16", lambda: tr.cross_entropy(
+        r(64, 1000, dtype=torch.float16), r(64, 1000, dtype=torch.float16).softmax(-1), label_smoothing=0.2)
+    yield "cross_entropy grad split rows float32", lambda: _backward(tr.cross_entropy(
+        torch.empty(64, 131072, requires_grad=True), _classes(64, 131072), label_smoothing=0.1))
+    yield "cross_entropy grad columns (N, C, H, W)", lambda: _backward(tr.cross_entropy(
+        r(4, 21, 32, 32, dtype=bf).requires_grad_(), _classes(4, 21, 32, 32)))
+    yield "cross_entropy grad columns loop float64", lambda: _backward(tr.cross_entropy(
+        r(4, 300, 64, dtype=torch.float64).requires_grad_(), _classes(4, 300, 64)))
+    yield "cross_entropy backward out of place", lambda: torch.ops.tritred.cross_entropy_backward(
+        torch.empty(1024, 128256, dtype=bf), torch.ones((), dtype=bf), _classes(1024, 128256), -100)
     # strategies only a plugin or `tritred tune` picks
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),
@@ -244,6 +271,17 @@ def _backward(dtype, rows, shape, mask=(True, True, True), affine=True, expand=F
     mean, rstd = torch.empty(rows, dtype=acc), torch.empty(rows, dtype=acc)
     spec = rms_norm.SPEC if rms else layer_norm.SPEC
     return norm_backward(spec, g, x, shape, None if rms else mean, rstd, w, b, mask, rms=rms)
+
+
+def _classes(n: int, c: int, *spatial: int) -> torch.Tensor:
+    """Class indices for logits of shape (n, c, *spatial), some of them ignored (-100)."""
+    t = torch.randint(0, c, (n, *spatial))
+    t.view(-1)[::7] = -100
+    return t
+
+
+def _backward(loss: torch.Tensor) -> None:
+    loss.backward(torch.ones_like(loss))
 
 
 def _forced(op: str, config: dict, call):  # noqa: ANN001

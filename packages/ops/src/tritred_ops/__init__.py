@@ -12,6 +12,7 @@ once per problem and cached.
 """
 
 from .families.batch_norm import batch_norm
+from .families.cross_entropy import cross_entropy
 from .families.layer_norm import layer_norm, layer_norm_with_stats
 from .families.reduce import amax, amin, max, mean, min, prod, sum
 from .families.rms_norm import rms_norm
@@ -24,6 +25,7 @@ __all__ = [
     "amax",
     "amin",
     "batch_norm",
+    "cross_entropy",
     "layer_norm",
     "layer_norm_with_stats",
     "log_softmax",

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from tritred_core import Problem, Reduction, ReductionSpec, hookimpl
 
 from .families import batch_norm as _bn
+from .families import cross_entropy as _xent
 from .families import layer_norm as _ln
 from .families import reduce as _red
 from .families import rms_norm as _rms
@@ -127,6 +128,30 @@ def _batch_norm_bytes(x: torch.Tensor, rm: Any, rv: Any, w: Any = None, b: Any =
     return 2 * _bytes(x) + _bytes(w, b) + running
 
 
+def _cross_entropy_inputs(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu",
+                          dim: Any = None, seed: int = 0, requires_grad: bool = False) -> Args:
+    """Logits of ``shape`` ((C,), (N, C) or (N, C, d1, ...): the class dim is 1) and random class indices, about
+    one in 16 of them ``ignore_index`` (-100); ``requires_grad``: logits that require grad (training: the
+    gradient is formed by the forward)."""
+    x = random_tensor(shape, dtype, device, seed)
+    class_dim = 0 if len(shape) == 1 else 1
+    kept = tuple(s for i, s in enumerate(shape) if i != class_dim)
+    if str(device) == "meta":
+        t = torch.empty(kept, dtype=torch.int64, device="meta")
+    else:
+        g = torch.Generator(device="cpu").manual_seed(seed + 1)
+        t = torch.randint(0, max(1, shape[class_dim]), kept, generator=g)
+        t[torch.rand(kept, generator=g) < 1 / 16] = -100
+        t = t.to(device)
+    return (x.requires_grad_(requires_grad), t), {}
+
+
+def _cross_entropy_bytes(x: torch.Tensor, *args: Any, **kwargs: Any) -> int:
+    """The logits read once, plus their gradient written once when they require grad (2 x numel x itemsize:
+    the minimum of a training step); the targets and the loss are left out (a few bytes per row)."""
+    return _bytes(x) * (2 if x.requires_grad else 1)
+
+
 def _torch_reference(name: str) -> Callable[..., Any]:
     fn = getattr(torch, name)
 
@@ -166,6 +191,9 @@ def _records() -> list[Reduction]:
     records.append(Reduction(spec=_bn.SPEC, impl=_bn.batch_norm, reference=F.batch_norm,
                              make_inputs=_batch_norm_inputs, problem=_problem(_bn.batch_norm),
                              byte_count=_batch_norm_bytes))
+    records.append(Reduction(spec=_xent.SPEC, impl=_xent.cross_entropy, reference=F.cross_entropy,
+                             make_inputs=_cross_entropy_inputs, problem=_problem(_xent.cross_entropy),
+                             byte_count=_cross_entropy_bytes))
     return records
 
 

@@ -84,7 +84,7 @@ class Caps:
 Rule = Callable[[ReductionSpec, Problem, Caps], LaunchConfig]
 
 #: The packages under ``tritred_ops.families`` whose ops these rules decide.
-FAMILIES = ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm")
+FAMILIES = ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm", "cross_entropy")
 
 
 @hookimpl(trylast=True)

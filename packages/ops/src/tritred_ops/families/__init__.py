@@ -6,6 +6,7 @@
 - :mod:`.layer_norm`: layer_norm, layer_norm_with_stats;
 - :mod:`.batch_norm`: batch_norm;
 - :mod:`.rms_norm`: rms_norm (its backward is layer_norm's kernel without the mean).
+- :mod:`.cross_entropy`: cross_entropy (forward and backward).
 
 Each package reads top to bottom: ``__init__.py`` (the public functions with torch's signatures, and the
 :class:`~tritred_core.ReductionSpec` of each op in ``SPECS``), ``kernels.py`` (the Triton kernels),

@@ -46,22 +46,6 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # -- argument checks ---------------------------------------------------------------------------------------------
 
-def check_no_grad(op: str, *tensors: object) -> None:
-    """Raise NotImplementedError for a call whose tensors require grad while grad mode is enabled: the ops have
-    no backward yet, and a result cut from the autograd graph would be silently wrong to train with. Under
-    ``torch.no_grad()`` or ``torch.inference_mode()``, or on detached inputs, the call runs.
-
-    Every public op calls it first, before a replayed plan (whose key does not see ``requires_grad``); the
-    common case costs ``torch.is_grad_enabled()`` and one attribute per tensor. (Autograd replaces this.)
-    """
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if isinstance(t, torch.Tensor) and t.requires_grad:
-                raise NotImplementedError(f"tritred.{op}(): backward is not implemented yet; call it under "
-                                          "torch.no_grad() or on a detached input")
-
-
-
 def grad_needed(*tensors: object) -> bool:
     """Whether a call must record autograd history: grad mode is enabled and a tensor argument requires grad
     (``torch.is_grad_enabled()``, then one attribute per tensor: the common inference call pays little)."""
