@@ -11,6 +11,7 @@ used by the tests). Launch decisions come from the ``tritred_launch_config`` hoo
 once per problem and cached.
 """
 
+from . import nn
 from .families.batch_norm import batch_norm
 from .families.cross_entropy import cross_entropy
 from .families.layer_norm import layer_norm, layer_norm_with_stats
@@ -18,6 +19,7 @@ from .families.reduce import amax, amin, max, mean, min, prod, sum
 from .families.rms_norm import rms_norm
 from .families.softmax import log_softmax, logsumexp, softmax
 from .families.statistics import std, std_mean, var, var_mean
+from .patching import patch, unpatch
 
 __version__ = "0.1.0"
 
@@ -33,12 +35,15 @@ __all__ = [
     "max",
     "mean",
     "min",
+    "nn",
+    "patch",
     "prod",
     "rms_norm",
     "softmax",
     "std",
     "std_mean",
     "sum",
+    "unpatch",
     "var",
     "var_mean",
 ]
