@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 import tritred_ops as tr
+from nn_helpers import randomize, spy_ops
 from ops_helpers import randn
-from tritred_ops.nn import activation, loss, normalization
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=2e-3),
        torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2), torch.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -19,33 +19,12 @@ TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3,
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts the calls of tritred's ops from the modules (a module that always fell back to torch would otherwise
-    pass every comparison)."""
-    counts: dict[str, int] = {}
-    for mod, name in [(normalization, "layer_norm"), (normalization, "rms_norm"), (normalization, "batch_norm"),
-                      (activation, "softmax"), (activation, "log_softmax"), (loss, "cross_entropy")]:
-        real = getattr(mod, name)
-
-        def spy(*a, _real=real, _name=name, **k):
-            counts[_name] = counts.get(_name, 0) + 1
-            return _real(*a, **k)
-        monkeypatch.setattr(mod, name, spy)
-    return counts
-
-
-def _randomize(module, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for t in [*module.parameters(), *module.buffers()]:
-            if t.dtype.is_floating_point:
-                t.copy_(torch.rand(t.shape, generator=g) + 0.5 if t is getattr(module, "running_var", None)
-                        else torch.randn(t.shape, generator=g))
-    return module
+    return spy_ops(monkeypatch)
 
 
 def _pair(torch_cls, tritred_cls, kwargs, dtype=torch.float32, device="cpu"):
     """A torch module with random parameters and buffers, and tritred's with the same state."""
-    ref = _randomize(torch_cls(**kwargs)).to(device=device, dtype=dtype)
+    ref = randomize(torch_cls(**kwargs)).to(device=device, dtype=dtype)
     ours = tritred_cls(**kwargs).to(device=device, dtype=dtype)
     ours.load_state_dict(ref.state_dict())
     return ref, ours
@@ -248,7 +227,7 @@ def test_state_dict_both_ways(torch_cls, tritred_cls, kwargs):
     assert [(n, b.shape, b.dtype) for n, b in ours.named_buffers()] == \
         [(n, b.shape, b.dtype) for n, b in ref.named_buffers()]
     assert list(ours.state_dict()) == list(ref.state_dict())
-    for src, dst in [(_randomize(copy.deepcopy(ref), 1), ours), (_randomize(copy.deepcopy(ours), 2), ref)]:
+    for src, dst in [(randomize(copy.deepcopy(ref), 1), ours), (randomize(copy.deepcopy(ours), 2), ref)]:
         dst.load_state_dict(src.state_dict())
         for (k, a), b in zip(dst.state_dict().items(), src.state_dict().values()):
             assert torch.equal(a, b), k
