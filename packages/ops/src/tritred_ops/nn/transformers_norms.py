@@ -101,7 +101,7 @@ def _unweighted(self: Any, x: Tensor) -> Tensor:
 def _gemma(self: Any, x: Tensor) -> Tensor:
     """``(x.float() * rstd * (1.0 + weight.float())).type_as(x)``: the float32 scale formed by torch (its gradient
     flows to the weight through it), the product and the one rounding in tritred's kernel."""
-    why = _refused(x, self.weight) or _vector(x, self.weight)
+    why = _refused(x, self.weight) or _vector(x, self.weight, any_dtype=True)
     if why is not None:
         return _original(self, x, why)
     return _rms(x, 1.0 + self.weight.float(), self.eps)
@@ -109,7 +109,7 @@ def _gemma(self: Any, x: Tensor) -> Tensor:
 
 def _moshi(self: Any, x: Tensor) -> Tensor:
     """``(x.float() * rstd * weight.float()).type_as(x)``."""
-    why = _refused(x, self.weight) or _vector(x, self.weight)
+    why = _refused(x, self.weight) or _vector(x, self.weight, any_dtype=True)
     if why is not None:
         return _original(self, x, why)
     return _rms(x, self.weight.float(), self.eps)
@@ -120,7 +120,7 @@ def _gemma3n(self: Any, hidden_states: Tensor) -> Tensor:
     weight = self.weight if self.with_scale else None
     why = _refused(hidden_states, weight)
     if why is None and weight is not None:
-        why = _vector(hidden_states, weight)
+        why = _vector(hidden_states, weight, any_dtype=True)
     if why is not None:
         return _original(self, hidden_states, why)
     return _rms(hidden_states, None if weight is None else weight.float(), self.variance_epsilon)
