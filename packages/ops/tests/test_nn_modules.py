@@ -96,7 +96,8 @@ def test_layer_norm_rms_norm_half(dtype, device, calls):
 
 
 BN = [(torch.nn.BatchNorm1d, tr.nn.BatchNorm1d, (6, 3)), (torch.nn.BatchNorm1d, tr.nn.BatchNorm1d, (4, 3, 5)),
-      (torch.nn.BatchNorm2d, tr.nn.BatchNorm2d, (3, 3, 4, 2)), (torch.nn.BatchNorm3d, tr.nn.BatchNorm3d, (2, 3, 2, 3, 2))]
+      (torch.nn.BatchNorm2d, tr.nn.BatchNorm2d, (3, 3, 4, 2)),
+      (torch.nn.BatchNorm3d, tr.nn.BatchNorm3d, (2, 3, 2, 3, 2))]
 BN_OPTIONS = [dict(), dict(momentum=0.3, eps=0.2), dict(momentum=None), dict(affine=False),
               dict(track_running_stats=False), dict(track_running_stats=False, momentum=None, affine=False)]
 #: Every class and input rank with the defaults, every option on one of them in turn.
@@ -162,7 +163,8 @@ def test_softmax_dim_none(cls_name, device, calls):
 
 
 TARGETS = {"index": lambda n, c, g: torch.randint(0, c, n, generator=g),
-           "ignored": lambda n, c, g: torch.where(torch.rand(n, generator=g) < 0.3, 2, torch.randint(0, c, n, generator=g)),
+           "ignored": lambda n, c, g: torch.where(torch.rand(n, generator=g) < 0.3, 2,
+                                                  torch.randint(0, c, n, generator=g)),
            "probs": lambda n, c, g: torch.rand((n[0], c, *n[1:]), generator=g).softmax(1)}
 CE_OPTIONS = [dict(), dict(reduction="sum"), dict(reduction="none", label_smoothing=0.2),
               dict(weight=True, ignore_index=2), dict(weight=True, reduction="none", ignore_index=2),

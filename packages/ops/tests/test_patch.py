@@ -109,8 +109,8 @@ def _kinds(model):
 
 def test_patch_mixed_model(device, monkeypatch):
     """The patched model's loss, gradients and running statistics equal the unpatched model's over training steps
-    and in eval (as close to torch's float64 results as torch's float32 ones); the modules are the same objects with the same parameter and buffer tensors, state_dict keys and
-    hooks; every tritred op ran."""
+    and in eval (as close to torch's float64 results as torch's float32 ones); the modules are the same objects
+    with the same parameter and buffer tensors, state_dict keys and hooks; every tritred op ran."""
     ref = randomize(Net()).to(device)
     model = copy.deepcopy(ref)
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())

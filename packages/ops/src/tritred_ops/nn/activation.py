@@ -16,7 +16,7 @@ def _dim(name: str, module: torch.nn.Softmax | torch.nn.LogSoftmax, input: Tenso
     torch's module has ``F.softmax``, between ``_get_softmax_dim`` and ``forward``)."""
     if module.dim is not None:
         return module.dim
-    return F._get_softmax_dim(name, input.dim(), 5)
+    return F._get_softmax_dim(name, input.dim(), 5)  # type: ignore[attr-defined]
 
 
 class Softmax(torch.nn.Softmax):
