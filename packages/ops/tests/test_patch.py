@@ -229,7 +229,13 @@ def test_compile_fullgraph(training, device):
     torch's own module too.)"""
     torch._dynamo.reset()
     eager = tr.patch(randomize(Net(cumulative=False)).to(device)).train(training)
-    model = copy.deepcopy(eager)
-    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if device == "cpu" else "inductor")
+    exact = tr.unpatch(copy.deepcopy(eager)).double()
+    compiled = torch.compile(copy.deepcopy(eager), fullgraph=True,
+                             backend="aot_eager" if device == "cpu" else "inductor")
     for step in range(2):
-        _close(_step(compiled, device, step), _step(eager, device, step), f"step {step}")
+        got, want = _step(compiled, device, step), _step(eager, device, step)
+        if device == "cpu":  # the same kernels, through the registered ops: the same bits
+            for a, b in zip([got[0], *got[1], *got[2]], [want[0], *want[1], *want[2]]):
+                assert torch.equal(a, b), f"step {step}"
+        else:  # Inductor's own kernels for the torch ops around tritred's: as accurate as eager
+            _as_accurate(got, want, _step(exact, device, step), f"step {step}")

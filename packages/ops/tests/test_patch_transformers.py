@@ -209,8 +209,8 @@ def test_tiny_model(family, config_name, model_name, norms, device, monkeypatch)
 
 
 def test_compile_fullgraph(device):
-    """torch.compile(fullgraph=True) of patched transformers norms (aot_eager on the interpreter, Inductor on
-    CUDA): forward and backward equal eager."""
+    """torch.compile(fullgraph=True) of patched transformers norms, one of each form (aot_eager on the interpreter,
+    Inductor on CUDA): forward and backward equal eager's."""
     torch._dynamo.reset()
     model = torch.nn.Sequential(*(_module(f, n, k) for _, f, n, k, s, _ in CASES if s == (3, 5, H))).to(device)
     eager = tr.patch(model)
@@ -223,4 +223,7 @@ def test_compile_fullgraph(device):
         out.square().sum().backward()
         results.append([out, *(p.grad for p in m.parameters())])
     for a, b in zip(*results):
-        torch.testing.assert_close(a, b, **TOL[torch.float32])
+        if device == "cpu":  # the same kernels through the registered ops: the same bits
+            assert torch.equal(a, b)
+        else:  # (Inductor fuses the torch pointwise ops around tritred's)
+            torch.testing.assert_close(a, b, **TOL[torch.float32])
