@@ -11,6 +11,7 @@ used by the tests). Launch decisions come from the ``tritred_launch_config`` hoo
 once per problem and cached.
 """
 
+from .aten import disable, enable, enabled_stats
 from .families.batch_norm import batch_norm
 from .families.cross_entropy import cross_entropy
 from .families.layer_norm import layer_norm, layer_norm_with_stats
@@ -26,6 +27,9 @@ __all__ = [
     "amin",
     "batch_norm",
     "cross_entropy",
+    "disable",
+    "enable",
+    "enabled_stats",
     "layer_norm",
     "layer_norm_with_stats",
     "log_softmax",
