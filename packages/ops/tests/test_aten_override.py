@@ -15,10 +15,10 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
-
 import tritred_ops as tr
 from tritred_ops.aten import impls, scope
 from tritred_ops.aten.table import TABLE, select
+
 
 @pytest.fixture(autouse=True)
 def clean():
@@ -95,10 +95,31 @@ def test_batch_norm_training_and_eval(device):
         torch.testing.assert_close(got[2], ref[2], rtol=1e-13, atol=1e-13)  # running statistics, updated once
         torch.testing.assert_close(got[3], ref[3], rtol=1e-13, atol=1e-13)
         stats = on.stats()
-        forward = "cudnn_batch_norm" if device == "cuda" and torch.backends.cudnn.is_available() else "native_batch_norm"
+        cudnn = device == "cuda" and torch.backends.cudnn.is_available()
+        forward = "cudnn_batch_norm" if cudnn else "native_batch_norm"
         assert _counts(stats, forward).tritred == 1
         assert _counts(stats, "native_batch_norm_backward").tritred + _counts(
             stats, "cudnn_batch_norm_backward").tritred == 1
+
+
+def test_double_backward_uses_torch_formulas(device):
+    """Autograd stays torch's: the backward ops' own derivative formulas (composites of routed ops) give second
+    derivatives, which tritred's autograd Functions do not have."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 7, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+    w = torch.randn(7, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+
+    def second():
+        y = torch.softmax(x, 1) + F.layer_norm(x, (7,), w)
+        (g,) = torch.autograd.grad((y * _weights(y)).sum(), [x], create_graph=True)
+        return torch.autograd.grad((g * g).sum(), [x, w])
+
+    ref = second()
+    with tr.enable(device=device) as on:
+        got = second()
+    for a, r in zip(got, ref):
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-11)
+    assert _counts(on.stats(), "_softmax_backward_data").tritred >= 2  # the first backward, and in the second
 
 
 def test_cudnn_batch_norm_mapping(device, monkeypatch):
@@ -178,8 +199,8 @@ def test_fallbacks_counted_and_torch_semantics(device):
     assert _counts(stats, "sum.dim_IntList") == scope.OpCounts(1, 1, {"input dtype complex64": 1})
     assert _counts(stats, "mean.dim").reasons == {"result dtype int64": 1}
     assert "weight dtype float32 differs from the input's bfloat16" in _counts(stats, "native_layer_norm").reasons
-    assert list(_counts(stats, "_fused_rms_norm").reasons)[0].startswith("channels-last")
-    assert list(_counts(stats, "_softmax").reasons)[0].startswith("IndexError")
+    assert next(iter(_counts(stats, "_fused_rms_norm").reasons)).startswith("channels-last")
+    assert next(iter(_counts(stats, "_softmax").reasons)).startswith("IndexError")
 
 
 def test_exit_restores_torch(device, monkeypatch):
@@ -225,9 +246,8 @@ def test_nested_scopes_and_global_switch(device):
         assert not inner.active and not outer.active
         assert routed() == set()
     assert routed() == set()
-    with pytest.raises(RuntimeError, match="closed"):
-        with inner:
-            pass
+    with pytest.raises(RuntimeError, match="closed"), inner:
+        pass
 
 
 def test_process_wide_and_threads(device):
@@ -266,22 +286,28 @@ def test_cpu_key_needs_the_interpreter(monkeypatch):
 def test_compile_aot_eager_under_enable(device):
     torch._dynamo.reset()
 
-    def f(x, w):
-        return (torch.softmax(x, -1) * F.layer_norm(x, (8,), w)).sum(0) + x.var(1).mean()
+    def f(x, w, rm, rv):
+        h = F.batch_norm(x.unsqueeze(0), rm, rv, training=True).squeeze(0)  # the running statistics mutated
+        return (torch.softmax(x, -1) * F.layer_norm(h, (8,), w)).sum(0) + x.var(1).mean()
 
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(5, 8, generator=gen, dtype=torch.float64).to(device).requires_grad_()
     w = torch.randn(8, generator=gen, dtype=torch.float64).to(device).requires_grad_()
-    ref = f(x, w)
+    running = [torch.zeros(5, dtype=torch.float64, device=device), torch.ones(5, dtype=torch.float64, device=device)]
+    mine = [t.clone() for t in running]
+    ref = f(x, w, *running)
     gref = torch.autograd.grad(ref.sum(), [x, w])
     with tr.enable(device=device) as on:
-        out = torch.compile(f, backend="aot_eager", fullgraph=True)(x, w)
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(x, w, *mine)
         grads = torch.autograd.grad(out.sum(), [x, w])
     torch.testing.assert_close(out.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
-    for a, r in zip(grads, gref):
+    for a, r in zip(grads + tuple(mine), gref + tuple(running)):
         torch.testing.assert_close(a, r, rtol=1e-11, atol=1e-11)
     # aot_eager runs its aten graph eagerly: the graph's ops reach the override (Inductor's kernels would not)
-    assert _counts(on.stats(), "native_layer_norm").tritred == 1
+    stats = on.stats()
+    for name in ("native_layer_norm", "native_layer_norm_backward", "_native_batch_norm_legit",
+                 "native_batch_norm_backward", "_softmax"):
+        assert _counts(stats, name).tritred == 1, (name, stats)
     torch._dynamo.reset()
 
 

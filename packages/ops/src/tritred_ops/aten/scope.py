@@ -111,6 +111,8 @@ def _kernel(key: str, entry: Entry, original: Any) -> Any:
     overload and the call is not re-entrant; torch's kernel (``original``) for everything else."""
     name, impl, redirect = entry.overload, entry.impl, entry.torch_fallback
     guard, routed = _guard, _routed
+    if key == "CUDA" and torch.cuda.device_count() > 1:
+        impl = _on_tensor_device(impl)
 
     def torch_kernel(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if redirect is not None:
@@ -144,6 +146,18 @@ def _kernel(key: str, entry: Entry, original: Any) -> Any:
     return kernel
 
 
+def _on_tensor_device(impl: Any) -> Any:
+    """``impl`` run with the first tensor argument's device current, as torch's CUDA kernels run under a device
+    guard (Triton launches on the current device)."""
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                with torch.cuda.device(a.device):
+                    return impl(*args, **kwargs)
+        return impl(*args, **kwargs)
+    return guarded
+
+
 def _get_kernel(qualname: str, key: str) -> Any:
     """torch's computed kernel of ``qualname`` at ``key``, or None where there is none (the CPU key of a
     CUDA-only op)."""
@@ -169,15 +183,15 @@ def _register(key: str, entry: Entry) -> Any:
 def _sync() -> None:
     """Make the registrations and the routed sets match the open scopes (under ``_lock``)."""
     wanted = {(s.dispatch_key, o) for s in _scopes for o in s.overloads}
-    for k in [k for k in _registered if k not in wanted]:
-        _registered.pop(k)._destroy()
+    for reg in [reg for reg in _registered if reg not in wanted]:
+        _registered.pop(reg)._destroy()
     for key, overload in sorted(wanted - _registered.keys()):
         _registered[(key, overload)] = _register(key, _ENTRIES[overload])
     innermost: dict[str, frozenset[str]] = {}
     for s in _scopes:
         innermost[s.dispatch_key] = s.overloads
-    for k in [k for k in _routed if k not in innermost]:  # (item by item: a concurrent call sees one state)
-        del _routed[k]
+    for key in [key for key in _routed if key not in innermost]:  # (item by item: a call sees either state)
+        del _routed[key]
     _routed.update(innermost)
 
 
