@@ -102,6 +102,48 @@ def test_batch_norm_training_and_eval(device):
             stats, "cudnn_batch_norm_backward").tritred == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_low_precision_inputs(device, dtype):
+    """fp32 and bf16 calls routed as they are (statistics in fp32, float32 batch-norm parameters beside bf16)."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(4, 6, 33, generator=gen).to(device=device, dtype=dtype)
+    w = torch.randn(33, generator=gen).to(device=device, dtype=dtype)
+    bw = torch.randn(6, generator=gen).to(device)
+    calls = (lambda: torch.softmax(x, -1), lambda: F.layer_norm(x, (33,), w, w),
+             lambda: F.rms_norm(x, (33,), w), lambda: F.batch_norm(x, None, None, bw, bw, training=True),
+             lambda: x.sum(-1), lambda: x.mean((0, 2)), lambda: x.float().var(1))
+    refs = [c() for c in calls]
+    with tr.enable(device=device) as on:
+        got = [c() for c in calls]
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    for a, r in zip(got, refs):
+        assert a.dtype == r.dtype and a.shape == r.shape
+        torch.testing.assert_close(a, r, **tol)
+    stats = on.stats()
+    assert stats and all(c.fallback == 0 for c in stats.values()), stats
+
+
+def test_batch_norm_functional_overloads(device):
+    """The functional forms (torch.export's and compile's) called directly: outputs and saved statistics."""
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64).to(device)
+    w, b = (torch.randn(4, generator=gen, dtype=torch.float64).to(device) for _ in range(2))
+    rm, rv = torch.randn(4, dtype=torch.float64, device=device), torch.rand(4, dtype=torch.float64, device=device)
+    aten = torch.ops.aten
+    calls = (lambda: aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5),
+             lambda: aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.1, 1e-5)[0],
+             lambda: aten.native_batch_norm(x, None, None, rm.clone(), rv.clone(), True, 0.2, 1e-5))
+    refs = [c() for c in calls]
+    with tr.enable(device=device) as on:
+        got = [c() for c in calls]
+    for a, r in zip(got, refs):
+        for t, u in zip(a if isinstance(a, tuple) else (a,), r if isinstance(r, tuple) else (r,)):
+            torch.testing.assert_close(t, u, rtol=1e-12, atol=1e-12)
+    stats = on.stats()
+    for name in ("_native_batch_norm_legit.no_stats", "_native_batch_norm_legit_no_training", "native_batch_norm"):
+        assert _counts(stats, name) == scope.OpCounts(1, 0, {}), (name, stats)
+
+
 def test_double_backward_uses_torch_formulas(device):
     """Autograd stays torch's: the backward ops' own derivative formulas (composites of routed ops) give second
     derivatives, which tritred's autograd Functions do not have."""
@@ -239,6 +281,13 @@ def test_nested_scopes_and_global_switch(device):
         with tr.enable(exclude=("softmax", "aten::var.correction"), device=device) as inner:
             assert routed() == {"sum.dim_IntList"}
             assert "_softmax" not in inner.overloads and "_log_softmax" in inner.overloads
+        assert routed() == {"sum.dim_IntList"}
+    assert routed() == {"_softmax", "sum.dim_IntList", "var.correction"}
+    with tr.enable(include=[], device=device):  # routes nothing: a pause
+        assert routed() == set()
+    middle = tr.enable(include=["softmax", "var"], device=device)
+    with tr.enable(include=["sum"], device=device):
+        middle.close()  # closed out of order: the innermost open scope still decides
         assert routed() == {"sum.dim_IntList"}
     assert routed() == {"_softmax", "sum.dim_IntList", "var.correction"}
     with tr.enable(include="var", device=device) as inner:
