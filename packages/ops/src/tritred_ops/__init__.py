@@ -9,6 +9,9 @@ Call them exactly like torch::
 Tensors must be on CUDA, or on CPU with ``TRITON_INTERPRET=1`` set before this import (Triton's interpreter,
 used by the tests). Launch decisions come from the ``tritred_launch_config`` hook (see ``tritred_core``), asked
 once per problem and cached.
+
+``tr.enable()`` (a scope, or a global switch with ``tr.disable()``) routes torch's own aten ops on CUDA tensors
+to these kernels: :mod:`tritred_ops.aten`.
 """
 
 from .aten import disable, enable, enabled_stats
