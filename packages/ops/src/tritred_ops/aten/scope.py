@@ -57,6 +57,7 @@ _guard = _Guard()
 _lock = threading.RLock()
 _scopes: list[AtenOverride] = []
 _registered: dict[tuple[str, str], Any] = {}     # (dispatch key, overload) -> Library
+_ENTRIES: dict[str, Entry] = {}                  # overload -> its row (those enable() has seen)
 _routed: dict[str, frozenset[str]] = {}          # dispatch key -> overloads routed to tritred now
 _counts: dict[str, list[Any]] = {}               # overload -> [tritred, fallback, Counter of reasons]
 _baseline: dict[str, OpCounts] = {}              # enabled_stats(reset=True) subtracts this
@@ -194,8 +195,6 @@ def _sync() -> None:
         del _routed[key]
     _routed.update(innermost)
 
-
-_ENTRIES: dict[str, Entry] = {}
 
 
 def _dispatch_key(device: object) -> str:
