@@ -192,24 +192,24 @@ def calls():
     # cross_entropy: the loss alone, the loss forming the gradient (and the backward's scale of it, in place)
     yield "cross_entropy loss rows loop", lambda: tr.cross_entropy(torch.empty(1024, 128256, dtype=bf), _classes(
         1024, 128256))
-    yield "cross_entropy grad rows loop, backward in place", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad rows loop, backward in place", lambda: _loss_backward(tr.cross_entropy(
         torch.empty(1024, 128256, dtype=bf, requires_grad=True), _classes(1024, 128256)))
-    yield "cross_entropy grad rows single float32, sum", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad rows single float32, sum", lambda: _loss_backward(tr.cross_entropy(
         torch.empty(256, 32000, requires_grad=True), _classes(256, 32000), reduction="sum"))
-    yield "cross_entropy grad short rows, weights, label smoothing, none", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad short rows, weights, label smoothing, none", lambda: _loss_backward(tr.cross_entropy(
         r(512, 1000, dtype=bf).requires_grad_(), _classes(512, 1000), r(1000, dtype=bf).abs(), reduction="none",
         label_smoothing=0.1))
-    yield "cross_entropy grad loop, weights, label smoothing", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad loop, weights, label smoothing", lambda: _loss_backward(tr.cross_entropy(
         r(64, 50000, dtype=bf).requires_grad_(), _classes(64, 50000), r(50000, dtype=bf).abs(), label_smoothing=0.1))
-    yield "cross_entropy probabilities, grad of both, loop", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy probabilities, grad of both, loop", lambda: _loss_backward(tr.cross_entropy(
         r(64, 50000).requires_grad_(), r(64, 50000).softmax(-1).requires_grad_()))
     yield "cross_entropy probabilities single float16", lambda: tr.cross_entropy(
         r(64, 1000, dtype=torch.float16), r(64, 1000, dtype=torch.float16).softmax(-1), label_smoothing=0.2)
-    yield "cross_entropy grad split rows float32", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad split rows float32", lambda: _loss_backward(tr.cross_entropy(
         torch.empty(64, 131072, requires_grad=True), _classes(64, 131072), label_smoothing=0.1))
-    yield "cross_entropy grad columns (N, C, H, W)", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad columns (N, C, H, W)", lambda: _loss_backward(tr.cross_entropy(
         r(4, 21, 32, 32, dtype=bf).requires_grad_(), _classes(4, 21, 32, 32)))
-    yield "cross_entropy grad columns loop float64", lambda: _backward(tr.cross_entropy(
+    yield "cross_entropy grad columns loop float64", lambda: _loss_backward(tr.cross_entropy(
         r(4, 300, 64, dtype=torch.float64).requires_grad_(), _classes(4, 300, 64)))
     yield "cross_entropy backward out of place", lambda: torch.ops.tritred.cross_entropy_backward(
         torch.empty(1024, 128256, dtype=bf), torch.ones((), dtype=bf), _classes(1024, 128256), -100)
@@ -280,7 +280,7 @@ def _classes(n: int, c: int, *spatial: int) -> torch.Tensor:
     return t
 
 
-def _backward(loss: torch.Tensor) -> None:
+def _loss_backward(loss: torch.Tensor) -> None:
     loss.backward(torch.ones_like(loss))
 
 

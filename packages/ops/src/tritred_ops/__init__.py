@@ -9,9 +9,13 @@ Call them exactly like torch::
 Tensors must be on CUDA, or on CPU with ``TRITON_INTERPRET=1`` set before this import (Triton's interpreter,
 used by the tests). Launch decisions come from the ``tritred_launch_config`` hook (see ``tritred_core``), asked
 once per problem and cached.
+
+``tr.enable()`` (a scope, or a global switch with ``tr.disable()``) routes torch's own aten ops on CUDA tensors
+to these kernels: :mod:`tritred_ops.aten`.
 """
 
 from . import nn
+from .aten import disable, enable, enabled_stats
 from .families.batch_norm import batch_norm
 from .families.cross_entropy import cross_entropy
 from .families.layer_norm import layer_norm, layer_norm_with_stats
@@ -28,6 +32,9 @@ __all__ = [
     "amin",
     "batch_norm",
     "cross_entropy",
+    "disable",
+    "enable",
+    "enabled_stats",
     "layer_norm",
     "layer_norm_with_stats",
     "log_softmax",
