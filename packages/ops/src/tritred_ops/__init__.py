@@ -10,6 +10,7 @@ used by the tests). Launch decisions come from the ``tritred_launch_config`` hoo
 once per problem and cached.
 """
 
+from . import distributed, nn
 from .families.batch_norm import batch_norm
 from .families.layer_norm import layer_norm, layer_norm_with_stats
 from .families.reduce import amax, amin, max, mean, min, prod, sum
@@ -22,6 +23,7 @@ __all__ = [
     "amax",
     "amin",
     "batch_norm",
+    "distributed",
     "layer_norm",
     "layer_norm_with_stats",
     "log_softmax",
@@ -29,6 +31,7 @@ __all__ = [
     "max",
     "mean",
     "min",
+    "nn",
     "prod",
     "softmax",
     "std",

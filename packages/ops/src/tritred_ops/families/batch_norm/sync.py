@@ -25,8 +25,8 @@ import torch
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
-from .launch import batch_norm_moments_call, batch_norm_normalize_call
 from .backward import batch_norm_backward_dx_call, batch_norm_backward_sums_call
+from .launch import batch_norm_moments_call, batch_norm_normalize_call
 from .rules import merge_ranks_block
 from .sync_kernels import _merge_ranks_kernel
 
