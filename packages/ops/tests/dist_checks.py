@@ -91,7 +91,7 @@ def _bn_step(ctx: Ctx, sizes: list[int], shape: tuple[int, ...], dtype: torch.dt
     import tritred_ops
 
     C = shape[0]
-    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    tol = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 3e-2}[dtype]
     g = ctx.gen(salt)
     mod = tritred_ops.nn.SyncBatchNorm(C, momentum=momentum, affine=affine, track_running_stats=track,
                                        process_group=group).to(ctx.device, dtype)
@@ -184,6 +184,46 @@ def bn_eval_and_single_process_groups(ctx: Ctx) -> None:
         close(mod.running_mean, rm, 1e-12, f"{mode}: running_mean")
         y.sum().backward()
         assert xt.grad is not None
+
+
+@check("nccl2")
+def bn_bfloat16_channels_last(ctx: Ctx) -> None:
+    _bn_step(ctx, [8, 5], (16, 7, 7), torch.bfloat16, channels_last=True, salt=8)
+
+
+@check("nccl2")
+def bn_same_as_torch_sync_batchnorm(ctx: Ctx) -> None:
+    """Side by side with torch.nn.SyncBatchNorm (NCCL only: torch's refuses CPU tensors): outputs, gradients and
+    running statistics of two steps on uneven batches."""
+    import tritred_ops
+
+    C, sizes = 8, [5, 3]
+    g = ctx.gen(9)
+    lo, hi = sum(sizes[: ctx.rank]), sum(sizes[: ctx.rank + 1])
+    w, b = torch.randn(C, generator=g), torch.randn(C, generator=g)
+    mods = [cls(C).to(ctx.device) for cls in (torch.nn.SyncBatchNorm, tritred_ops.nn.SyncBatchNorm)]
+    for m in mods:
+        with torch.no_grad():
+            m.weight.copy_(w)
+            m.bias.copy_(b)
+    for step in range(2):
+        full = torch.randn(sum(sizes), C, 6, 6, generator=g) * 2 + 1
+        dy = torch.randn(full.shape, generator=g)
+        outs = []
+        for m in mods:
+            x = full[lo:hi].to(ctx.device).requires_grad_()
+            y = m(x)
+            (y * dy[lo:hi].to(ctx.device)).sum().backward()
+            outs.append([y, x.grad, m.weight.grad.clone(), m.bias.grad.clone(), m.running_mean, m.running_var])
+            m.zero_grad()
+        for what, theirs, ours in zip(("y", "dx", "dw", "db", "running_mean", "running_var"), *outs):
+            close(ours, theirs.double(), 2e-5, f"step {step}: {what} against torch.nn.SyncBatchNorm")
+
+
+@check("nccl2")
+def vp_cross_entropy_large_vocab_bfloat16(ctx: Ctx) -> None:
+    cases = [dict(reduction="mean", label_smoothing=0.1), dict(reduction="sum", weighted=True)]
+    _cross_entropy_cases(ctx, [32000, 32257], torch.bfloat16, (64,), cases, 70, 2e-2)
 
 
 @check("w2", "nccl2")

@@ -11,6 +11,7 @@ check compares this process's part with the single-device torch op on the global
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -76,10 +77,8 @@ def _run(world: int, suite: str, backend: str) -> tuple[int, list[dict[str, str]
         popens = [subprocess.Popen([sys.executable, dist_checks.__file__, str(r), str(world), init, out_dir, suite,
                                     str(seed), backend], env=env) for r in range(world)]
         for p in popens:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.0, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                pass
         alive = [p.poll() is None for p in popens]
         for p in popens:
             if p.poll() is None:
@@ -100,7 +99,8 @@ def _assert_ok(world: int, suite: str, backend: str, name: str) -> None:
         if problem is not None:
             problems.append(f"process {r}: {problem}")
         elif outcome is None:
-            problems.append(f"process {r}: not run (after the failure of {[n for n, v in report.items() if v != 'ok']})")
+            failed = [n for n, v in report.items() if v != "ok"]
+            problems.append(f"process {r}: not run (after the failure of {failed})")
         elif outcome != "ok":
             problems.append(f"process {r}:\n{outcome}")
     assert not problems, f"seed {seed}\n" + "\n".join(problems)

@@ -168,7 +168,8 @@ def vocab_parallel_log_softmax(input: Tensor, group: ProcessGroup | None = None)
             :func:`vocab_parallel_logsumexp`). group: the tensor-parallel process group.
 
     Returns:
-        ``[*, V_r]`` contiguous, in the input's dtype (computed in fp32, fp64 for fp64).
+        ``[*, V_r]`` contiguous, in the input's dtype (computed in fp32, fp64 for fp64). As torch's: rows holding
+        +inf or NaN are NaN, all -inf rows NaN.
 
     Collectives: forward a MAX and a SUM all_reduce of ``rows`` values each; backward one SUM all_reduce of
     ``rows`` values (the row's sum of dy: ``dx = dy - exp(y) * sum(dy)``).

@@ -297,8 +297,8 @@ def _read_view(input: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int], tupl
     if _bsc(input, order) is None:
         log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", input.stride())
         input = input.contiguous()
-    x, _, (B, S, _), strides, _ = _canonical(input, input)
-    return x, (B, S), strides
+    x, _, (B, S, _), (xb, xs, xc), _ = _canonical(input, input)
+    return x, (B, S), (xb, xs, xc)
 
 
 def _check_local(op: str, input: torch.Tensor, *params: tuple[str, torch.Tensor | None]) -> torch.Tensor:
