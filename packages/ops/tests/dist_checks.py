@@ -426,7 +426,7 @@ def poison() -> None:
     real = torch.empty, torch.empty_like, torch.empty_strided
 
     def fill(t: torch.Tensor) -> torch.Tensor:
-        if t.numel() and t.dtype.is_floating_point:
+        if t.numel() and t.dtype.is_floating_point and t.device.type != "meta":
             t.fill_(float("nan"))
         return t
 
@@ -445,12 +445,13 @@ def run_worker(rank: int, world: int, init_file: str, out_dir: str, suite_name: 
         device = torch.device("cuda", rank)
     else:
         device = torch.device("cpu")
-        poison()
+    poison()
     results: dict[str, str] = {}
     path = os.path.join(out_dir, f"rank{rank}.json")
     try:
+        extra = {"device_id": device} if backend == "nccl" else {}
         dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=60), **({"device_id": device} if backend == "nccl" else {}))
+                                timeout=timedelta(seconds=60 if backend == "gloo" else 180), **extra)
         ctx = Ctx(rank, world, device, seed)
         for name in suite(suite_name):
             try:

@@ -25,7 +25,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-TIMEOUT_S = 300  # a whole suite; a hung collective fails its check after 60 s (the process group's timeout)
+#: A whole suite's time limit (gloo under the interpreter; NCCL, whose first calls compile every kernel variant). A
+#: hung collective fails its check sooner: the process group's timeout (60 s gloo, 180 s NCCL).
+TIMEOUT_S = {"gloo": 300, "nccl": 900}
 _RESULTS: dict[tuple[int, str], tuple[int, list[dict[str, str]]]] = {}
 
 needs_interpreter = pytest.mark.skipif(
@@ -38,7 +40,8 @@ needs_two_gpus = pytest.mark.skipif(
     reason="NCCL checks need 2 CUDA GPUs (compiled kernels, no interpreter)")
 
 
-def _collect(out_dir: str, world: int, alive: list[bool], codes: list[int | None]) -> list[dict[str, str]]:
+def _collect(out_dir: str, world: int, alive: list[bool], codes: list[int | None],
+             limit: int) -> list[dict[str, str]]:
     results = []
     for r in range(world):
         path = os.path.join(out_dir, f"rank{r}.json")
@@ -46,7 +49,7 @@ def _collect(out_dir: str, world: int, alive: list[bool], codes: list[int | None
             with open(path) as f:
                 results.append(json.load(f))
         else:
-            why = f"timed out after {TIMEOUT_S} s" if alive[r] else f"died (exit code {codes[r]})"
+            why = f"timed out after {limit} s" if alive[r] else f"died (exit code {codes[r]})"
             results.append({"<worker>": f"process {r} {why} without a report"})
     return results
 
@@ -58,7 +61,7 @@ def _run(world: int, suite: str, backend: str) -> tuple[int, list[dict[str, str]
     seed = int(torch.randint(0, 2**20, (1,)).item())
     out_dir = tempfile.mkdtemp(prefix=f"tritred-{suite}-")
     init = os.path.join(out_dir, "store")
-    deadline = time.time() + TIMEOUT_S
+    deadline = time.time() + TIMEOUT_S[backend]
     if backend == "gloo":  # forked: the interpreter and tritred are already imported here
         ctx = multiprocessing.get_context("fork")
         procs = [ctx.Process(target=dist_checks.run_worker, args=(r, world, init, out_dir, suite, seed))
@@ -84,7 +87,7 @@ def _run(world: int, suite: str, backend: str) -> tuple[int, list[dict[str, str]
             if p.poll() is None:
                 p.kill()
         codes = [p.returncode for p in popens]
-    _RESULTS[(world, suite)] = seed, _collect(out_dir, world, alive, codes)
+    _RESULTS[(world, suite)] = seed, _collect(out_dir, world, alive, codes, TIMEOUT_S[backend])
     return _RESULTS[(world, suite)]
 
 
