@@ -213,6 +213,27 @@ def calls():
         r(4, 300, 64, dtype=torch.float64).requires_grad_(), _classes(4, 300, 64)))
     yield "cross_entropy backward out of place", lambda: torch.ops.tritred.cross_entropy_backward(
         torch.empty(1024, 128256, dtype=bf), torch.ones((), dtype=bf), _classes(1024, 128256), -100)
+
+    # batch_norm pieces of SyncBatchNorm (tritred_ops.distributed; the collectives between them are not kernels)
+    from tritred_ops.families.batch_norm import sync as bns
+    from tritred_ops.families.batch_norm.spec import SPEC as BN
+    z, o, cl = torch.zeros, torch.ones, torch.channels_last
+    yield "batch_norm sync: local moments", lambda: bns.batch_norm_moments_call(BN, r(16, 8, 32, 32, dtype=bf))
+    yield "batch_norm sync: local moments channels-last", lambda: bns.batch_norm_moments_call(
+        BN, r(8, 64, 14, 14, dtype=bf).to(memory_format=cl))
+    yield "batch_norm sync: merge of 8 ranks, running stats", lambda: bns.merge_ranks_call(
+        z(8, 3, 64), z(64, dtype=bf), o(64, dtype=bf), 0.1, 1e-5)
+    yield "batch_norm sync: merge of 2 ranks float64", lambda: bns.merge_ranks_call(
+        z(2, 3, 16, dtype=torch.float64), None, None, 0.1, 1e-5)
+    yield "batch_norm sync: normalize with given statistics", lambda: bns.batch_norm_normalize_call(
+        BN, r(16, 8, 32, 32, dtype=bf), z(8), o(8), r(8, dtype=bf), r(8, dtype=bf))
+    yield "batch_norm sync: backward sums", lambda: bns.batch_norm_backward_sums_call(
+        BN, r(16, 8, 32, 32, dtype=bf), r(16, 8, 32, 32, dtype=bf), z(8), o(8))
+    yield "batch_norm sync: backward sums channels-last", lambda: bns.batch_norm_backward_sums_call(
+        BN, r(8, 64, 14, 14, dtype=bf).to(memory_format=cl), r(8, 64, 14, 14, dtype=bf).to(memory_format=cl),
+        z(64), o(64))
+    yield "batch_norm sync: dx from coefficients", lambda: bns.batch_norm_backward_dx_call(
+        BN, r(16, 8, 32, 32, dtype=bf), r(16, 8, 32, 32, dtype=bf), r(8), z(8), o(8), z(2, 8))
     # strategies only a plugin or `tritred tune` picks
     yield "layer_norm split_rows", lambda: _forced("layer_norm", dict(strategy="split_rows", BLOCK_N=4096, split=4,
                                                                        num_warps=8),

@@ -14,6 +14,7 @@ once per problem and cached.
 to these kernels: :mod:`tritred_ops.aten`.
 """
 
+from . import distributed as distributed  # (a subpackage; not in __all__: no op)
 from . import nn
 from .aten import disable, enable, enabled_stats
 from .families.batch_norm import batch_norm

@@ -32,6 +32,11 @@ registered op ``torch.ops.tritred.batch_norm`` under ``torch.compile`` (no mutat
 statistics, copied back here), the autograd Function when a tensor argument requires grad, else the launcher
 (the replayed fast path). Saved for backward: the input, the weight, the fp32 batch mean and invstd (training) or
 the running statistics (eval).
+
+Statistics shared across processes (``tritred_ops.nn.SyncBatchNorm``): :mod:`.sync` exposes the same launches in
+pieces (local mean/M2/count, the merge of every process's statistics with the running update in
+:mod:`.sync_kernels`, normalize with given statistics, backward sums only, dx from given coefficients), between
+which ``tritred_ops.distributed`` runs its collectives.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from ...runtime import Recorder, find_plan
 from .backward_kernels import _dx_kernel, _sums_kernel
 from .launch import _bsc, _nchw_hint, _out_format
 from .rules import finish_block, merge_inline
+from .sync_kernels import _sums_finish_kernel
 
 log = logging.getLogger("tritred")
 
@@ -205,3 +206,120 @@ def _canonical(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None) -> tu
     if B == 1 or all(v[1] == S * v[2] for v in full):  # channels-last (or one image): batch and spatial merge
         return x, dy, (1, B * S), tuple((0, v[2], v[3]) for v in full)
     return x, dy, (B, S), tuple((v[1], v[2], v[3]) for v in full)
+
+
+# -- pieces of a batch_norm whose statistics are shared across processes (tritred_ops.nn.SyncBatchNorm) ---------
+
+def _check_pieces(op: str, grad_out: torch.Tensor, input: torch.Tensor,
+                  **per_channel: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_out, input) of a backward piece, negative-bit views materialized, after the checks of
+    :func:`_backward`: grad_out of the input's shape and dtype, per-channel tensors of C elements, one device."""
+    if not isinstance(grad_out, torch.Tensor) or grad_out.shape != input.shape or grad_out.dtype != input.dtype:
+        raise RuntimeError(f"{op}(): grad_out must have the input's shape {list(input.shape)} and dtype "
+                           f"{input.dtype}, got {getattr(grad_out, 'shape', type(grad_out))}")
+    if input.dim() < 2:
+        raise ValueError(f"{op}(): expected at least 2D input (got {input.dim()}D input)")
+    for name, t in per_channel.items():
+        if t is not None and t.numel() != input.shape[1]:
+            raise RuntimeError(f"{op}(): {name} should contain {input.shape[1]} elements not {t.numel()}")
+    rt.check_same_device(op, input, grad_out=grad_out, **per_channel)
+    return grad_out.resolve_neg(), input.resolve_neg()
+
+
+def batch_norm_backward_sums_call(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tensor,
+                                  mean: torch.Tensor, invstd: torch.Tensor) -> torch.Tensor:
+    """This process's per-channel sums of a training batch_norm's backward, as one ``[2, C]`` tensor in fp32 (fp64
+    for fp64 inputs): ``[0]`` sum(dy), ``[1]`` sum(dy * x_hat) with ``x_hat = (x - mean) * invstd`` (the given
+    statistics, ``[C]`` in that dtype). They are also this process's bias and weight gradients. An empty input
+    gives zeros.
+
+    The backward's sums launch (its config and tiles; no dx written), then :func:`_sums_finish_kernel` summing each
+    channel's partials once in a fixed order, a dependent launch on sm_90+.
+    """
+    op = "batch_norm_backward"
+    plan, key = find_plan("batch_norm_backward_sums", (), grad_out, input, mean, invstd)
+    if plan is not None:
+        return plan.run(grad_out, input, mean, invstd)[0]
+    grad_out, input = _check_pieces(op, grad_out, input, mean=mean, invstd=invstd)
+    Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
+    if input.numel() == 0:
+        return torch.zeros((2, Ch), dtype=acc, device=dev)
+    rt.check_runnable(op, input)
+    rec = Recorder(grad_out, input, mean, invstd)
+    x, dy, (B, S), strides = _canonical(input, grad_out, None)
+    (xb, xs, xc), (gb, gs, gc), _ = strides
+    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
+                                  make_problem=lambda: Problem(
+                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction="backward", M=B,
+                                      N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, "batch_norm")
+    mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
+    split, tiles_per_split = rt.slices(tiles, cfg.split)
+    psum, pdot = rec.empty((Ch, split), acc, dev), rec.empty((Ch, split), acc, dev)
+    group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
+    rec.launch(_sums_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, dy, dy, mean_v, invstd_v, dy, psum, pdot, B, S,
+               Ch, xb, xs, xc, gb, gs, gc, gb, gs, gc, tiles_per_split, 0.0, 0.0, ACC=tl_dtype(acc), SPLIT=split,
+               GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, FROM_RUNNING=False,
+               DOT=True, WRITE_DX=False, HAS_W=False, DIV_S=_nchw_hint(S, (xb, xs, xc), (gb, gs, gc)),
+               num_warps=cfg.num_warps)
+    out = rec.empty((2, Ch), acc, dev)
+    block_c, warps = finish_block(Ch, split)
+    rec.launch(_sums_finish_kernel, (rt.cdiv(Ch, block_c),), psum, pdot, invstd_v, out, Ch, SPLIT=split,
+               BLOCK_S=rt.next_pow2(split), BLOCK_K=block_c, num_warps=warps,
+               **rt.dependent_launch(dev))  # (after the sums launch)
+    rec.save(key, out)
+    return out
+
+
+def batch_norm_backward_dx_call(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tensor,
+                                weight: torch.Tensor | None, mean: torch.Tensor, invstd: torch.Tensor,
+                                coef: torch.Tensor) -> torch.Tensor:
+    """A training batch_norm's grad_input from given per-channel coefficients: ``dx = weight * invstd * (dy -
+    coef[0] - (x - mean) * coef[1])``, the backward's dx launch reading ``coef`` (``COEFS``) instead of merging
+    sums. With sums over the whole (global) batch of n values per channel, ``coef[0] = sum(dy) / n`` and
+    ``coef[1] = sum(dy * x_hat) * invstd / n`` give torch's ``batch_norm_backward_elemt``.
+
+    Args:
+        grad_out, input: ``[B, C, *spatial]``, the same shape and dtype, any strides.
+        weight: ``[C]`` or None (1). mean, invstd: ``[C]`` in fp32 (fp64 for fp64 inputs).
+        coef: ``[2, C]`` contiguous, in that dtype.
+
+    Returns:
+        dx of the input's shape and dtype, in batch_norm's output memory format.
+    """
+    op = "batch_norm_backward"
+    plan, key = find_plan("batch_norm_backward_dx", (), grad_out, input, weight, mean, invstd, coef)
+    if plan is not None:
+        return plan.run(grad_out, input, weight, mean, invstd, coef)[0]
+    grad_out, input = _check_pieces(op, grad_out, input, weight=weight, mean=mean, invstd=invstd)
+    Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
+    if coef.shape != (2, Ch) or not coef.is_contiguous() or coef.dtype != acc:
+        raise RuntimeError(f"{op}(): coef must be a contiguous [2, {Ch}] tensor of {acc}, got "
+                           f"{list(coef.shape)} {coef.dtype}")
+    rec = Recorder(grad_out, input, weight, mean, invstd, coef)
+    dx = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=dev, memory_format=_out_format(input)))
+    if input.numel() == 0:
+        return dx
+    rt.check_runnable(op, input)
+    x, dy, (B, S), strides = _canonical(input, grad_out, dx)
+    (xb, xs, xc), (gb, gs, gc), (eb, es, ec) = strides
+    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
+                                  make_problem=lambda: Problem(
+                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction="backward", M=B,
+                                      N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, "batch_norm")
+    mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
+    w = rt.unit_stride(weight) if weight is not None else dy
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
+    c_blocks = rt.cdiv(Ch, cfg.BLOCK_K)
+    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else tiles
+    tiles_per_program = rt.cdiv(tiles, min(per_block, tiles))
+    grid = (c_blocks * rt.cdiv(tiles, tiles_per_program),)
+    rec.launch(_dx_kernel, grid, x, dy, dx, mean_v, invstd_v, w, dy, dy, dy, dy, coef, B, S, Ch, xb, xs, xc, gb, gs,
+               gc, eb, es, ec, tiles, tiles_per_program, 0.0, 0.0, FROM_RUNNING=False, RESIDENT=False, SUMS=False,
+               DOT=True, HAS_DX=True, HAS_DW=False, HAS_DB=False, HAS_W=weight is not None, ACC=tl_dtype(acc),
+               SPLIT=1, BLOCK_S=1, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+               DIV_S=_nchw_hint(S, (xb, xs, xc), (gb, gs, gc), (eb, es, ec)), num_warps=cfg.num_warps, COEFS=True)
+    rec.save(key, dx)
+    return dx

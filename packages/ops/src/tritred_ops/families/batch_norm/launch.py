@@ -19,6 +19,7 @@ from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .kernels import _apply_kernel, _stats_kernel
 from .rules import finish_block, merge_inline
+from .sync_kernels import _moments_kernel
 
 log = logging.getLogger("tritred")
 
@@ -285,3 +286,119 @@ def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor
             if given is not None and buf is not None and buf is not given:
                 given.copy_(buf.view_as(given))
                 rec.replayable = False  # the copy back is not a launch
+
+
+# -- pieces of a batch_norm whose statistics are shared across processes (tritred_ops.nn.SyncBatchNorm) ---------
+
+def _read_view(input: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int], tuple[int, int, int]]:
+    """(x, (B, S), x's (b, s, c) strides) of a tensor read but not written: :func:`_canonical` with the input as
+    its own output; spatial dims that merge in no order are gathered first (one copy, logged)."""
+    order = sorted((d for d in range(2, input.dim()) if input.shape[d] != 1), key=lambda d: -input.stride()[d])
+    if _bsc(input, order) is None:
+        log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", input.stride())
+        input = input.contiguous()
+    x, _, (B, S, _), (xb, xs, xc), _ = _canonical(input, input)
+    return x, (B, S), (xb, xs, xc)
+
+
+def _check_local(op: str, input: torch.Tensor, *params: tuple[str, torch.Tensor | None]) -> torch.Tensor:
+    """The checks of a local piece of a distributed batch_norm: a floating input of at least 2 dims and per-channel
+    tensors of C elements on its device (torch's errors, as :func:`check_args`)."""
+    input = rt.check_tensor(op, "input", input)
+    rt.check_float(op, input)
+    if input.dim() < 2:
+        raise ValueError(f"{op}(): expected at least 2D input (got {input.dim()}D input)")
+    for name, t in params:
+        if t is not None and t.numel() != input.shape[1]:
+            raise RuntimeError(f"{op}(): {name} should contain {input.shape[1]} elements not {t.numel()}")
+    rt.check_same_device(op, input, **dict(params))
+    return input
+
+
+def batch_norm_moments_call(spec: ReductionSpec, input: torch.Tensor) -> torch.Tensor:
+    """This process's per-channel statistics of a training batch_norm, as one ``[3, C]`` tensor in fp32 (fp64 for
+    fp64 inputs): ``[0]`` the mean, ``[1]`` M2 (the sum of squared deviations from it), ``[2]`` the count
+    B * prod(spatial), all channels alike. An empty input gives zeros (a count of 0: the identity of Chan's merge).
+
+    The forward's statistics launch (its config, tiles and per-channel shift), then :func:`_moments_kernel`
+    merging each channel's partials once (``rules.finish_block``), a dependent launch on sm_90+. Nothing is
+    normalized and no running statistic is touched: :func:`batch_norm_normalize_call` does the one and
+    ``sync.merge_ranks_call`` the other, once every rank's statistics are merged.
+
+    Raises:
+        ValueError: fewer than 2 dims. NotImplementedError: non-floating input. RuntimeError: not runnable here.
+    """
+    op = "batch_norm"
+    plan, key = find_plan("batch_norm_moments", (), input)
+    if plan is not None:
+        return plan.run(input)[0]
+    input = _check_local(op, input)
+    Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
+    if input.numel() == 0:
+        return torch.zeros((3, Ch), dtype=acc, device=dev)
+    rt.check_runnable(op, input)
+    rec = Recorder(input)
+    x, (B, S), (xb, xs, xc) = _read_view(input)
+    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, ((xb, xs, xc),)), make_problem=lambda: Problem(
+        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, op)
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
+    split, tiles_per_split = rt.slices(tiles, cfg.split)
+    pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
+    group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
+    rec.launch(_stats_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
+               tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
+               num_warps=cfg.num_warps, num_stages=1)
+    out = rec.empty((3, Ch), acc, dev)
+    block_c, warps = finish_block(Ch, split)
+    rec.launch(_moments_kernel, (rt.cdiv(Ch, block_c),), x, pm, pm2, pn, out, Ch, xc, ACC=tl_dtype(acc),
+               SPLIT=split, BLOCK_S=rt.next_pow2(split), BLOCK_K=block_c, num_warps=warps,
+               **rt.dependent_launch(dev))  # (after the statistics launch)
+    rec.save(key, out)
+    return out
+
+
+def batch_norm_normalize_call(spec: ReductionSpec, input: torch.Tensor, mean: torch.Tensor, invstd: torch.Tensor,
+                              weight: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor:
+    """``y = (x - mean) * (invstd * weight) + bias`` with given per-channel ``mean`` and ``invstd`` (``[C]``, fp32;
+    fp64 for fp64 inputs): the forward's normalize launch reading its coefficients (``COEFS``) instead of merging
+    statistics. y has the input's shape and dtype, in batch_norm's output memory format (:func:`_out_format`).
+
+    Raises:
+        ValueError: fewer than 2 dims. RuntimeError: per-channel tensors of another size than C or on another
+        device; statistics not in the input's accumulation dtype.
+    """
+    op = "batch_norm"
+    plan, key = find_plan("batch_norm_normalize", (), input, mean, invstd, weight, bias)
+    if plan is not None:
+        return plan.run(input, mean, invstd, weight, bias)[0]
+    input = _check_local(op, input, ("mean", mean), ("invstd", invstd), ("weight", weight), ("bias", bias))
+    acc = acc_dtype(input.dtype)
+    if mean.dtype != acc or invstd.dtype != acc:
+        raise RuntimeError(f"{op}(): mean and invstd must be {acc} for a {input.dtype} input")
+    Ch, dev = input.shape[1], input.device
+    rec = Recorder(input, mean, invstd, weight, bias)
+    y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=dev, memory_format=_out_format(input)))
+    if input.numel() == 0:
+        return y
+    rt.check_runnable(op, input)
+    x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
+    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, ((xb, xs, xc),)), make_problem=lambda: Problem(
+        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, op)
+    mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
+    w = rt.unit_stride(weight) if weight is not None else y
+    b = rt.unit_stride(bias) if bias is not None else y
+    tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
+    c_blocks = rt.cdiv(Ch, cfg.BLOCK_K)
+    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else tiles
+    tiles_per_program = rt.cdiv(tiles, min(per_block, tiles))
+    grid = (c_blocks * rt.cdiv(tiles, tiles_per_program),)
+    rec.launch(_apply_kernel, grid, x, y, y, y, y, y, y, y, y, y, w, b, mean_v, invstd_v, B, S, Ch, xb, xs, xc,
+               yb, ys, yc, tiles, tiles_per_program, 0.0, 0.0, 0.0, 0.0, FROM_RUNNING=False, RESIDENT=False,
+               HAS_RUNNING=False, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=1,
+               BLOCK_S=1, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+               DIV_S=_nchw_hint(S, (xb, xs, xc), (yb, ys, yc)), num_warps=cfg.num_warps, COEFS=True)
+    rec.save(key, y)
+    return y

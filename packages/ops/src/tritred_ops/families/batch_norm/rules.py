@@ -134,3 +134,13 @@ def finish_block(channels: int, split: int) -> tuple[int, int]:
     per channel: ~2048 partials of each sum per program on 4 warps (16 per thread), at least one channel."""
     block_s = next_pow2(split)
     return max(1, min(next_pow2(channels), 2048 // block_s)), 4
+
+
+def merge_ranks_block(world: int, channels: int) -> tuple[int, int, int]:
+    """(ranks per step, channels per program, warps) of ``sync_kernels._merge_ranks_kernel``, which merges the
+    gathered (mean, M2, count) of ``world`` ranks per channel (``tritred_ops.nn.SyncBatchNorm``): up to 64 ranks per
+    step of its loop over ranks, ~1024 values of each statistic per program on 4 warps (8 per thread), at least one
+    channel. A launch of a few KB (3 x world x channels values): latency, not bandwidth; more programs of fewer
+    channels spread it over more SMs."""
+    block_w = min(next_pow2(max(world, 1)), 64)
+    return block_w, max(1, min(next_pow2(max(channels, 1)), 1024 // block_w)), 4
