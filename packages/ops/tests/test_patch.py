@@ -195,6 +195,9 @@ def test_idempotent_and_unpatch(device):
     built = torch.nn.Sequential(tr.nn.LayerNorm(4), tr.nn.Softmax(1))
     assert [type(m) for m in tr.unpatch(built)] == [torch.nn.LayerNorm, torch.nn.Softmax]
     assert tr.patching.patched_class(tr.nn.LayerNorm) is None
+    sync = tr.patch(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))  # (convert_sync_batchnorm's modules too)
+    assert type(sync[0]) is tr.nn.SyncBatchNorm
+    assert type(tr.unpatch(sync)[0]) is torch.nn.SyncBatchNorm
 
 
 def test_pickle_and_deepcopy(device):

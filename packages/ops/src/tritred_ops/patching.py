@@ -46,6 +46,7 @@ TORCH_MODULES: tuple[tuple[type[torch.nn.Module], type[torch.nn.Module], str], .
     (torch.nn.BatchNorm1d, tnn.BatchNorm1d, "batch_norm"),
     (torch.nn.BatchNorm2d, tnn.BatchNorm2d, "batch_norm"),
     (torch.nn.BatchNorm3d, tnn.BatchNorm3d, "batch_norm"),
+    (torch.nn.SyncBatchNorm, tnn.SyncBatchNorm, "batch_norm"),
     (torch.nn.Softmax, tnn.Softmax, "softmax"),
     (torch.nn.LogSoftmax, tnn.LogSoftmax, "log_softmax"),
     (torch.nn.CrossEntropyLoss, tnn.CrossEntropyLoss, "cross_entropy"),

@@ -38,6 +38,8 @@ class SyncBatchNorm(torch.nn.SyncBatchNorm):
     than 2 dims or of 0 channels (torch's messages).
     """
 
+    _tritred_original = torch.nn.SyncBatchNorm
+
     def forward(self, input: Tensor) -> Tensor:
         """torch.nn.SyncBatchNorm.forward's logic, with tritred's kernels (no device check: CPU under the
         interpreter runs too)."""
