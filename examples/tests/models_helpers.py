@@ -64,9 +64,10 @@ def assert_same_state(a: torch.nn.Module, b: torch.nn.Module, what: str, grads: 
     for name, p in pb.items():
         assert_close_scaled(pa[name], p, f"{what}: parameter {name}", rtol, atol_scale)
         if grads:
-            assert (pa[name].grad is None) == (p.grad is None), f"{what}: grad of {name}"
-            if p.grad is not None:
-                assert_close_scaled(pa[name].grad, p.grad, f"{what}: grad of {name}", rtol, atol_scale)
+            ga, gb = pa[name].grad, p.grad
+            assert (ga is None) == (gb is None), f"{what}: grad of {name}"
+            if ga is not None and gb is not None:
+                assert_close_scaled(ga, gb, f"{what}: grad of {name}", rtol, atol_scale)
     ba, bb = dict(a.named_buffers()), dict(b.named_buffers())
     assert ba.keys() == bb.keys()
     for name, buf in bb.items():

@@ -136,7 +136,8 @@ def _bf16_against_fp32(make, optimizer, what: str) -> None:  # noqa: ANN001
             assert torch.equal(tr16_state[name], ref), (what, name)
             continue
         e_torch, e_tri = relative_error(t16_state[name], ref), relative_error(tr16_state[name], ref)
-        assert e_tri <= BF16_SLACK * e_torch + 1e-6, f"{what}: {name}: tritred bf16 {e_tri:.3g}, torch bf16 {e_torch:.3g}"
+        assert e_tri <= BF16_SLACK * e_torch + 1e-6, \
+            f"{what}: {name}: tritred bf16 {e_tri:.3g}, torch bf16 {e_torch:.3g}"
 
 
 @gpu

@@ -184,7 +184,8 @@ def variant_available(variant: str, device: torch.device | str = "cpu") -> bool:
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
 
 
-def build_variant(make: Callable[[str], nn.Module], variant: str) -> tuple[nn.Module, contextlib.AbstractContextManager[Any]]:
+def build_variant(make: Callable[[str], nn.Module],
+                  variant: str) -> tuple[nn.Module, contextlib.AbstractContextManager[Any]]:
     """``(model, context)``: the model ``make(backend_name)`` builds, prepared for ``variant``, and the context to
     run its steps in (``tritred_ops.enable()`` for ``enabled``, else a null context)."""
     if variant in BACKENDS:
