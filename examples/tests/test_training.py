@@ -11,6 +11,10 @@ CPU (CI): Triton's interpreter, tiny sizes (vocab 97, d_model 32, 2 heads, 2 lay
 images). CUDA: compiled kernels, a 32000-word vocabulary, and bf16 runs whose tolerance is torch's own: tritred in
 bf16 must be about as close to torch's fp32 run as torch's bf16 run is.
 
+Issue 38's ways in (``tritred_ops.patch(model)`` of the torch-built model, the torch-built model inside
+``tritred_ops.enable()``) get the same comparison in ``test_torch_model_through_tritred_trains_like_torch``, which
+runs once tritred_ops has them (``tritred_bench.models.VARIANTS``) and is skipped until then.
+
 Why here and not in packages/ops/tests: these are end-to-end tests of the installed project (tritred_ops through
 the models of tritred_bench, which the training-step benchmark times too), like test_minilm; tritred_ops' own
 tests need only tritred_ops.
@@ -37,7 +41,7 @@ from models_helpers import (  # noqa: I001  (sets TRITON_INTERPRET before tritre
 
 import pytest
 import torch
-from tritred_bench.models import GPT, ConvNet, gpt_batch, image_batch, train_steps
+from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_batch, train_steps, variant_available
 
 STEPS = 3
 
@@ -105,6 +109,35 @@ def test_cnn_trains_like_torch():
         with torch.no_grad():
             assert_close_scaled(tri.logits(images), ref.logits(images), "CNN eval logits")
         assert_same_state(tri, ref, "CNN after eval", grads=False)  # eval mode leaves the statistics alone
+
+
+# -- issue 38's ways in: the torch-built model patched (tritred_ops.patch) or run inside tritred_ops.enable() -------
+# They run as soon as tritred_ops has them (skipped before): the same comparison as above, against the same model
+# left alone.
+
+@pytest.mark.parametrize("variant", ["patched", "enabled"])
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_torch_model_through_tritred_trains_like_torch(model, variant):
+    if not variant_available(variant, DEVICE):
+        pytest.skip(f"tritred_ops has no {variant!r} way in yet (or it needs CUDA)")
+    if model == "gpt":
+        cfg, n = gpt_config(norm="rms_norm")
+        make, batches, optimizer = (lambda be: GPT(cfg, be)), [gpt_batch(cfg, n, device=DEVICE)] * STEPS, _adamw
+    else:
+        make, optimizer = (lambda be: ConvNet(be)), _sgd
+        batches = [image_batch(CNN_BATCH, size=CNN_SIZE, device=DEVICE)] * STEPS
+    with exact_fp32():
+        torch.manual_seed(0)
+        ref = make("torch").to(DEVICE)
+        torch.manual_seed(0)
+        tri, context = build_variant(make, variant)
+        tri.to(DEVICE)
+        _same_start(ref, tri)
+        want = train_steps(ref, optimizer(ref), batches)
+        with context:
+            got = train_steps(tri, optimizer(tri), batches)
+    assert_losses_close(got, want, f"{model} {variant}")
+    assert_same_state(tri, ref, f"{model} {variant} after {STEPS} steps")
 
 
 # -- bf16 on the GPU: the tolerance is torch's own bf16 error ---------------------------------------------------------

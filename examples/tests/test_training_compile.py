@@ -31,7 +31,7 @@ from models_helpers import (  # noqa: I001  (sets TRITON_INTERPRET before tritre
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
-from tritred_bench.models import GPT, ConvNet, gpt_batch, image_batch, train_steps
+from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_batch, train_steps, variant_available
 
 #: (rtol, atol scale) of compiled against eager: aot_eager runs the same kernels on the same values (CPU);
 #: Inductor generates its own kernels for the ops around tritred's (CUDA).
@@ -89,12 +89,19 @@ def _sgd(model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
 
-def _gpt_case(norm: str, backend: str, dynamic: bool, tol: tuple[float, float]) -> None:
+def _build(make, variant: str) -> torch.nn.Module:  # noqa: ANN001
+    """The model ``make(backend)`` builds, through tritred the ``variant`` way (``tritred``: built with the
+    functional ops; ``patched``: built with torch's modules, then ``tritred_ops.patch``)."""
+    torch.manual_seed(0)
+    model, _ = build_variant(make, variant)
+    return model.to(DEVICE)
+
+
+def _gpt_case(norm: str, backend: str, dynamic: bool, tol: tuple[float, float], variant: str = "tritred") -> None:
     cfg, batch = gpt_config(norm=norm)
 
-    def make() -> GPT:
-        torch.manual_seed(0)
-        return GPT(cfg, "tritred").to(DEVICE)
+    def make() -> torch.nn.Module:
+        return _build(lambda be: GPT(cfg, be), variant)
 
     batches = [gpt_batch(cfg, batch, device=DEVICE, seed=s) for s in (0, 1)]
     second = [gpt_batch(cfg, batch + 1, seq=cfg.max_seq - 2, device=DEVICE, seed=2)]
@@ -102,14 +109,14 @@ def _gpt_case(norm: str, backend: str, dynamic: bool, tol: tuple[float, float]) 
     _check_compiled(make, batches, second, backend, dynamic, {norm_op, "softmax", "cross_entropy"}, _adamw, tol)
 
 
-def _cnn_case(backend: str, dynamic: bool, tol: tuple[float, float]) -> None:
-    def make() -> ConvNet:
-        torch.manual_seed(0)
-        return ConvNet("tritred").to(DEVICE)
+def _cnn_case(backend: str, dynamic: bool, tol: tuple[float, float], variant: str = "tritred") -> None:
+    def make() -> torch.nn.Module:
+        return _build(lambda be: ConvNet(be), variant)
 
     batches = [image_batch(CNN_BATCH, size=CNN_SIZE, device=DEVICE, seed=s) for s in (0, 1)]
     second = [image_batch(CNN_BATCH + 1, size=CNN_SIZE - 2, device=DEVICE, seed=2)]
-    _check_compiled(make, batches, second, backend, dynamic, {"batch_norm", "mean", "cross_entropy"}, _sgd, tol)
+    ops = {"batch_norm", "mean", "cross_entropy"} if variant == "tritred" else {"batch_norm", "cross_entropy"}
+    _check_compiled(make, batches, second, backend, dynamic, ops, _sgd, tol)
 
 
 # CPU: layer_norm static and rms_norm dynamic (each compile of the GPT costs seconds under the interpreter);
@@ -138,3 +145,16 @@ def test_inductor_gpt_trains_like_eager(norm, dynamic):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_inductor_cnn_trains_like_eager(dynamic):
     _cnn_case("inductor", dynamic, INDUCTOR_TOL)
+
+
+# -- issue 38: the compiled patched model (tritred_ops.patch of the torch-built model); runs once patch exists ------
+
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_compiled_patched_model_trains_like_eager(model):
+    if not variant_available("patched"):
+        pytest.skip("tritred_ops.patch is not there yet")
+    backend, tol = ("aot_eager", AOT_EAGER_TOL) if DEVICE == "cpu" else ("inductor", INDUCTOR_TOL)
+    if model == "gpt":
+        _gpt_case("layer_norm", backend, True, tol, variant="patched")
+    else:
+        _cnn_case(backend, True, tol, variant="patched")

@@ -198,7 +198,14 @@ def build_variant(make: Callable[[str], nn.Module],
     model = make("torch")
     if variant == "patched":
         return tritred_ops.patch(model), contextlib.nullcontext()  # type: ignore[attr-defined]
-    return model, tritred_ops.enable()  # type: ignore[attr-defined]
+    return model, _enabled()
+
+
+@contextlib.contextmanager
+def _enabled() -> Iterator[None]:
+    """``tritred_ops.enable()`` from entering to leaving (not from the call: ``enable()`` may switch at once)."""
+    with tritred_ops.enable():  # type: ignore[attr-defined]
+        yield
 
 
 def backend(name: str | Backend) -> Backend:
