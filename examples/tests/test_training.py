@@ -130,7 +130,7 @@ def test_torch_model_through_tritred_trains_like_torch(model, variant):
         torch.manual_seed(0)
         ref = make("torch").to(DEVICE)
         torch.manual_seed(0)
-        tri, context = build_variant(make, variant)
+        tri, context = build_variant(make, variant, DEVICE)
         tri.to(DEVICE)
         _same_start(ref, tri)
         want = train_steps(ref, optimizer(ref), batches)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -179,15 +180,18 @@ def variant_available(variant: str, device: torch.device | str = "cpu") -> bool:
         return True
     if variant == "patched":
         return callable(getattr(tritred_ops, "patch", None))
-    if variant == "enabled":
-        return callable(getattr(tritred_ops, "enable", None)) and torch.device(device).type == "cuda"
+    if variant == "enabled":  # (CUDA tensors; CPU ones only under the Triton interpreter: enable(device="cpu"))
+        kind = torch.device(device).type
+        return callable(getattr(tritred_ops, "enable", None)) and (
+            kind == "cuda" or (kind == "cpu" and _interpreting()))
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
 
 
-def build_variant(make: Callable[[str], nn.Module],
-                  variant: str) -> tuple[nn.Module, contextlib.AbstractContextManager[Any]]:
+def build_variant(make: Callable[[str], nn.Module], variant: str,
+                  device: torch.device | str = "cuda") -> tuple[nn.Module, contextlib.AbstractContextManager[Any]]:
     """``(model, context)``: the model ``make(backend_name)`` builds, prepared for ``variant``, and the context to
-    run its steps in (``tritred_ops.enable()`` for ``enabled``, else a null context)."""
+    run its steps in (``tritred_ops.enable(device=...)`` for ``enabled``: the dispatch key of ``device``'s type,
+    else a null context)."""
     if variant in BACKENDS:
         return make(variant), contextlib.nullcontext()
     if variant not in VARIANTS:
@@ -198,13 +202,17 @@ def build_variant(make: Callable[[str], nn.Module],
     model = make("torch")
     if variant == "patched":
         return tritred_ops.patch(model), contextlib.nullcontext()  # type: ignore[attr-defined]
-    return model, _enabled()
+    return model, _enabled(torch.device(device).type)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 @contextlib.contextmanager
-def _enabled() -> Iterator[None]:
+def _enabled(device_type: str) -> Iterator[None]:
     """``tritred_ops.enable()`` from entering to leaving (not from the call: ``enable()`` may switch at once)."""
-    with tritred_ops.enable():  # type: ignore[attr-defined]
+    with tritred_ops.enable(device=device_type):  # type: ignore[attr-defined]
         yield
 
 
