@@ -1,4 +1,4 @@
-"""Reports of a :class:`~tritred_bench.runner.BenchReport`: a rich table, JSON, CSV and a matplotlib PNG."""
+"""Reports of a :class:`~tritred_bench.results.BenchReport`: a rich table, JSON, CSV and a matplotlib PNG."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .runner import BenchReport, CaseResult, geomean
+from .results import BenchReport, CaseResult, geomean
 
 CSV_FIELDS = ("label", "op", "shape", "dim", "dtype", "bytes", "provider", "status", "ms", "gbps", "pct_copy",
               "tritred_speedup", "message", "pass", "step_ms", "forward_ms", "peak_bytes")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import BenchReport, CaseResult, Measurement, geomean
+from .results import BenchReport, CaseResult, Measurement, geomean
 from .suites import Case, filter_cases
 
 
