@@ -47,25 +47,9 @@ def main() -> int:
     import tritred_core
     import tritred_normalize.plugin
     import tritred_ops.plugin
-    from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
     from tritred_core.testing import FAKE_H200
-
-    class Sm90Driver:  # the few calls JITFunction.warmup makes of the active driver
-        def get_current_device(self) -> int:
-            return 0
-
-        def get_current_stream(self, device: int | None = None) -> int:
-            return 0
-
-        def get_current_target(self) -> GPUTarget:
-            return GPUTarget("cuda", 90, 32)
-
-        def get_active_torch_device(self) -> torch.device:
-            return torch.device("cpu")
-
-        def is_active(self) -> bool:
-            return True
+    from tritred_ops.testing import Sm90Driver
 
     class CompileOnly:
         def __init__(self, kernel) -> None:  # noqa: ANN001

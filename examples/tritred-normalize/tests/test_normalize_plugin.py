@@ -83,7 +83,7 @@ def test_every_bench_suite_decision_is_the_builtins(registry: tritred_core.Regis
     same launch config with the plugin registered as without it."""
     pytest.importorskip("tritred_bench")
     import tritred_ops.plugin
-    from tritred_bench.runner import build_inputs
+    from tritred_bench.inputs import build_inputs
     from tritred_bench.suites import builtin_suites, load_suite
 
     bare = tritred_core.Registry(autoload=False)

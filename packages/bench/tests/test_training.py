@@ -21,6 +21,7 @@ from tritred_bench import (
     with_view,
 )
 from tritred_bench import runner as runner_mod
+from tritred_bench.inputs import clone_inputs
 from tritred_bench.providers import LigerProvider, QuackProvider
 from tritred_core import get_registry
 
@@ -206,7 +207,7 @@ def test_views_and_clones_keep_their_layout() -> None:
                         ("strided", lambda v: v.stride()[-1] == 2)):
         v = with_view(x, view)
         assert torch.equal(v, x) and check(v), view
-        c = runner_mod._clone(v)
+        c = clone_inputs(v)
         assert c.stride() == v.stride() and torch.equal(c, v) and c.data_ptr() != v.data_ptr(), view
     cl = with_view(torch.randn(2, 3, 4, 4), "channels_last")
     assert cl.is_contiguous(memory_format=torch.channels_last)

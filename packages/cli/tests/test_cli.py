@@ -244,21 +244,21 @@ def test_tables_in_a_pipe_are_not_clipped_to_80_columns(columns: str | None) -> 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the warning is for the interpreter")
 def test_bench_warns_of_gpu_sized_cases_under_the_interpreter(cli: Callable[..., Any], tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import tritred_cli.main as main
+    import tritred_cli.commands.bench as bench
 
-    monkeypatch.setattr(main, "_INTERPRETER_ELEMENTS", 100)  # (a GPU-sized case would take minutes here)
+    monkeypatch.setattr(bench, "INTERPRETER_ELEMENTS", 100)  # (a GPU-sized case would take minutes here)
     suite = tmp_path / "big.json"
     suite.write_text(json.dumps([{"op": "sum", "shape": [8, 16], "dim": -1, "dtype": "float32"},
                                  {"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"}]))
     r = cli("bench", "--suite", str(suite), "--rep", "1")
     assert r.exit_code == 0 and "the largest case has 128 elements" in r.output, r.output
-    monkeypatch.setattr(main, "_INTERPRETER_ELEMENTS", 128)
+    monkeypatch.setattr(bench, "INTERPRETER_ELEMENTS", 128)
     assert "largest case" not in cli("bench", "--suite", str(suite), "--rep", "1").output
 
 
 @pytest.mark.parametrize("shape,expected", [("4096x32768", (4096, 32768)), ("7,33", (7, 33)), ("scalar", ())])
 def test_parse_shape(shape: str, expected: tuple[int, ...]) -> None:
-    from tritred_cli.main import parse_dim, parse_shape
+    from tritred_cli.common import parse_dim, parse_shape
 
     assert parse_shape(shape) == expected
     assert parse_dim("-1") == -1 and parse_dim("0,1") == (0, 1) and parse_dim("none") is None

@@ -1,4 +1,4 @@
-"""Shared test helpers: fp64 references, tolerances and input layouts."""
+"""Shared test helpers: fp64 references, tolerances, input layouts, output gradients and the compile check."""
 
 from __future__ import annotations
 
@@ -20,6 +20,18 @@ def h200_config(problem):
 
     reg = get_registry()
     return reg.launch_config(reg.get(problem.op).spec, problem, FAKE_H200)
+
+
+def noncontiguous(shape, device):
+    """Random float64 values of ``shape`` in a non-contiguous layout (transposed, or every other element of a
+    1-d buffer; a 0-d tensor as is): the output gradients of the tests."""
+    shape = tuple(shape)
+    if len(shape) >= 2:
+        return torch.randn(tuple(reversed(shape)), dtype=torch.float64, device=device).permute(
+            *reversed(range(len(shape))))
+    if len(shape) == 1:
+        return torch.randn(2 * shape[0], dtype=torch.float64, device=device)[::2]
+    return torch.randn((), dtype=torch.float64, device=device)
 
 
 def seed() -> int:
@@ -81,3 +93,23 @@ def config_id(c: dict | None) -> str:
     persist = f"-persist{c['num_programs']}" if c.get("num_programs") else ""
     stages = f"-stages{c['num_stages']}" if c.get("num_stages", 1) > 1 else ""
     return f"{c['strategy']}-K{c.get('BLOCK_K', 1)}-split{c.get('split', 1)}{persist}{stages}"
+
+
+def assert_compiled_matches_eager(model, inputs, dynamic):
+    """``torch.compile(model, fullgraph=True, backend="aot_eager", dynamic=dynamic)`` on each input of ``inputs``
+    (floating tensors that require grad): the output and the input's gradient equal eager's, and the whole run
+    compiles one frame (dynamic: later shapes without recompiling)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=dynamic)
+    for x in inputs:
+        y = compiled(x)
+        (g,) = torch.autograd.grad(y, x)
+        x_eager = x.detach().requires_grad_()
+        y_eager = model(x_eager)
+        (g_eager,) = torch.autograd.grad(y_eager, x_eager)
+        torch.testing.assert_close(y, y_eager)
+        torch.testing.assert_close(g, g_eager)
+    assert counter.frame_count == 1

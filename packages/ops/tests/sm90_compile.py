@@ -1,10 +1,11 @@
 """Compile, for an H200 (sm_90), the kernels that tritred's ops launch on a list of calls: no GPU needed.
 
 Run as a script in a process WITHOUT ``TRITON_INTERPRET`` (the interpreter replaces the JIT functions). Triton's
-active driver is replaced by one that names an sm_90 target, the ops see an H200 (``FAKE_H200``: the GPU
-heuristics decide), CPU tensors are let through, and each launch compiles (``JITFunction.warmup``) instead of
-running. Catches what only compiling shows: a variable typed differently in two branches, an unsupported op in
-a branch the interpreter takes in Python. Prints one line per call; exits 1 if any failed.
+active driver is replaced by one that names an sm_90 target (``tritred_ops.testing.Sm90Driver``), the ops see an
+H200 (``FAKE_H200``: the GPU heuristics decide), CPU tensors are let through, and each launch compiles
+(``JITFunction.warmup``) instead of running. Catches what only compiling shows: a variable typed differently in two
+branches, an unsupported op in a branch the interpreter takes in Python. Prints one line per call; exits 1 if any
+failed.
 """
 
 from __future__ import annotations
@@ -17,27 +18,8 @@ import traceback
 assert not os.environ.get("TRITON_INTERPRET"), "run without TRITON_INTERPRET"
 
 import torch  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.runtime import driver  # noqa: E402
-
-
-class _Sm90Driver:
-    """The few calls JITFunction.warmup makes of the active driver."""
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-    def get_current_target(self) -> GPUTarget:
-        return GPUTarget("cuda", 90, 32)
-
-    def get_active_torch_device(self) -> torch.device:
-        return torch.device("cpu")
-
-    def is_active(self) -> bool:
-        return True
+from tritred_ops.testing import Sm90Driver  # noqa: E402
 
 
 def _patch() -> None:
@@ -46,7 +28,7 @@ def _patch() -> None:
     import tritred_ops.runtime.replay as R
     from tritred_core.testing import FAKE_H200
 
-    driver.set_active(_Sm90Driver())
+    driver.set_active(Sm90Driver())
     C.check_runnable = lambda op, x: None
     D.device_info = lambda device: FAKE_H200
 

@@ -18,7 +18,7 @@ DATA = Path(__file__).parent / "data" / "launch_configs.json"
 
 
 def _decisions() -> dict[str, dict[str, object]]:
-    from tritred_bench.runner import build_inputs
+    from tritred_bench.inputs import build_inputs
     from tritred_bench.suites import builtin_suites, load_suite
     from tritred_core import get_registry
     from tritred_core.testing import FAKE_H200

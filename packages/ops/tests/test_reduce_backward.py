@@ -10,21 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, randn, seed
+from ops_helpers import LAYOUTS, assert_close, noncontiguous, randn, seed
 
 OPS = torch.ops.tritred
 
-
-def noncontiguous(shape, device):
-    """Random float64 values of ``shape`` in a non-contiguous layout (transposed, or every other element of a
-    1-d buffer; a 0-d tensor as is): the output gradients of the tests."""
-    shape = tuple(shape)
-    if len(shape) >= 2:
-        return torch.randn(tuple(reversed(shape)), dtype=torch.float64, device=device).permute(
-            *reversed(range(len(shape))))
-    if len(shape) == 1:
-        return torch.randn(2 * shape[0], dtype=torch.float64, device=device)[::2]
-    return torch.randn((), dtype=torch.float64, device=device)
 
 #: Each overload: (id, tritred's call, the registered op's call, torch's call); inputs of shape (2, 4).
 OVERLOADS = [

@@ -8,24 +8,12 @@ import warnings
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import EPS, LAYOUTS, randn, seed
-from torch._dynamo.testing import CompileCounterWithBackend
+from ops_helpers import EPS, LAYOUTS, assert_compiled_matches_eager, noncontiguous, randn, seed
 from tritred_ops.families.statistics.autograd import FUNCTIONS
 
 OPS = torch.ops.tritred
 NAMES = ("var", "std", "var_mean", "std_mean")
 
-
-def noncontiguous(shape, device):
-    """Random float64 values of ``shape`` in a non-contiguous layout (transposed, or every other element of a
-    1-d buffer; a 0-d tensor as is): the output gradients of the tests."""
-    shape = tuple(shape)
-    if len(shape) >= 2:
-        return torch.randn(tuple(reversed(shape)), dtype=torch.float64, device=device).permute(
-            *reversed(range(len(shape))))
-    if len(shape) == 1:
-        return torch.randn(2 * shape[0], dtype=torch.float64, device=device)[::2]
-    return torch.randn((), dtype=torch.float64, device=device)
 
 
 def _loss(out, weights):
@@ -155,19 +143,8 @@ def _model(x):
 def test_compile_fullgraph_with_backward(dynamic, device):
     """torch.compile(fullgraph=True, backend="aot_eager"): outputs and gradients equal eager's; dynamic: a second
     shape without recompiling."""
-    torch._dynamo.reset()
-    counter = CompileCounterWithBackend("aot_eager")
-    compiled = torch.compile(_model, backend=counter, fullgraph=True, dynamic=dynamic)
-    for shape in [(3, 5), (4, 7)] if dynamic else [(3, 5)]:
-        x = randn(shape, torch.float32, device).requires_grad_()
-        y = compiled(x)
-        (g,) = torch.autograd.grad(y, x)
-        x_eager = x.detach().requires_grad_()
-        y_eager = _model(x_eager)
-        (g_eager,) = torch.autograd.grad(y_eager, x_eager)
-        torch.testing.assert_close(y, y_eager)
-        torch.testing.assert_close(g, g_eager)
-    assert counter.frame_count == 1
+    shapes = [(3, 5), (4, 7)] if dynamic else [(3, 5)]
+    assert_compiled_matches_eager(_model, [randn(s, torch.float32, device).requires_grad_() for s in shapes], dynamic)
 
 
 def test_inference_fast_path_has_no_op_boundary(monkeypatch, device):

@@ -18,29 +18,14 @@ Nothing runs at import. On a machine without CUDA the runner uses the CPU with t
 ``TRITON_INTERPRET=1`` before ``tritred_ops`` is loaded), which checks the machinery but measures nothing real.
 """
 
+from .checks import check_gradients, check_output
+from .inputs import build_inputs, with_view
 from .latency import LatencyReport, LatencyResult, measure_latency, print_latency, write_latency_json
 from .providers import PEERS, PROVIDERS, Provider, Unsupported, get_provider, torch_op
 from .random_suite import random_case, random_cases
 from .report import print_report, write_csv, write_json, write_plot
-from .runner import (
-    PASSES,
-    BenchReport,
-    CaseResult,
-    Measurement,
-    build_inputs,
-    check_gradients,
-    check_output,
-    geomean,
-    measure_copy_bandwidth,
-    pass_times,
-    peak_extra_bytes,
-    rates,
-    run,
-    run_case,
-    select_device,
-    time_fn,
-    with_view,
-)
+from .results import PASSES, BenchReport, CaseResult, Measurement, geomean, pass_times, rates
+from .runner import run, run_case
 from .suites import Case, builtin_suites, filter_cases, load_suite
 from .tables import (
     filter_report,
@@ -52,6 +37,7 @@ from .tables import (
     summary_lines,
     write_points_plot,
 )
+from .timing import measure_copy_bandwidth, peak_extra_bytes, select_device, time_fn
 from .training import TRAINING, StepIO, TrainingSpec, step_bytes, step_io, training_spec
 
 __version__ = "0.1.0"

@@ -32,9 +32,11 @@ from typing import Any
 import torch
 from tritred_core import Registry, get_registry
 
+from .checks import check_output
+from .inputs import build_inputs, clone_inputs
 from .providers import get_provider
-from .runner import _clone, _no_gc, _one_cpu_thread, _sync, build_inputs, check_output, device_name, select_device
 from .suites import Case
+from .timing import device_name, no_gc, one_cpu_thread, select_device, sync
 
 #: (rounds, batches per round, calls per batch, warm-up calls) per device type and mode.
 LATENCY_COUNTS: dict[str, dict[str, tuple[int, int, int, int]]] = {
@@ -101,16 +103,16 @@ def per_call_us(fn: Callable[[], Any], device: torch.device, batches: int, calls
     timing, and on CPU torch runs on one intra-op thread (as the interpreter does).
     """
     samples = []
-    with _one_cpu_thread(device):
+    with one_cpu_thread(device):
         for _ in range(max(1, warmup)):
             fn()
-        _sync(device)
-        with _no_gc():
+        sync(device)
+        with no_gc():
             for _ in range(max(1, batches)):
                 t0 = time.perf_counter()
                 for _ in range(max(1, calls)):
                     fn()
-                _sync(device)
+                sync(device)
                 samples.append((time.perf_counter() - t0) / max(1, calls) * 1e6)
     return statistics.median(samples)
 
@@ -159,13 +161,13 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
             args, kwargs = build_inputs(rec, case, dev, seed + i)
             fns = []
             for prov in (tritred, eager):
-                a, k = _clone(args), _clone(kwargs)
+                a, k = clone_inputs(args), clone_inputs(kwargs)
                 fn = prov.prepare(rec, case, a, k)
                 if fn is None:
                     raise RuntimeError(f"{prov.name} does not offer {case.op}")
                 fns.append(fn)
             ours, ref = fns[0](), fns[1]()
-            _sync(dev)
+            sync(dev)
             wrong = check_output(ours, ref, rec, args, kwargs)
             del ours, ref
             if wrong:

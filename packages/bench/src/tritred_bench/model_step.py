@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .runner import device_name, select_device
+from .timing import device_name, select_device, sync
 
 #: Mode -> (what the model is built with, torch.compile it, the tritred_ops attribute it needs or None).
 MODES: dict[str, tuple[str, bool, str | None]] = {
@@ -159,11 +159,6 @@ def _build(work: Workload, mode: str, device: torch.device, dtype: torch.dtype,
     return model, fn, context
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def run_mode(work: Workload, mode: str, device: torch.device, dtype: torch.dtype, steps: int, warmup: int,
              backend: str) -> StepResult:
     """Time ``steps`` training steps of ``work`` in ``mode`` after ``warmup`` steps."""
@@ -190,7 +185,7 @@ def run_mode(work: Workload, mode: str, device: torch.device, dtype: torch.dtype
         res.first_loss = float(first)
         for _ in range(max(warmup - 1, 0)):
             step()
-        _sync(device)
+        sync(device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             base = torch.cuda.memory_allocated(device)

@@ -1,4 +1,4 @@
-"""Reports of a :class:`~tritred_bench.runner.BenchReport`: a rich table, JSON, CSV and a matplotlib PNG."""
+"""Reports of a :class:`~tritred_bench.results.BenchReport`: a rich table, JSON, CSV and a matplotlib PNG."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .runner import BenchReport, CaseResult, geomean
+from .results import BenchReport, CaseResult, geomean
 
 CSV_FIELDS = ("label", "op", "shape", "dim", "dtype", "bytes", "provider", "status", "ms", "gbps", "pct_copy",
               "tritred_speedup", "message", "pass", "step_ms", "forward_ms", "peak_bytes")
@@ -186,6 +186,34 @@ COLORS = {"tritred": "tab:red", "eager": "tab:blue", "compile": "tab:orange", "l
           "flaggems": "tab:purple", "quack": "tab:brown"}
 
 
+def pct_copy(r: CaseResult, provider: str) -> float | None:
+    """``provider``'s % of copy bandwidth on the case, None unless it ran correctly (the plots leave it out)."""
+    m = r.measurements.get(provider)
+    return m.pct_copy if m is not None and m.status == "ok" else None
+
+
+def new_figure(width: float, height: float) -> tuple[Any, Any]:
+    """(figure, axes) of one plot on the Agg canvas (no pyplot, no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def save_png(fig: Any, path: str | Path, dpi: int) -> Path:
+    """Write ``fig`` as a PNG at ``path``, or at ``bench.png`` in it when it is a directory (existing, or without a
+    suffix); returns the path written."""
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / "bench.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=dpi, format="png")
+    return path
+
+
 def write_plot(report: BenchReport, path: str | Path) -> Path:
     """Horizontal bars: % of copy bandwidth per case (rows) and provider (bars), written as a PNG.
 
@@ -193,27 +221,18 @@ def write_plot(report: BenchReport, path: str | Path) -> Path:
     bar. ``path`` may be a directory (existing, or without a suffix): the file is then ``bench.png`` in it.
     Returns the path written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    path = Path(path)
-    if path.is_dir() or not path.suffix:
-        path = path / "bench.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
     providers = report.providers
     n_cases, n_prov = len(report.results), max(1, len(providers))
     bar_h = 0.8 / n_prov
     height = min(600.0, max(3.0, 0.16 * n_cases * n_prov + 0.3 * n_cases + 1.5))
-    fig = Figure(figsize=(11, height))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_figure(11, height)
     for j, p in enumerate(providers):
         ys, xs = [], []
         for i, r in enumerate(report.results):
-            m = r.measurements.get(p)
-            if m is not None and m.status == "ok" and m.pct_copy is not None:
+            pct = pct_copy(r, p)
+            if pct is not None:
                 ys.append(i + (j - (n_prov - 1) / 2) * bar_h)
-                xs.append(m.pct_copy)
+                xs.append(pct)
         bars = ax.barh(ys, xs, height=bar_h, label=p, color=COLORS.get(p))
         if n_cases * n_prov <= 600:
             ax.bar_label(bars, fmt="%.0f", fontsize=5, padding=1)
@@ -226,6 +245,4 @@ def write_plot(report: BenchReport, path: str | Path) -> Path:
     ax.set_title(f"tritred bench: {report.device}, {PASS_TITLES.get(report.pass_, report.pass_)}", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=100, format="png")
-    return path
+    return save_png(fig, path, dpi=100)

@@ -41,7 +41,7 @@ _CORE_KEYS = ("op", "shape", "dtype", "dim")
 #: Case parameters the bench interprets itself (not passed to the op as they are): see the module's docstring.
 BENCH_KEYS = ("normalized_shape", "weight", "bias", "view", "target", "ignored")
 
-#: Input layouts a case's ``view`` may ask for (:func:`tritred_bench.runner.with_view`).
+#: Input layouts a case's ``view`` may ask for (:func:`tritred_bench.inputs.with_view`).
 VIEWS = ("transposed", "sliced", "strided", "channels_last")
 
 def sliced_row(n: int) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import BenchReport, CaseResult, Measurement, geomean
+from .results import BenchReport, CaseResult, Measurement, geomean
 from .suites import Case, filter_cases
 
 
@@ -183,24 +183,12 @@ def write_points_plot(report: BenchReport, path: str | Path) -> Path:
     marker. ``path`` may be a directory (existing, or without a suffix): the file is then ``bench.png`` in it.
     Returns the path written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .report import COLORS, new_figure, pct_copy, save_png
 
-    from .report import COLORS
-
-    path = Path(path)
-    if path.is_dir() or not path.suffix:
-        path = path / "bench.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(max(12.0, len(report.results) * 0.22), 6))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_figure(max(12.0, len(report.results) * 0.22), 6)
     xs = list(range(len(report.results)))
     for name in report.providers:
-        ys: list[float] = []
-        for r in report.results:
-            m = r.measurements.get(name)
-            ys.append(m.pct_copy if m is not None and m.status == "ok" and m.pct_copy is not None else float("nan"))
+        ys = [float("nan") if (pct := pct_copy(r, name)) is None else pct for r in report.results]
         ours = name == "tritred"
         ax.plot(xs, ys, MARKERS.get(name, "x"), label=name, color=COLORS.get(name), markersize=6 if ours else 4,
                 alpha=1 if ours else 0.6)
@@ -212,6 +200,4 @@ def write_points_plot(report: BenchReport, path: str | Path) -> Path:
     ax.set_title(f"{report.device}{what}: % of the copy bandwidth ({report.copy_gbps:.0f} GB/s, bytes read + "
                  "written)", fontsize=9)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=120, format="png")
-    return path
+    return save_png(fig, path, dpi=120)

@@ -25,6 +25,17 @@ def wait_for_previous_launch(WAIT: tl.constexpr):
 
 
 @triton.jit
+def restate_multiple(v, DIV: tl.constexpr):
+    """``v`` restated as ``v // DIV * DIV``, a multiple of DIV that it already is (the host checked:
+    ``runtime.row_hint``, ``runtime.col_hint``, batch_norm's ``_nchw_hint``), so that the compiler sees the
+    divisibility (Triton specializes integer arguments on 16 only) and vectorizes the loads, stores and masks; ``v``
+    itself for DIV 1. Equal at run time."""
+    if DIV > 1:
+        v = v // DIV * DIV
+    return v
+
+
+@triton.jit
 def row_block(blk, R, K, BLOCK_M: tl.constexpr):
     """(rows, row_ok, m, k) of row block ``blk`` of the row kernels: its BLOCK_M row indices (int64: the offsets
     they scale may pass 2^31), which of them are among the R rows, and each row's (m, k) in the M x N x K view."""

@@ -28,6 +28,9 @@ as accurate as torch, not more accurate than the dtype allows), and to :data:`OF
 Inputs must not be modified by ``impl``, except those the reference modifies too (batch_norm's running
 statistics): those must end up as torch's in-place update left them, within the same tolerances. When the
 reference raises for an input, ``impl`` must raise a compatible exception.
+
+:class:`Sm90Driver` stands in for Triton's active driver so that kernels compile for an H200 (sm_90) without a GPU
+(``kernel.warmup``): what only compiling shows, checked on any machine.
 """
 
 from .check import (
@@ -41,6 +44,7 @@ from .check import (
     fresh_seed,
 )
 from .compare import OFFSET_ATOL, TOLERANCES, TORCH_ERROR_SLACK, Comparison, compare, tolerance
+from .sm90 import Sm90Driver
 
 __all__ = [
     "CASES",
@@ -52,6 +56,7 @@ __all__ = [
     "CheckResult",
     "Comparison",
     "ShapeCase",
+    "Sm90Driver",
     "assert_conforms",
     "check_reduction",
     "compare",

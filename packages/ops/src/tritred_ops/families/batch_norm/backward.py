@@ -37,13 +37,13 @@ from __future__ import annotations
 import logging
 
 import torch
-from tritred_core import LaunchConfig, Problem, ReductionSpec
+from tritred_core import ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .backward_kernels import _dx_kernel, _sums_kernel
-from .launch import _bsc, _nchw_hint, _out_format
+from .launch import _bsc, _decide, _groups, _nchw_hint, _out_format, _tiles_per_program
 from .rules import finish_block, merge_inline
 from .sync_kernels import _sums_finish_kernel
 
@@ -85,9 +85,7 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
     """The full host path of :func:`batch_norm_backward_call`; saves the plan under ``key``."""
     op = "batch_norm_backward"
     need_dx, need_dw, need_db = mask
-    if not isinstance(grad_out, torch.Tensor) or grad_out.shape != input.shape or grad_out.dtype != input.dtype:
-        raise RuntimeError(f"{op}(): grad_out must have the input's shape {list(input.shape)} and dtype "
-                           f"{input.dtype}, got {getattr(grad_out, 'shape', type(grad_out))}")
+    _check_grad_out(op, grad_out, input)
     grad_out, input = grad_out.resolve_neg(), input.resolve_neg()
     Ch = input.shape[1] if input.dim() > 1 else 0  # (an empty 1-D input has no channel: torch's 0)
     for name, t in (("mean", mean), ("var", var), ("weight", weight)):
@@ -112,11 +110,7 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
         return dx, dw, db
     x, dy, (B, S), strides = _canonical(input, grad_out, dx)
     (xb, xs, xc), (gb, gs, gc), (eb, es, ec) = strides
-    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
-                                  make_problem=lambda: Problem(
-                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction="backward", M=B,
-                                      N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, "batch_norm")
+    cfg = _decide(spec, x, B, S, Ch, strides[:2], direction="backward")
     acc = acc_dtype(x.dtype)
     w = rt.unit_stride(weight) if weight is not None else dy
     mean_v, var_v = rt.unit_stride(mean), rt.unit_stride(var)
@@ -137,11 +131,9 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
         split, tiles_per_split = rt.slices(tiles, cfg.split)
         psum = rec.empty((Ch, split), acc, dev)
         pdot = rec.empty((Ch, split), acc, dev) if dot else psum
-        # Groups: one 16-byte vector of spatial neighbours (NCHW), the elements one thread loads together;
-        # single lanes when channels are the contiguous axis (the vector runs across channels).
-        group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
         rec.launch(_sums_kernel, (c_blocks, split), x, dy, dxp, mean_v, var_v, w, psum, pdot, *common,
-                   tiles_per_split, *scalars, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M,
+                   tiles_per_split, *scalars, ACC=tl_dtype(acc), SPLIT=split, GROUP=_groups(x, cfg),
+                   BLOCK_M=cfg.BLOCK_M,
                    BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, FROM_RUNNING=not training, DOT=dot,
                    WRITE_DX=need_dx and not training, HAS_W=weight is not None, DIV_S=div_s,
                    num_warps=cfg.num_warps)
@@ -161,10 +153,8 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
                    **rt.dependent_launch(dev))  # (after the sums launch)
     if dx_launch or not finish:
         units = split * tiles_per_split
-        if dx_launch:  # cfg.num_programs > 0: num_programs / c_blocks programs per channel block loop over its tiles
-            per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
-            tiles_per_program = rt.cdiv(units, min(per_block, units))
-            grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
+        if dx_launch:
+            tiles_per_program, grid = _tiles_per_program(cfg, c_blocks, units)
         else:  # dw and db only (the sums from one tile): one program per channel block
             tiles_per_program, grid = units, (c_blocks,)
         rec.launch(_dx_kernel, grid, *dx_args, coef, *common, tiles_per_split, tiles_per_program, *scalars,
@@ -174,6 +164,13 @@ def _backward(spec: ReductionSpec, key: object, grad_out: torch.Tensor, input: t
                    **flags, **(rt.dependent_launch(dev) if after_sums else {}))  # (after the sums or finish launch)
     rec.save(key, *outs)
     return dx, dw, db
+
+
+def _check_grad_out(op: str, grad_out: torch.Tensor, input: torch.Tensor) -> None:
+    """RuntimeError unless ``grad_out`` is a tensor of the input's shape and dtype."""
+    if not isinstance(grad_out, torch.Tensor) or grad_out.shape != input.shape or grad_out.dtype != input.dtype:
+        raise RuntimeError(f"{op}(): grad_out must have the input's shape {list(input.shape)} and dtype "
+                           f"{input.dtype}, got {getattr(grad_out, 'shape', type(grad_out))}")
 
 
 def _canonical(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None) -> tuple[
@@ -214,9 +211,7 @@ def _check_pieces(op: str, grad_out: torch.Tensor, input: torch.Tensor,
                   **per_channel: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(grad_out, input) of a backward piece, negative-bit views materialized, after the checks of
     :func:`_backward`: grad_out of the input's shape and dtype, per-channel tensors of C elements, one device."""
-    if not isinstance(grad_out, torch.Tensor) or grad_out.shape != input.shape or grad_out.dtype != input.dtype:
-        raise RuntimeError(f"{op}(): grad_out must have the input's shape {list(input.shape)} and dtype "
-                           f"{input.dtype}, got {getattr(grad_out, 'shape', type(grad_out))}")
+    _check_grad_out(op, grad_out, input)
     if input.dim() < 2:
         raise ValueError(f"{op}(): expected at least 2D input (got {input.dim()}D input)")
     for name, t in per_channel.items():
@@ -248,19 +243,14 @@ def batch_norm_backward_sums_call(spec: ReductionSpec, grad_out: torch.Tensor, i
     rec = Recorder(grad_out, input, mean, invstd)
     x, dy, (B, S), strides = _canonical(input, grad_out, None)
     (xb, xs, xc), (gb, gs, gc), _ = strides
-    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
-                                  make_problem=lambda: Problem(
-                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction="backward", M=B,
-                                      N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, "batch_norm")
+    cfg = _decide(spec, x, B, S, Ch, strides[:2], direction="backward")
     mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
     split, tiles_per_split = rt.slices(tiles, cfg.split)
     psum, pdot = rec.empty((Ch, split), acc, dev), rec.empty((Ch, split), acc, dev)
-    group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
     rec.launch(_sums_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, dy, dy, mean_v, invstd_v, dy, psum, pdot, B, S,
                Ch, xb, xs, xc, gb, gs, gc, gb, gs, gc, tiles_per_split, 0.0, 0.0, ACC=tl_dtype(acc), SPLIT=split,
-               GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, FROM_RUNNING=False,
+               GROUP=_groups(x, cfg), BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, FROM_RUNNING=False,
                DOT=True, WRITE_DX=False, HAS_W=False, DIV_S=_nchw_hint(S, (xb, xs, xc), (gb, gs, gc)),
                num_warps=cfg.num_warps)
     out = rec.empty((2, Ch), acc, dev)
@@ -304,18 +294,11 @@ def batch_norm_backward_dx_call(spec: ReductionSpec, grad_out: torch.Tensor, inp
     rt.check_runnable(op, input)
     x, dy, (B, S), strides = _canonical(input, grad_out, dx)
     (xb, xs, xc), (gb, gs, gc), (eb, es, ec) = strides
-    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides[:2]), direction="backward",
-                                  make_problem=lambda: Problem(
-                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction="backward", M=B,
-                                      N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, "batch_norm")
+    cfg = _decide(spec, x, B, S, Ch, strides[:2], direction="backward")
     mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
     w = rt.unit_stride(weight) if weight is not None else dy
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
-    c_blocks = rt.cdiv(Ch, cfg.BLOCK_K)
-    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else tiles
-    tiles_per_program = rt.cdiv(tiles, min(per_block, tiles))
-    grid = (c_blocks * rt.cdiv(tiles, tiles_per_program),)
+    tiles_per_program, grid = _tiles_per_program(cfg, rt.cdiv(Ch, cfg.BLOCK_K), tiles)
     rec.launch(_dx_kernel, grid, x, dy, dx, mean_v, invstd_v, w, dy, dy, dy, dy, coef, B, S, Ch, xb, xs, xc, gb, gs,
                gc, eb, es, ec, tiles, tiles_per_program, 0.0, 0.0, FROM_RUNNING=False, RESIDENT=False, SUMS=False,
                DOT=True, HAS_DX=True, HAS_DW=False, HAS_DB=False, HAS_W=weight is not None, ACC=tl_dtype(acc),

@@ -10,9 +10,19 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import wait_for_previous_launch
-from .kernels import _edge_mask, _lanes
+from ...kernels.combine import div_exact
+from ...kernels.rows import restate_multiple, wait_for_previous_launch
+from .kernels import (
+    _channels,
+    _edge_mask,
+    _invstd,
+    _lanes,
+    _merged_sum,
+    _mirror_tile,
+    _next_tile,
+    _partials,
+    _tile_range,
+)
 
 
 @triton.jit
@@ -23,7 +33,7 @@ def _channel_consts(mean_ptr, var_ptr, w_ptr, cs, c_ok, eps, eps_lo, FROM_RUNNIN
     mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:
         eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-        invstd = div_exact(1.0, sqrt_exact(tl.load(var_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+        invstd = _invstd(tl.load(var_ptr + cs, mask=c_ok, other=1).to(ACC), eps, ACC)
     else:
         invstd = tl.load(var_ptr + cs, mask=c_ok, other=0).to(ACC)
     w = tl.zeros([BLOCK_K], ACC) + 1
@@ -54,19 +64,12 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
     lanes, the elements one thread loads as one 16-byte vector, summed inside the thread), so the loop has no
     cross-lane traffic; the groups are summed once at the end. Partial tiles (edges of B and S) mask their lanes.
     """
-    if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-        g_b = g_b // DIV_S * DIV_S
-        g_c = g_c // DIV_S * DIV_S
-        d_b = d_b // DIV_S * DIV_S
-        d_c = d_c // DIV_S * DIV_S
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
-    s_chunks = tl.cdiv(S, BLOCK_N)
-    t_lo = tl.program_id(1) * tiles_per_split
-    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    S = restate_multiple(S, DIV_S)
+    s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
+    g_b, g_c = restate_multiple(g_b, DIV_S), restate_multiple(g_c, DIV_S)
+    d_b, d_c = restate_multiple(d_b, DIV_S), restate_multiple(d_c, DIV_S)
+    cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
+    s_chunks, t_lo, t_hi = _tile_range(B, S, tiles_per_split, BLOCK_M, BLOCK_N)
     x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     g_lanes = _lanes(dy_ptr, cs, g_b, g_s, g_c, BLOCK_M, BLOCK_N)
     d_lanes = _lanes(dx_ptr, cs, d_b, d_s, d_c, BLOCK_M, BLOCK_N)
@@ -101,10 +104,7 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
                 dot_g += tl.sum(tl.reshape(dy * xm, [G, GROUP, BLOCK_K]), 1)
             if WRITE_DX:
                 tl.store(d_lanes + (b0l * d_b + s0l * d_s), dy * scale[None, :], mask=mask)
-        si += 1
-        wrap = si == s_chunks
-        bi += wrap.to(tl.int32)
-        si = tl.where(wrap, 0, si)
+        bi, si = _next_tile(bi, si, s_chunks)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(psum_ptr + offs, tl.sum(sum_g, 0), mask=c_ok)
     if DOT:
@@ -147,19 +147,14 @@ def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_p
     each sums program read last (the likeliest to still be in L2).
     """
     wait_for_previous_launch(WAIT)
-    if DIV_S > 1:  # (see the sums kernel)
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-        g_b = g_b // DIV_S * DIV_S
-        g_c = g_c // DIV_S * DIV_S
-        d_b = d_b // DIV_S * DIV_S
-        d_c = d_c // DIV_S * DIV_S
+    S = restate_multiple(S, DIV_S)
+    s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
+    g_b, g_c = restate_multiple(g_b, DIV_S), restate_multiple(g_c, DIV_S)
+    d_b, d_c = restate_multiple(d_b, DIV_S), restate_multiple(d_c, DIV_S)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
-    cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
+    cs, c_ok = _channels(pid % c_blocks, C, BLOCK_K)
     first = pid < c_blocks  # the channel block's first program
     x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     g_lanes = _lanes(dy_ptr, cs, g_b, g_s, g_c, BLOCK_M, BLOCK_N)
@@ -178,12 +173,10 @@ def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_p
             xm = tl.where(mask, tl.load(x_lanes, mask=mask, other=0).to(ACC) - mean[None, :], 0.0)
             s_dot = tl.sum(dy * xm, 0)
     elif SUMS:
-        sp = tl.arange(0, BLOCK_S)
-        pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-        poffs = cs[:, None] * SPLIT + sp[None, :]
-        s_dy = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
+        poffs, pmask = _partials(cs, c_ok, SPLIT, BLOCK_S)
+        s_dy = _merged_sum(psum_ptr, poffs, pmask)
         if DOT:
-            s_dot = tl.sum(tl.load(pdot_ptr + poffs, mask=pmask, other=0), 1)
+            s_dot = _merged_sum(pdot_ptr, poffs, pmask)
     if HAS_DW:  # noqa: SIM102 (a constexpr test beside a runtime one)
         if first:
             tl.store(dw_ptr + cs, s_dot * invstd, mask=c_ok)
@@ -211,9 +204,7 @@ def _dx_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_p
             q_end = SPLIT * tiles_per_split
             q_lo = (pid // c_blocks) * tiles_per_program
             for q in range(q_lo, tl.minimum(q_lo + tiles_per_program, q_end)):
-                t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)  # mirror order
-                b0 = (t // s_chunks) * BLOCK_M  # (past the last tile, b0 >= B: nothing in range)
-                s0 = (t % s_chunks) * BLOCK_N
+                b0, s0 = _mirror_tile(q, tiles_per_split, s_chunks, SPLIT, BLOCK_M, BLOCK_N)
                 b0l = b0.to(tl.int64)
                 s0l = s0.to(tl.int64)
                 x_at = x_lanes + (b0l * s_b + s0l * s_s)

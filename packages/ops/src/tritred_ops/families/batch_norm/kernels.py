@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import wait_for_previous_launch
+from ...kernels.rows import restate_multiple, wait_for_previous_launch
 from ...kernels.welford import chan_fn, chunk_stats, stats_shift
 
 
@@ -42,6 +42,74 @@ def _channel_shift(x_ptr, cs, c_ok, s_c, ACC: tl.constexpr):
 
 
 @triton.jit
+def _channels(block, C, BLOCK_K: tl.constexpr):
+    """(channels, in range) of channel block ``block``: BLOCK_K int64 indices."""
+    cs = block.to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    return cs, cs < C
+
+
+@triton.jit
+def _tile_range(B, S, tiles_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(spatial chunks, first tile, end) of slice ``program_id(1)``'s range of [BLOCK_M batch, BLOCK_N spatial]
+    tiles, numbered batch chunk by batch chunk."""
+    s_chunks = tl.cdiv(S, BLOCK_N)
+    t_lo = tl.program_id(1) * tiles_per_split
+    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    return s_chunks, t_lo, t_hi
+
+
+@triton.jit
+def _next_tile(bi, si, s_chunks):
+    """The (batch chunk, spatial chunk) after (bi, si): the next spatial chunk, or the next batch chunk's first
+    (no division in the loop)."""
+    si += 1
+    wrap = si == s_chunks
+    bi += wrap.to(tl.int32)
+    si = tl.where(wrap, 0, si)
+    return bi, si
+
+
+@triton.jit
+def _mirror_tile(q, tiles_per_split, s_chunks, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The corner (b0, s0) of the q-th tile of a launch after a tile-range one (:func:`_tile_range`), in mirror
+    order: the first tiles are those that each slice's program read last (the likeliest to still be in L2),
+    stepping back through the ranges. Past the last tile b0 >= B: nothing in range."""
+    t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)
+    b0 = (t // s_chunks) * BLOCK_M
+    s0 = (t % s_chunks) * BLOCK_N
+    return b0, s0
+
+
+@triton.jit
+def _partials(cs, c_ok, SPLIT: tl.constexpr, BLOCK_S: tl.constexpr):
+    """(offsets, mask) of channels ``cs``' SPLIT partials in a ``[C, SPLIT]`` buffer: a [BLOCK_K, BLOCK_S] tile."""
+    sp = tl.arange(0, BLOCK_S)
+    pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
+    poffs = cs[:, None] * SPLIT + sp[None, :]
+    return poffs, pmask
+
+
+@triton.jit
+def _merged_sum(p_ptr, poffs, pmask):
+    """Each channel's partials (:func:`_partials`) summed in a fixed order."""
+    return tl.sum(tl.load(p_ptr + poffs, mask=pmask, other=0), 1)
+
+
+@triton.jit
+def _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, poffs, pmask):
+    """Each channel's (mean, M2, count) from its partials (:func:`_partials`): Chan's merge in a fixed order."""
+    return tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
+                      tl.load(pm2_ptr + poffs, mask=pmask, other=0),
+                      tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+
+
+@triton.jit
+def _invstd(var, eps, ACC: tl.constexpr):
+    """1 / sqrt(var + eps), each step correctly rounded (``div_exact``, ``sqrt_exact``), as torch computes it."""
+    return div_exact(1.0, sqrt_exact(var + eps, ACC), ACC)
+
+
+@triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1,
@@ -64,15 +132,10 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     values rounded at 1e-3, 8x torch's float32 error in y; found by an adversarial run). The partial means and
     sums are stored shifted: the normalize launch merges them and adds the shift once.
     """
-    if DIV_S > 1:  # restated so that the compiler sees the divisibility: vector loads
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
-    s_chunks = tl.cdiv(S, BLOCK_N)
-    t_lo = tl.program_id(1) * tiles_per_split
-    t_hi = tl.minimum(tl.cdiv(B, BLOCK_M) * s_chunks, t_lo + tiles_per_split)
+    S = restate_multiple(S, DIV_S)
+    s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
+    cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
+    s_chunks, t_lo, t_hi = _tile_range(B, S, tiles_per_split, BLOCK_M, BLOCK_N)
     # A tile's lanes sit at fixed offsets from its corner: computed once, so a tile costs a scalar corner
     # offset, and its (batch, spatial) chunk steps on without a division. Tile indices are int32 (a tile holds
     # BLOCK_M * BLOCK_N elements); offsets are int64.
@@ -128,10 +191,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
             mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
-        si += 1
-        wrap = si == s_chunks
-        bi += wrap.to(tl.int32)
-        si = tl.where(wrap, 0, si)
+        bi, si = _next_tile(bi, si, s_chunks)
     mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
     mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
     offs = cs * SPLIT + tl.program_id(1)
@@ -204,18 +264,14 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     (the likeliest to still be in L2), stepping back through the tile ranges.
     """
     wait_for_previous_launch(WAIT)
-    if DIV_S > 1:  # (see the statistics kernel)
-        S = S // DIV_S * DIV_S
-        s_b = s_b // DIV_S * DIV_S
-        s_c = s_c // DIV_S * DIV_S
-        y_b = y_b // DIV_S * DIV_S
-        y_c = y_c // DIV_S * DIV_S
+    S = restate_multiple(S, DIV_S)
+    s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
+    y_b, y_c = restate_multiple(y_b, DIV_S), restate_multiple(y_c, DIV_S)
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
-    cs = (pid % c_blocks).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
+    cs, c_ok = _channels(pid % c_blocks, C, BLOCK_K)
     first = pid < c_blocks  # the channel block's first program
     x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     y_lanes = _lanes(y_ptr, cs, y_b, y_s, y_c, BLOCK_M, BLOCK_N)
@@ -235,7 +291,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         n = tl.zeros([BLOCK_K], ACC) + tl.minimum(B, BLOCK_M) * tl.minimum(S, BLOCK_N)
         mean0, corr, m2 = chunk_stats(x, mask, 0, n)
         mean = mean0 + corr
-        rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)  # biased variance, as torch
+        rstd = _invstd(div_exact(m2, n, ACC), eps, ACC)  # biased variance, as torch
         if HAS_RUNNING:
             _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum,
                             momentum_lo, ACC, rm, rv)
@@ -246,23 +302,19 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     else:
         if FROM_RUNNING:
             mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-            rstd = div_exact(1.0, sqrt_exact(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC) + eps, ACC), ACC)
+            rstd = _invstd(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC), eps, ACC)
         elif COEFS:  # merged once per channel by the finish launch
             mean = tl.load(mean_out_ptr + cs, mask=c_ok, other=0)
             rstd = tl.load(invstd_out_ptr + cs, mask=c_ok, other=0)
         else:
-            sp = tl.arange(0, BLOCK_S)
-            pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-            poffs = cs[:, None] * SPLIT + sp[None, :]
+            poffs, pmask = _partials(cs, c_ok, SPLIT, BLOCK_S)
             shift = _channel_shift(x_ptr, cs, c_ok, s_c, ACC)  # the statistics launch's: its partials are shifted
-            mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
-                                     tl.load(pm2_ptr + poffs, mask=pmask, other=0),
-                                     tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+            mean, m2, n = _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, poffs, pmask)
             mean = mean + shift
-            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)
+            rstd = _invstd(div_exact(m2, n, ACC), eps, ACC)
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if first:
-                    total = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1) + shift * n
+                    total = _merged_sum(psum_ptr, poffs, pmask) + shift * n
                     _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, total, momentum,
                                     momentum_lo, ACC)
             if STATS:  # noqa: SIM102
@@ -273,9 +325,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         q_end = SPLIT * tiles_per_split
         q_lo = (pid // c_blocks) * tiles_per_program
         for q in range(q_lo, tl.minimum(q_lo + tiles_per_program, q_end)):
-            t = (q % SPLIT) * tiles_per_split + (tiles_per_split - 1 - q // SPLIT)  # mirror order
-            b0 = (t // s_chunks) * BLOCK_M  # (past the last tile, b0 >= B: nothing in range)
-            s0 = (t % s_chunks) * BLOCK_N
+            b0, s0 = _mirror_tile(q, tiles_per_split, s_chunks, SPLIT, BLOCK_M, BLOCK_N)
             x_at = x_lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s)
             y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
             if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):

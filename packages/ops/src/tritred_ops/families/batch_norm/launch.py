@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
+from typing import Literal
 
 import torch
 from torch._prims_common import suggest_memory_format
@@ -198,10 +199,7 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
         new_rv = rec.empty((Ch,), running_var.dtype, dev)
         outs += [new_rm, new_rv]
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
-    bn_view = rt.View(B, S, Ch, ((xb, xs, xc),))
-    cfg: LaunchConfig = rt.decide(spec, x, bn_view, make_problem=lambda: Problem(
-        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, "batch_norm")
+    cfg = _decide(spec, x, B, S, Ch, ((xb, xs, xc),))
     # Per-channel vectors are read with unit stride: strided or expanded ones are copied (C elements). Running
     # stats updated in place go through a contiguous buffer that is copied back.
     w = rt.unit_stride(weight) if weight is not None else y
@@ -212,23 +210,16 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
     if training and not resident:
         split, tiles_per_split = rt.slices(tiles, cfg.split)
         pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
-        # Statistics groups: one 16-byte vector of spatial neighbours (NCHW), the elements one thread loads
-        # together; single lanes when channels are the contiguous axis (the vector runs across channels).
-        group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
         rec.launch(
             _stats_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
-            tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
+            tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=_groups(x, cfg), BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
             num_warps=cfg.num_warps, num_stages=1)  # (the prefetch is by hand; Triton's own stages: SASS identical)
     else:
         split, tiles_per_split, pm = 1, tiles, y
         pm2 = pn = psum = pm
-    # The normalize launch: cfg.num_programs > 0 spreads each channel block's tiles over num_programs / (channel
-    # blocks) programs (its statistics merged once per program), 0 gives one tile per program.
-    c_blocks, units = rt.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split
-    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
-    tiles_per_program = rt.cdiv(units, min(per_block, units))
-    grid = (c_blocks * rt.cdiv(units, tiles_per_program),)
+    # The normalize launch (its channel block's statistics merged once per program)
+    tiles_per_program, grid = _tiles_per_program(cfg, rt.cdiv(Ch, cfg.BLOCK_K), split * tiles_per_split)
     rm_in, rv_in = (rm_buf, rv_buf) if has_running else (y, y)
     rm_to, rv_to = (new_rm, new_rv) if new_running else (rm_in, rv_in)
     stats_to = (mean_out if mean_out is not None else y, invstd_out if invstd_out is not None else y)
@@ -266,6 +257,37 @@ def _empty_outputs(y: torch.Tensor, Ch: int, acc: torch.dtype, stats: bool, new_
         assert running_mean is not None and running_var is not None
         return y, mean, invstd, running_mean.clone(), running_var.clone()
     return y, mean, invstd, None, None
+
+
+def _decide(spec: ReductionSpec, x: torch.Tensor, B: int, S: int, Ch: int,
+            strides: tuple[tuple[int, int, int], ...],
+            direction: Literal["forward", "backward"] = "forward") -> LaunchConfig:
+    """The launch config of a (B, S, C) view of ``x`` for ``direction``: ``strides`` are the (b, s, c) strides of
+    the tensors the kernels read, x's first; the Problem is M = batch, N = spatial, K = channels with x's strides.
+    batch_norm's tiles have no trailing tile (``rt.no_tail``)."""
+    xb, xs, xc = strides[0]
+    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, strides), direction=direction,
+                                  make_problem=lambda: Problem(
+                                      op="batch_norm", dtype=rt.dtype_name(x.dtype), direction=direction, M=B, N=S,
+                                      K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
+    rt.no_tail(cfg, "batch_norm")
+    return cfg
+
+
+def _groups(x: torch.Tensor, cfg: LaunchConfig) -> int:
+    """The lanes of a statistics or sums tile summed inside one thread first: one 16-byte vector of spatial
+    neighbours (NCHW), the elements one thread loads together; single lanes when channels are the contiguous axis
+    (the vector runs across channels)."""
+    return min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
+
+
+def _tiles_per_program(cfg: LaunchConfig, c_blocks: int, units: int) -> tuple[int, tuple[int]]:
+    """(tiles per program, grid) of a launch over ``units`` tiles of each of ``c_blocks`` channel blocks:
+    ``cfg.num_programs`` > 0 spreads each channel block's tiles over num_programs / c_blocks programs (what they
+    share, such as merged statistics, read once per program), 0 gives one tile per program."""
+    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else units
+    tiles_per_program = rt.cdiv(units, min(per_block, units))
+    return tiles_per_program, (c_blocks * rt.cdiv(units, tiles_per_program),)
 
 
 def _nchw_hint(S: int, *strides: tuple[int, int, int]) -> int:
@@ -339,16 +361,13 @@ def batch_norm_moments_call(spec: ReductionSpec, input: torch.Tensor) -> torch.T
     rt.check_runnable(op, input)
     rec = Recorder(input)
     x, (B, S), (xb, xs, xc) = _read_view(input)
-    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, ((xb, xs, xc),)), make_problem=lambda: Problem(
-        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, op)
+    cfg = _decide(spec, x, B, S, Ch, ((xb, xs, xc),))
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
     split, tiles_per_split = rt.slices(tiles, cfg.split)
     pm, pm2, pn, psum = (rec.empty((Ch, split), acc, dev) for _ in range(4))
-    group = min(16 // x.element_size(), cfg.BLOCK_M * cfg.BLOCK_N) if cfg.BLOCK_K == 1 else 1
     rec.launch(_stats_kernel, (rt.cdiv(Ch, cfg.BLOCK_K), split), x, pm, pm2, pn, psum, B, S, Ch, xb, xs, xc,
-               tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=group, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-               BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
+               tiles_per_split, ACC=tl_dtype(acc), SPLIT=split, GROUP=_groups(x, cfg), BLOCK_M=cfg.BLOCK_M,
+               BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DIV_S=_nchw_hint(S, (xb, xs, xc)), PREFETCH=cfg.num_stages > 1,
                num_warps=cfg.num_warps, num_stages=1)
     out = rec.empty((3, Ch), acc, dev)
     block_c, warps = finish_block(Ch, split)
@@ -384,17 +403,12 @@ def batch_norm_normalize_call(spec: ReductionSpec, input: torch.Tensor, mean: to
         return y
     rt.check_runnable(op, input)
     x, y, (B, S, _), (xb, xs, xc), (yb, ys, yc) = _canonical(input, y)
-    cfg: LaunchConfig = rt.decide(spec, x, rt.View(B, S, Ch, ((xb, xs, xc),)), make_problem=lambda: Problem(
-        op=op, dtype=rt.dtype_name(x.dtype), M=B, N=S, K=Ch, stride_m=xb, stride_n=xs, stride_k=xc))
-    rt.no_tail(cfg, op)
+    cfg = _decide(spec, x, B, S, Ch, ((xb, xs, xc),))
     mean_v, invstd_v = rt.unit_stride(mean), rt.unit_stride(invstd)
     w = rt.unit_stride(weight) if weight is not None else y
     b = rt.unit_stride(bias) if bias is not None else y
     tiles = rt.cdiv(B, cfg.BLOCK_M) * rt.cdiv(S, cfg.BLOCK_N)
-    c_blocks = rt.cdiv(Ch, cfg.BLOCK_K)
-    per_block = max(1, cfg.num_programs // c_blocks) if cfg.num_programs > 0 else tiles
-    tiles_per_program = rt.cdiv(tiles, min(per_block, tiles))
-    grid = (c_blocks * rt.cdiv(tiles, tiles_per_program),)
+    tiles_per_program, grid = _tiles_per_program(cfg, rt.cdiv(Ch, cfg.BLOCK_K), tiles)
     rec.launch(_apply_kernel, grid, x, y, y, y, y, y, y, y, y, y, w, b, mean_v, invstd_v, B, S, Ch, xb, xs, xc,
                yb, ys, yc, tiles, tiles_per_program, 0.0, 0.0, 0.0, 0.0, FROM_RUNNING=False, RESIDENT=False,
                HAS_RUNNING=False, HAS_W=weight is not None, HAS_B=bias is not None, ACC=tl_dtype(acc), SPLIT=1,

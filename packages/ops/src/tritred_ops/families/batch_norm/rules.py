@@ -42,19 +42,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     if problem.direction == "backward":
         return backward_config(problem, caps)
     N, K = max(problem.N, 1), problem.K
-    channels_fast = problem.stride_k == 1 and problem.stride_n != 1
-    if channels_fast:
-        block_k = min(next_pow2(K), 64 if caps.tile >= 4096 else 16)
-        block_n = max(1, min(next_pow2(N), caps.tile // block_k))
-        block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
-        warps = 8
-    else:
-        tile = caps.tile // 2
-        block_k = 1
-        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
-        block_m = max(1, min(next_pow2(problem.M), tile // block_n))
-        block_n = max(1, min(next_pow2(N), tile // block_m))
-        warps = 2 if caps.gpu else 4
+    channels_fast, block_m, block_n, block_k, warps = _tile(problem, caps)
     whole = next_pow2(problem.M) * next_pow2(N)
     if whole * block_k <= 2 * caps.tile:
         block_m, block_n = next_pow2(problem.M), next_pow2(N)
@@ -65,6 +53,28 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     stages = 2 if not channels_fast and tiles > 1 and itemsize(problem) == 2 and N >= 4 * block_n else 1
     return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                         num_warps=min(warps, caps.max_warps), num_stages=stages)
+
+
+def _tile(problem: Problem, caps: Caps) -> tuple[bool, int, int, int, int]:
+    """(channels fast, BLOCK_M, BLOCK_N, BLOCK_K, warps) of a tile that does not hold a whole channel block, the
+    forward's and the backward's (:func:`config` gives the measurements): channels-last (channels contiguous), up
+    to 64 channels by the spatial and batch sides, ``caps.tile`` elements on 8 warps; NCHW, half a tile of one
+    channel, up to 128 spatial (16 under the interpreter) by the images, on 2 warps (4 under the interpreter)."""
+    N = max(problem.N, 1)
+    channels_fast = problem.stride_k == 1 and problem.stride_n != 1
+    if channels_fast:
+        block_k = min(next_pow2(problem.K), 64 if caps.tile >= 4096 else 16)
+        block_n = max(1, min(next_pow2(N), caps.tile // block_k))
+        block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
+        warps = 8
+    else:
+        tile = caps.tile // 2
+        block_k = 1
+        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
+        block_m = max(1, min(next_pow2(problem.M), tile // block_n))
+        block_n = max(1, min(next_pow2(N), tile // block_m))
+        warps = 2 if caps.gpu else 4
+    return channels_fast, block_m, block_n, block_k, warps
 
 
 def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
@@ -87,19 +97,7 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     - No prefetch (``num_stages`` 1): each tile already loads two tensors.
     """
     N, K = max(problem.N, 1), problem.K
-    channels_fast = problem.stride_k == 1 and problem.stride_n != 1
-    if channels_fast:
-        block_k = min(next_pow2(K), 64 if caps.tile >= 4096 else 16)
-        block_n = max(1, min(next_pow2(N), caps.tile // block_k))
-        block_m = max(1, min(next_pow2(problem.M), caps.tile // (block_k * block_n)))
-        warps = 8
-    else:
-        tile = caps.tile // 2
-        block_k = 1
-        block_n = min(next_pow2(N), 128 if caps.gpu else 16)
-        block_m = max(1, min(next_pow2(problem.M), tile // block_n))
-        block_n = max(1, min(next_pow2(N), tile // block_m))
-        warps = 2 if caps.gpu else 4
+    _, block_m, block_n, block_k, warps = _tile(problem, caps)
     whole = next_pow2(problem.M) * next_pow2(N)
     if whole * block_k <= caps.tile:
         block_m, block_n = next_pow2(problem.M), next_pow2(N)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import div_exact, sqrt_exact
+from ...kernels.combine import div_exact
 from ...kernels.rows import wait_for_previous_launch
 from ...kernels.welford import chan_fn
-from .kernels import _channel_shift, _update_running
+from .kernels import _channel_shift, _channels, _invstd, _merged_stats, _merged_sum, _partials, _update_running
 
 
 @triton.jit
@@ -31,15 +31,10 @@ def _moments_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, out_ptr, C, s_c, ACC: t
     the channel's first element) merged in a fixed order: ``out[0] = mean``, ``out[1] = M2``, ``out[2] = count``
     (``[3, C]``, ACC). WAIT: a dependent launch after the statistics launch."""
     wait_for_previous_launch(WAIT)
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
-    sp = tl.arange(0, BLOCK_S)
-    pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-    poffs = cs[:, None] * SPLIT + sp[None, :]
+    cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
+    poffs, pmask = _partials(cs, c_ok, SPLIT, BLOCK_S)
     shift = _channel_shift(x_ptr, cs, c_ok, s_c, ACC)
-    mean, m2, n = tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
-                             tl.load(pm2_ptr + poffs, mask=pmask, other=0),
-                             tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+    mean, m2, n = _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, poffs, pmask)
     tl.store(out_ptr + cs, mean + shift, mask=c_ok)
     tl.store(out_ptr + C + cs, m2, mask=c_ok)
     tl.store(out_ptr + 2 * C + cs, n, mask=c_ok)
@@ -54,8 +49,7 @@ def _merge_ranks_kernel(g_ptr, stats_ptr, rm_ptr, rv_ptr, W, C, eps, eps_lo, mom
     biased variance, as torch normalizes), 1 / n and invstd / n (the backward's factors of the summed sum(dy) and
     sum(dy * x_hat)). HAS_RUNNING: ``running = (1 - momentum) * running + momentum * batch statistic`` in place,
     the variance unbiased over the global count (torch's ``batch_norm_gather_stats_with_counts``)."""
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
+    cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
     mean = tl.zeros([BLOCK_K], ACC)
     m2 = tl.zeros([BLOCK_K], ACC)
     n = tl.zeros([BLOCK_K], ACC)
@@ -69,7 +63,7 @@ def _merge_ranks_kernel(g_ptr, stats_ptr, rm_ptr, rv_ptr, W, C, eps, eps_lo, mom
         mean, m2, n = chan_fn(mean, m2, n, mean_w, m2_w, n_w)
     n = tl.where(c_ok, n, 2)  # (lanes past C: no 0 / 0 here nor in the unbiased variance)
     eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
-    invstd = div_exact(1.0, sqrt_exact(div_exact(m2, n, ACC) + eps, ACC), ACC)
+    invstd = _invstd(div_exact(m2, n, ACC), eps, ACC)
     inv_n = div_exact(1.0, n, ACC)
     tl.store(stats_ptr + cs, mean, mask=c_ok)
     tl.store(stats_ptr + C + cs, invstd, mask=c_ok)
@@ -86,13 +80,10 @@ def _sums_finish_kernel(psum_ptr, pdot_ptr, invstd_ptr, out_ptr, C, SPLIT: tl.co
     in a fixed order: ``out[0] = sum(dy)``, ``out[1] = invstd * sum(dy * (x - mean))`` = sum(dy * x_hat) (``[2, C]``,
     their dtype). WAIT: a dependent launch after the sums launch."""
     wait_for_previous_launch(WAIT)
-    cs = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
-    c_ok = cs < C
-    sp = tl.arange(0, BLOCK_S)
-    pmask = c_ok[:, None] & (sp < SPLIT)[None, :]
-    poffs = cs[:, None] * SPLIT + sp[None, :]
-    s_dy = tl.sum(tl.load(psum_ptr + poffs, mask=pmask, other=0), 1)
-    s_dot = tl.sum(tl.load(pdot_ptr + poffs, mask=pmask, other=0), 1)
+    cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
+    poffs, pmask = _partials(cs, c_ok, SPLIT, BLOCK_S)
+    s_dy = _merged_sum(psum_ptr, poffs, pmask)
+    s_dot = _merged_sum(pdot_ptr, poffs, pmask)
     invstd = tl.load(invstd_ptr + cs, mask=c_ok, other=0)
     tl.store(out_ptr + cs, s_dy, mask=c_ok)
     tl.store(out_ptr + C + cs, s_dot * invstd, mask=c_ok)

@@ -98,6 +98,80 @@ def _denominator(wpart_ptr, n_wpart, R, PROB: tl.constexpr, ACC: tl.constexpr, W
 
 
 @triton.jit
+def _constants(eps_hi, eps_lo, wpart_ptr, n_wpart, R, C, PROB: tl.constexpr, SMOOTH: tl.constexpr,
+               GRAD: tl.constexpr, RED: tl.constexpr, ACC: tl.constexpr, WP2: tl.constexpr):
+    """A launch's constants: label smoothing's (1 - e, e / C) (1 and 0 without SMOOTH), and the gradient's
+    ``scale`` (mean with GRAD: 1 / the mean's denominator, read on the device; else 1)."""
+    one_m = 1.0
+    ls_c = 0.0
+    if SMOOTH:
+        eps = _scalar(eps_hi, eps_lo, ACC)
+        one_m = 1.0 - eps
+        ls_c = div_exact(eps, tl.cast(C, ACC), ACC)
+    scale = 1.0
+    if RED == 1 and GRAD:
+        scale = div_exact(1.0, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
+    return one_m, ls_c, scale
+
+
+@triton.jit
+def _weight_total(wsum_ptr, C, PROB: tl.constexpr, HAS_W: tl.constexpr, SMOOTH: tl.constexpr, ACC: tl.constexpr):
+    """sum_c w_c, label smoothing's normalizer of class-index targets (from :func:`_targets_kernel` with HAS_W,
+    else C); 0 where it is not used."""
+    w_all = 0.0
+    if SMOOTH and not PROB:
+        if HAS_W:
+            w_all = tl.load(wsum_ptr).to(ACC)
+        else:
+            w_all = tl.cast(C, ACC)
+    return w_all
+
+
+@triton.jit
+def _target(t_at, x_row, w_ptr, row_ok, s_xn, C, ignore_index, PROB: tl.constexpr, HAS_W: tl.constexpr,
+            ACC: tl.constexpr):
+    """(t, use, bad, w_t, x_t) of rows whose class-index target is at ``t_at``: the target (0 where not used),
+    whether it counts (in range, not ``ignore_index``), whether it is out of range (refused before the launch:
+    the host's check, or the device assert on CUDA), its class weight (1 without weights, 0 where not used) and
+    its logit. Probability targets (PROB): t = 0, every row counts, w_t and x_t unused."""
+    if PROB:
+        t = tl.zeros_like(row_ok.to(tl.int64))
+        use = row_ok
+        bad = use & False
+        w_t = 0.0
+        x_t = 0.0
+    else:
+        t = tl.load(t_at, mask=row_ok, other=0).to(tl.int64)
+        valid = row_ok & (t != ignore_index)
+        in_range = (t >= 0) & (t < C)
+        use = valid & in_range
+        bad = valid & ~in_range
+        t = tl.where(use, t, 0)
+        if HAS_W:
+            w_t = tl.load(w_ptr + t, mask=use, other=0).to(ACC)
+        else:
+            w_t = tl.where(use, 1.0, 0.0).to(ACC)
+        x_t = tl.load(x_row + t * s_xn, mask=use, other=0).to(ACC)
+    return t, use, bad, w_t, x_t
+
+
+@triton.jit
+def _row_loss(terms, mx, ls, x_t, w_t, use, bad, one_m, ls_c, PROB: tl.constexpr, SMOOTH: tl.constexpr):
+    """Each row's loss from its (max, log_sum): probabilities, ``terms`` (sum_c w_c q'_c (lse - x_c)); class
+    indices, ``w_t (lse - x_t)``, smoothed with ``terms`` (sum_c w_c (lse - x_c)); 0 for an ignored row, NaN for
+    a target out of range."""
+    if PROB:
+        loss = terms
+    else:
+        loss = w_t * ((mx - x_t) + ls)
+        if SMOOTH:
+            loss = one_m * loss + ls_c * terms
+        loss = tl.where(use, loss, 0.0)
+        loss = tl.where(bad, float("nan"), loss)
+    return loss
+
+
+@triton.jit
 def _weighted_q(q_row, w_ptr, cols, cmask, mask, s_qn, one_m, ls_c, HAS_W: tl.constexpr, SMOOTH: tl.constexpr,
                 ACC: tl.constexpr):
     """w_c * q'_c of a tile of probability targets (q' smoothed: (1 - e) q + e/C), 0 outside the rows."""
@@ -262,39 +336,10 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
     x_row = x_ptr + m * s_xm + k * s_xk
     q_row = q_ptr + m * s_qm + k * s_qk
     g_row = g_ptr + m * s_gm + k * s_gk
-    one_m = 1.0
-    ls_c = 0.0
-    if SMOOTH:
-        eps = _scalar(eps_hi, eps_lo, ACC)
-        one_m = 1.0 - eps
-        ls_c = div_exact(eps, tl.cast(C, ACC), ACC)
-    scale = 1.0
-    if RED == 1 and GRAD:
-        scale = div_exact(1.0, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
-    w_all = 0.0
-    if PROB:
-        t = tl.zeros_like(m)
-        use = row_ok
-        bad = use & False
-        w_t = 0.0
-        x_t = 0.0
-    else:
-        t = tl.load(t_ptr + m * s_tm + k * s_tk, mask=row_ok, other=0).to(tl.int64)
-        valid = row_ok & (t != ignore_index)
-        in_range = (t >= 0) & (t < C)
-        use = valid & in_range
-        bad = valid & ~in_range  # (refused before the launch: the host's check, or the device assert on CUDA)
-        t = tl.where(use, t, 0)
-        if HAS_W:
-            w_t = tl.load(w_ptr + t, mask=use, other=0).to(ACC)
-        else:
-            w_t = tl.where(use, 1.0, 0.0).to(ACC)
-        x_t = tl.load(x_row + t * s_xn, mask=use, other=0).to(ACC)
-        if SMOOTH:
-            if HAS_W:
-                w_all = tl.load(wsum_ptr).to(ACC)
-            else:
-                w_all = tl.cast(C, ACC)
+    one_m, ls_c, scale = _constants(eps_hi, eps_lo, wpart_ptr, n_wpart, R, C, PROB, SMOOTH, GRAD, RED, ACC, WP2)
+    t, use, bad, w_t, x_t = _target(t_ptr + m * s_tm + k * s_tk, x_row, w_ptr, row_ok, s_xn, C, ignore_index, PROB,
+                                    HAS_W, ACC)
+    w_all = _weight_total(wsum_ptr, C, PROB, HAS_W, SMOOTH, ACC)
     acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
     if SINGLE:
         cols, cmask, mask = _chunk_cols(0, C, row_ok, True, BLOCK_N)
@@ -351,14 +396,7 @@ def _xent_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpart_ptr,
             terms = tl.sum(acc, 1)
         else:
             terms = _shifted_total(m_acc, v_acc, a_acc, mx, ls)
-    if PROB:
-        loss = terms
-    else:
-        loss = w_t * ((mx - x_t) + ls)
-        if SMOOTH:
-            loss = one_m * loss + ls_c * terms
-        loss = tl.where(use, loss, 0.0)
-        loss = tl.where(bad, float("nan"), loss)
+    loss = _row_loss(terms, mx, ls, x_t, w_t, use, bad, one_m, ls_c, PROB, SMOOTH)
     if SAVE_LSE:  # (max, log_sum) per row
         tl.store(lse_ptr + (m * K + k) * 2, mx, mask=row_ok)
         tl.store(lse_ptr + (m * K + k) * 2 + 1, ls, mask=row_ok)

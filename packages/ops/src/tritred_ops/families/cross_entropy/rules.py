@@ -19,6 +19,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ...rules import Caps, itemsize, rows_config
 from ...runtime.launch import cdiv, next_pow2
+from ..softmax.rules import l2_loop
 
 
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
@@ -57,15 +58,10 @@ def rows(problem: Problem, caps: Caps) -> LaunchConfig:
 
 
 def loop(problem: Problem, caps: Caps) -> LaunchConfig:
-    """softmax's loop rule: the narrowest of 4096-wide chunks on 8 warps, 8192 on 16 or 16384 on 32 whose rows in
-    flight (SMs x programs per SM, at most the rows) fit the L2 and whose grid fills half of those places, else
-    16384 on 32 (the second sweep then reads mostly from HBM)."""
-    N, size = problem.N, itemsize(problem)
-    for block_n, warps in ((4096, 8), (8192, 16), (16384, 32)):
-        places = caps.sm_count * (2048 // (32 * warps))  # programs the device holds at once (threads per SM)
-        if 2 * problem.outputs >= places and min(problem.outputs, places) * N * size <= caps.l2_bytes:
-            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps)
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
+    """softmax's loop rule (``softmax.rules.l2_loop``): the narrowest of 4096-wide chunks on 8 warps, 8192 on 16 or
+    16384 on 32 whose rows in flight (SMs x programs per SM, at most the rows) fit the L2 and whose grid fills half
+    of those places, else 16384 on 32 (the second sweep then reads mostly from HBM)."""
+    return l2_loop(problem, caps)
 
 
 def cols(problem: Problem, caps: Caps) -> LaunchConfig:

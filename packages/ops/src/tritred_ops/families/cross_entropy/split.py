@@ -22,11 +22,11 @@ import triton.language as tl
 from tritred_core import LaunchConfig
 
 from ... import runtime as rt
-from ...kernels.combine import div_exact, max_fn
+from ...kernels.combine import max_fn
 from ...kernels.dtypes import tl_dtype
 from ...kernels.rows import group_barrier
 from ...runtime import Recorder
-from .kernels import INF, _coefficients, _denominator, _emit, _online_fn, _scalar, _weighted_q
+from .kernels import INF, _coefficients, _constants, _emit, _online_fn, _row_loss, _target, _weight_total, _weighted_q
 
 
 @triton.jit
@@ -47,30 +47,17 @@ def _xent_split_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpar
     mask = cmask[None, :]
     parts = tl.arange(0, SPLIT_P2)
     written = parts < SPLIT
-    one_m = 1.0
-    ls_c = 0.0
-    if SMOOTH:
-        eps = _scalar(eps_hi, eps_lo, ACC)
-        one_m = 1.0 - eps
-        ls_c = div_exact(eps, tl.cast(C, ACC), ACC)
-    scale = 1.0
-    if RED == 1 and GRAD:
-        scale = div_exact(1.0, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
+    one_m, ls_c, scale = _constants(eps_hi, eps_lo, wpart_ptr, n_wpart, R, C, PROB, SMOOTH, GRAD, RED, ACC, WP2)
     w = 1.0
     if HAS_W:
         w = tl.load(w_ptr + cols, mask=cmask, other=0).to(ACC)[None, :]
-    w_all = 0.0
-    if SMOOTH and not PROB:
-        if HAS_W:
-            w_all = tl.load(wsum_ptr).to(ACC)
-        else:
-            w_all = tl.cast(C, ACC)
+    w_all = _weight_total(wsum_ptr, C, PROB, HAS_W, SMOOTH, ACC)
     SHIFT: tl.constexpr = SMOOTH or PROB
     for row in tl.range(group, R, groups):
         r = tl.cast(row, tl.int64)
         m = (r // K) + tl.zeros([1], tl.int64)
         k = (r % K) + tl.zeros([1], tl.int64)
-        ok = m >= 0
+        ok = tl.full([1], 1, tl.int1)  # (one row, always in range: the masks below fold away)
         x_row = x_ptr + m * s_xm + k * s_xk
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=-INF).to(ACC)  # [1, BLOCK_N]
         wq = 0.0
@@ -111,38 +98,15 @@ def _xent_split_kernel(x_ptr, t_ptr, q_ptr, w_ptr, g_ptr, out_ptr, lse_ptr, wpar
                 r_at = tl.where(row_max == -INF, 0.0, row_max)
                 vsum = tl.sum(pv, 0) + tl.zeros([1], ACC)
                 terms = vsum * ls - tl.sum(tl.where(written, pa - pv * (r_at - g_at), 0.0), 0)
-            if PROB:
-                t = tl.zeros([1], tl.int64)
-                use = ok
-                bad = use & False
-                w_t = 0.0
-                x_t = 0.0
-            else:
-                t = tl.load(t_ptr + m * s_tm + k * s_tk).to(tl.int64)
-                valid = t != ignore_index
-                in_range = (t >= 0) & (t < C)
-                use = valid & in_range
-                bad = valid & ~in_range
-                t = tl.where(use, t, 0)
-                if HAS_W:
-                    w_t = tl.load(w_ptr + t, mask=use, other=0).to(ACC)
-                else:
-                    w_t = tl.where(use, 1.0, 0.0).to(ACC)
-                x_t = tl.load(x_row + t * s_xn, mask=use, other=0).to(ACC)
+            t, use, bad, w_t, x_t = _target(t_ptr + m * s_tm + k * s_tk, x_row, w_ptr, ok, s_xn, C, ignore_index,
+                                            PROB, HAS_W, ACC)
             if GRAD:
                 a, b, c = _coefficients(use, bad, w_t, w_all, vsum, scale, one_m, ls_c, PROB, SMOOTH)
                 _emit(x, 0.0, wq, w, mask, g_ptr + (m * s_gm + k * s_gk)[:, None] + cols[None, :] * s_gn,
                       part.to(tl.int64) * BLOCK_N, mxr, ls, t, a, b, c, tl.zeros([1, BLOCK_N], ACC), PROB, SMOOTH,
                       GRAD, False, BLOCK_N)
             if part == 0:
-                if PROB:
-                    loss = terms
-                else:
-                    loss = w_t * ((mxr - x_t) + ls)
-                    if SMOOTH:
-                        loss = one_m * loss + ls_c * terms
-                    loss = tl.where(use, loss, 0.0)
-                    loss = tl.where(bad, float("nan"), loss)
+                loss = _row_loss(terms, mxr, ls, x_t, w_t, use, bad, one_m, ls_c, PROB, SMOOTH)
                 if SAVE_LSE:
                     tl.store(lse_ptr + r * 2 + tl.zeros([1], tl.int64), mxr)
                     tl.store(lse_ptr + r * 2 + 1 + tl.zeros([1], tl.int64), ls)

@@ -1,12 +1,10 @@
-"""layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift.
+"""layer_norm: normalize each row over the trailing ``normalized_shape`` dims, then scale and shift (``y = (x -
+mean) * rstd * weight + bias``, ``rstd = 1 / sqrt(var + eps)``, the biased variance, as torch).
 
-``single_pass``: the row stays in registers; mean, then the sum of squared deviations (the corrected two-pass,
-exact), then
-``y = (x - mean) * rstd * weight + bias`` with ``rstd = 1 / sqrt(var + eps)`` (biased variance, eps inside the
-square root, as torch); short rows (``threads_per_row``) are held with each row over a few threads, the rest of
-it in their registers, weight and bias loaded beside it. ``multi_pass``: a first sweep keeps per-lane Welford
-(1962) statistics merged once (Chan et al. 1979), a second sweep normalizes and writes (the row's second read
-usually hits L2).
+The kernels and their strategies in :mod:`.kernels` (single pass, two sweeps, split rows), the host path in
+:mod:`.launch`, the launch rules in :mod:`.rules` (forward and backward), the backward kernels in
+:mod:`.backward_kernels` and their host path in :mod:`.backward` (shared with rms_norm), the autograd Function and
+the registered torch ops in :mod:`.autograd`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact
-from ...kernels.rows import row_block, wait_for_previous_launch
+from ...kernels.rows import restate_multiple, row_block, wait_for_previous_launch
 from ...kernels.welford import add_pair
 
 
@@ -75,11 +75,8 @@ def _norm_backward_kernel(x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_p
     the loop's per-row sums ([R, 2] in ACC). EVEN (single pass): N == BLOCK_N, no column mask. DIV: N and the row
     strides are multiples of DIV (``runtime.row_hint``). LOOP_STAGES: software pipelining of the persistent loop
     over row blocks (single pass). EVICT: the L2 hint of the single pass's first load."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_gm = s_gm // DIV * DIV
-        s_om = s_om // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm, s_gm, s_om = restate_multiple(s_xm, DIV), restate_multiple(s_gm, DIV), restate_multiple(s_om, DIV)
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     blocks = tl.cdiv(R, BLOCK_M)

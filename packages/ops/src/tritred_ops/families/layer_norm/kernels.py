@@ -15,7 +15,16 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import aligned_rows, edge_cols, group_barrier, inner_mask, row_block, row_masks, shifted_out
+from ...kernels.rows import (
+    aligned_rows,
+    edge_cols,
+    group_barrier,
+    inner_mask,
+    restate_multiple,
+    row_block,
+    row_masks,
+    shifted_out,
+)
 from ...kernels.welford import (
     chan_fn,
     chunk_stats,
@@ -128,10 +137,8 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, R, N, K, 
     past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two). COLS (single pass,
     unshifted, no tail): each row's COLS neighbouring columns across a few threads, its other columns in their
     registers, weight and bias loaded with the row (``threads_per_row``, ``kernels.welford.short_rows_tile``)."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_ym = s_ym // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm, s_ym = restate_multiple(s_xm, DIV), restate_multiple(s_ym, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk,

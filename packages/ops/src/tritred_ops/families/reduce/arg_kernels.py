@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import arg_combine, arg_finish, arg_reduce, arg_step
-from ...kernels.rows import aligned_rows, col_block, load_loop, row_masks, wait_for_previous_launch
+from ...kernels.rows import aligned_rows, col_block, load_loop, restate_multiple, row_masks, wait_for_previous_launch
 
 
 @triton.jit
@@ -26,9 +26,8 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
     ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`). WAIT: a dependent launch
     (the split's merge, ``runtime.dependent_launch``)."""
     wait_for_previous_launch(WAIT)
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm = restate_multiple(s_xm, DIV)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
     m = rows // K

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import combine, div_exact, tile_reduce
-from ...kernels.rows import aligned_rows, col_block, row_block, row_masks, wait_for_previous_launch
+from ...kernels.rows import aligned_rows, col_block, restate_multiple, row_block, row_masks, wait_for_previous_launch
 
 
 @triton.jit
@@ -35,9 +35,8 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``).
     """
     wait_for_previous_launch(WAIT)
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm = restate_multiple(s_xm, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
@@ -157,11 +156,9 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     is read once, so its lines should not push other data out of L2. (H200, sum dim=1 of 64x4096x256 bf16:
     hint 69 -> 74 %, 4 loads 75 %.)
     """
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
-        K = K // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
-        s_om = s_om // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
+    s_om = restate_multiple(s_om, DIV)
     m, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import row_block
+from ...kernels.rows import restate_multiple, row_block
 from ...kernels.welford import short_rows_tile
 
 
@@ -46,10 +46,8 @@ def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk, s
     looping over row blocks. STORE_RSTD: each row's rstd to ``rstd_ptr`` (flat, for the backward). EVEN (single
     pass): N == BLOCK_N. DIV: N and the row strides are multiples of DIV (``runtime.row_hint``). EVICT: the L2 hint
     of the single pass's load. COLS (single pass): each row's COLS neighbouring columns across a few threads."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_ym = s_ym // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm, s_ym = restate_multiple(s_xm, DIV), restate_multiple(s_ym, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, eps,

@@ -77,34 +77,31 @@ def _logsumexp_grad(ctx: Any, grad: torch.Tensor, backward: Callable[..., torch.
 
 # -- eager: autograd Functions (no op boundary: a few microseconds cheaper per call than the registered ops) -------
 
-class SoftmaxFunction(torch.autograd.Function):
-    """softmax(input, dim, dtype) with its backward kernel."""
+def _softmax_function(mode: int) -> type[torch.autograd.Function]:
+    """The autograd Function of softmax (``mode`` 0) or log_softmax (1): ``(input, dim, dtype)`` with its backward
+    kernel."""
 
-    @staticmethod
-    def forward(input: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:  # type: ignore[override]
-        return softmax_forward(0, input, dim, dtype)
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(input: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:  # type: ignore[override]
+            return softmax_forward(mode, input, dim, dtype)
 
-    setup_context = staticmethod(_setup_softmax)  # type: ignore[assignment]
+        setup_context = staticmethod(_setup_softmax)  # type: ignore[assignment]
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
-        return _softmax_grad(ctx, grad, lambda *a: softmax_backward(0, *a))
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
+            return _softmax_grad(ctx, grad, lambda *a: softmax_backward(mode, *a))
+
+    Function.__name__ = Function.__qualname__ = ("SoftmaxFunction", "LogSoftmaxFunction")[mode]
+    Function.__doc__ = f"{_NAMES[mode]}(input, dim, dtype) with its backward kernel."
+    return Function
 
 
-class LogSoftmaxFunction(torch.autograd.Function):
-    """log_softmax(input, dim, dtype) with its backward kernel."""
-
-    @staticmethod
-    def forward(input: torch.Tensor, dim: int | None, dtype: torch.dtype | None) -> torch.Tensor:  # type: ignore[override]
-        return softmax_forward(1, input, dim, dtype)
-
-    setup_context = staticmethod(_setup_softmax)  # type: ignore[assignment]
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
-        return _softmax_grad(ctx, grad, lambda *a: softmax_backward(1, *a))
+#: softmax(input, dim, dtype) with its backward kernel.
+SoftmaxFunction = _softmax_function(0)
+#: log_softmax(input, dim, dtype) with its backward kernel.
+LogSoftmaxFunction = _softmax_function(1)
 
 
 class LogsumexpFunction(torch.autograd.Function):

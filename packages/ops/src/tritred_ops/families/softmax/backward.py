@@ -31,7 +31,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
-from ...kernels.rows import col_block, row_block
+from ...kernels.rows import col_block, restate_multiple, row_block
 from ...runtime import Recorder, find_plan
 
 
@@ -144,11 +144,8 @@ def _bwd_rows_kernel(y_ptr, g_ptr, x_ptr, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn,
     row blocks. DIV: N and the three row strides are multiples of DIV (every tensor's rows unit-stride: restated
     so that the compiler sees it, as the forward's ``runtime.row_hint``). GROUP (loops): lanes per partial sum of
     the first sweep (a power of two dividing BLOCK_N: the elements of one thread's 16-byte vector)."""
-    if DIV > 1:
-        N = N // DIV * DIV
-        s_ym = s_ym // DIV * DIV
-        s_gm = s_gm // DIV * DIV
-        s_xm = s_xm // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_ym, s_gm, s_xm = restate_multiple(s_ym, DIV), restate_multiple(s_gm, DIV), restate_multiple(s_xm, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST):
             _bwd_rows_block(y_ptr, g_ptr, x_ptr, blk, R, N, K, s_ym, s_yn, s_yk, s_gm, s_gn, s_gk, s_xm, s_xn, s_xk,
@@ -166,14 +163,10 @@ def _bwd_cols_kernel(y_ptr, g_ptr, x_ptr, M, N, K, s_ym, s_yn, s_yk, s_gm, s_gn,
     """Columns of the backward (a non-last dim): BLOCK_K adjacent k of one m over N, in one [BLOCK_N, BLOCK_K]
     tile (SINGLE) or two sweeps of such tiles (sums, then dx). DIV: K and every tensor's m and n strides are
     multiples of DIV (``runtime.col_hint``)."""
-    if DIV > 1:
-        K = K // DIV * DIV
-        s_ym = s_ym // DIV * DIV
-        s_yn = s_yn // DIV * DIV
-        s_gm = s_gm // DIV * DIV
-        s_gn = s_gn // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_ym, s_yn = restate_multiple(s_ym, DIV), restate_multiple(s_yn, DIV)
+    s_gm, s_gn = restate_multiple(s_gm, DIV), restate_multiple(s_gn, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
     m_idx, ks, k_ok = col_block(K, BLOCK_K)
     y_col = y_ptr + m_idx * s_ym + ks * s_yk
     g_col = g_ptr + m_idx * s_gm + ks * s_gk

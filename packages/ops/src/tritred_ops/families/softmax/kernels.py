@@ -31,6 +31,7 @@ from ...kernels.rows import (
     edge_cols,
     group_barrier,
     inner_mask,
+    restate_multiple,
     row_block,
     row_masks,
     shifted_out,
@@ -166,11 +167,10 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     multiples of DIV (``runtime.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
     dividing BLOCK_N: the elements of one thread's vector load). TAIL (single pass): the row's lanes past BLOCK_N in
     a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility: vector loads, stores and masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        if MODE != 2:  # (logsumexp's output has no row axis: its stride is not part of DIV)
-            s_ym = s_ym // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm = restate_multiple(s_xm, DIV)
+    if MODE != 2:  # (logsumexp's output has no row axis: its stride is not part of DIV)
+        s_ym = restate_multiple(s_ym, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
@@ -352,12 +352,9 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
     """Columns: BLOCK_K adjacent k of one m, over N in one tile (SINGLE) or online chunks, then a second sweep
     that writes (logsumexp: one value per k). DIV: K and the m and n strides are multiples of DIV."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
-        K = K // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
-        s_ym = s_ym // DIV * DIV
-        s_yn = s_yn // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
+    s_ym, s_yn = restate_multiple(s_ym, DIV), restate_multiple(s_yn, DIV)
     m_idx, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m_idx * s_xm + ks * s_xk
     y_col = y_ptr + m_idx * s_ym + ks * s_yk
@@ -390,10 +387,8 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
     """Split columns, first launch: the online (max, sum of exp) of BLOCK_K adjacent k over one slice of N
     (``program_id(1)``), stored as the slice's partial at (m * K + k) * n_split + slice (n_split a runtime
     argument: no compile per split count)."""
-    if DIV > 1:  # (as _cols_kernel)
-        K = K // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
     m_idx, ks, k_ok = col_block(K, BLOCK_K)
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split
     m, s = _col_stats(x_ptr + m_idx * s_xm + ks * s_xk, k_ok, n_lo, tl.minimum(N, n_lo + n_per_split), s_xn, PRE,
@@ -415,12 +410,9 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
     slices the first launch read last, the likeliest to still be in L2. WAIT: a dependent launch
     (``runtime.dependent_launch``), waiting for the launch before it (its partials) before anything else."""
     wait_for_previous_launch(WAIT)
-    if DIV > 1:  # (as _cols_kernel)
-        K = K // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
-        s_ym = s_ym // DIV * DIV
-        s_yn = s_yn // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
+    s_ym, s_yn = restate_multiple(s_ym, DIV), restate_multiple(s_yn, DIV)
     m_idx, ks, k_ok = col_block(K, BLOCK_K)
     parts = tl.arange(0, SPLIT_P2)
     p_mask = (parts < n_split)[:, None] & k_ok[None, :]

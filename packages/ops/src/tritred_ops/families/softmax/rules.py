@@ -81,6 +81,14 @@ def loop(problem: Problem, caps: Caps, single_cap: int, logsumexp: bool) -> Laun
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
     if size == 2 and logsumexp:
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8)
+    return l2_loop(problem, caps)
+
+
+def l2_loop(problem: Problem, caps: Caps) -> LaunchConfig:
+    """The loop of rows read twice (:func:`loop` gives the rule and its figures): the narrowest of 4096-wide chunks
+    on 8 warps, 8192 on 16 or 16384 on 32 whose rows in flight fit the L2 and whose grid fills half of the places
+    that hold them, else ``caps.norm_chunk`` on ``caps.max_warps``. Also cross_entropy's loop with a gradient."""
+    N, size = problem.N, itemsize(problem)
     for block_n, warps in ((4096, 8), (8192, 16), (16384, 32)):
         places = caps.sm_count * (2048 // (32 * warps))  # programs the device holds at once (threads per SM)
         if 2 * problem.outputs >= places and min(problem.outputs, places) * N * size <= caps.l2_bytes:

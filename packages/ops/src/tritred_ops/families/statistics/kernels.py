@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import aligned_rows, col_block, load_loop, row_block, wait_for_previous_launch
+from ...kernels.rows import aligned_rows, col_block, load_loop, restate_multiple, row_block, wait_for_previous_launch
 from ...kernels.welford import (
     chan_fn,
     chunk_stats,
@@ -62,9 +62,8 @@ def _stats_rows_kernel(x_ptr, out_ptr, mean_ptr, R, N, K, s_xm, s_xn, s_xk, s_om
     loop unrolled (``runtime.unrolled_chunks``). TAIL (single pass): the row's lanes past BLOCK_N in a second
     tile of TAIL lanes (``BLOCK_TAIL``). COLS (single pass, unshifted, no tail): each row's COLS neighbouring columns
     across a few threads, its other columns in their registers (``threads_per_row``, :func:`short_rows_stats`)."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.row_hint``): vector loads, masks
-        N = N // DIV * DIV
-        s_xm = s_xm // DIV * DIV
+    N = restate_multiple(N, DIV)
+    s_xm = restate_multiple(s_xm, DIV)
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
@@ -156,11 +155,9 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
                        SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
     """Columns: BLOCK_K adjacent k of one m over N (split slices or whole). DIV: K and the m and n strides are
     multiples of DIV."""
-    if DIV > 1:  # restated so that the compiler sees the divisibility (``runtime.col_hint``): vector loads, masks
-        K = K // DIV * DIV
-        s_xm = s_xm // DIV * DIV
-        s_xn = s_xn // DIV * DIV
-        s_om = s_om // DIV * DIV
+    K = restate_multiple(K, DIV)
+    s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
+    s_om = restate_multiple(s_om, DIV)
     m, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m * s_xm + ks * s_xk
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31

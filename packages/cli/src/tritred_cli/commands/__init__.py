@@ -1,0 +1,1 @@
+"""The ``tritred`` commands, one module per command group; :mod:`tritred_cli.main` registers them."""

@@ -1,0 +1,63 @@
+"""``tritred tune``: time launch configs for one call on this device and store the fastest in the tuning cache."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..common import UsageError, clean_errors, load_registry, make_console, parse_dim, parse_shape, prepare_backend
+
+
+@clean_errors
+def tune_cmd(
+    op: Annotated[str, typer.Argument(help="Reduction name (see `tritred list`).")],
+    shape: Annotated[str, typer.Option("--shape", "-s", help="Input shape, e.g. 4096x32768.")],
+    dtype: Annotated[str, typer.Option("--dtype", "-t", help="Input dtype, e.g. bfloat16.")] = "float32",
+    dim: Annotated[str, typer.Option("--dim", "-d", help="Reduced dim: int, 0,1 or none.")] = "-1",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Time the candidates, store nothing.")] = False,
+) -> None:
+    """Time launch configs for one call of OP on this device and store the fastest in the tuning cache.
+
+    The cache ($TRITRED_TUNE_CACHE, else ~/.cache/tritred/tuning.json) is keyed by device, triton version, op,
+    dtype and shape bucket; tritred's built-in launch rules use its entries first, and `tritred explain` says so.
+    Only built-in reductions are tuned (a plugin decides its own configs). Without CUDA the candidates run under
+    the interpreter: the mechanism works, the timings mean nothing.
+    """
+    prepare_backend()
+    reg = load_registry()
+    rec = reg.get(op)
+    if rec.spec.plugin != "tritred_ops":
+        raise UsageError(f"{op} comes from plugin {rec.spec.plugin}: only tritred's own reductions are tuned")
+    import torch
+    from tritred_ops import tuning
+
+    dt = getattr(torch, dtype.removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype) or dtype.removeprefix("torch.") not in rec.spec.dtypes:
+        raise UsageError(f"bad --dtype {dtype!r} for {op}; supported: {', '.join(rec.spec.dtypes)}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
+    con = make_console()
+    table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
+    for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "threads/row",
+                "ms", ""):
+        table.add_column(col, justify="right" if col not in ("strategy", "") else "left", no_wrap=col == "strategy",
+                         min_width=len("single_pass") if col == "strategy" else None)
+    for t in trials:
+        c = t.config
+        table.add_row(c.strategy, str(c.BLOCK_M), f"{c.BLOCK_N}+{c.BLOCK_TAIL}" if c.BLOCK_TAIL else str(c.BLOCK_N),
+                      str(c.BLOCK_K), str(c.num_warps),
+                      str(c.num_stages), str(c.num_programs), str(c.split), str(c.threads_per_row or "-"),
+                      f"{t.ms:.4f}" if t.ms is not None else escape(t.error or "?"),
+                      "current" if t.current else "")
+    con.print(table)
+    if best is None:
+        raise UsageError("no candidate ran correctly: nothing stored")
+    where = "not stored (--dry-run)" if dry_run else f"stored in {tuning.cache_path()}"
+    con.print(f"best: {best.strategy} BLOCK_M={best.BLOCK_M} BLOCK_N={best.BLOCK_N} BLOCK_TAIL={best.BLOCK_TAIL} "
+              f"BLOCK_K={best.BLOCK_K} "
+              f"num_warps={best.num_warps} num_stages={best.num_stages} num_programs={best.num_programs} "
+              f"split={best.split} threads_per_row={best.threads_per_row}; {where}")
+
