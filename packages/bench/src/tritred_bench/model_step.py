@@ -1,4 +1,4 @@
-"""Training-step time of whole models, side by side (issue 38): torch eager, tritred, torch.compile.
+"""Training-step time of whole models, side by side: torch eager, tritred, torch.compile.
 
 One training step is ``zero_grad -> loss = model(batch) -> loss.backward() -> optimizer.step()`` (AdamW, fused on
 CUDA). Each mode builds the same model from the same seed and runs warm-up steps (compilation happens there), then
@@ -13,8 +13,8 @@ Modes (:data:`MODES`):
 - ``tritred-compile``: ``torch.compile`` of the ``tritred`` model (tritred's registered ops inside the graph).
 - ``torch-compile``: ``torch.compile`` of the ``torch`` model.
 - ``patched``, ``compiled-patched``: the ``torch`` model after ``tritred_ops.patch(model)``, eager and compiled;
-  ``enabled``: the ``torch`` model run inside ``tritred_ops.enable()``. These three run once tritred_ops has
-  ``patch`` / ``enable`` (issue 38) and are reported as unavailable before.
+  ``enabled``: the ``torch`` model run inside ``tritred_ops.enable()``. A tritred_ops without ``patch`` /
+  ``enable`` gets a row saying so for these three instead of a time.
 
 Models (:data:`MODELS`): ``gpt`` (d_model 1024, 16 heads, 8 layers, vocabulary 32000, sequence 1024, batch 8),
 ``resnet18`` (torchvision's, batch 64 at 224x224, 1000 classes; needs torchvision), ``cnn`` (the small CNN of the

@@ -9,10 +9,10 @@ and ``isinstance`` with the original class still holds. Undoing is the reverse a
 
 Which class a module gets (:func:`patched_class`):
 
-- ``torch.nn.LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``Softmax``, ``LogSoftmax``, ``CrossEntropyLoss``:
-  tritred's class of the same name (:mod:`tritred_ops.nn`); a subclass of one of them that keeps torch's forward
-  (e.g. one that only changes ``__init__`` or ``_check_input_dim``): a class made from both, the subclass first
-  (``class _(Sub, tritred_ops.nn.LayerNorm)``);
+- ``torch.nn.LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``SyncBatchNorm``, ``Softmax``, ``LogSoftmax``,
+  ``CrossEntropyLoss``: tritred's class of the same name (:mod:`tritred_ops.nn`); a subclass of one of them that
+  keeps torch's forward (e.g. one that only changes ``__init__`` or ``_check_input_dim``): a class made from both,
+  the subclass first (``class _(Sub, tritred_ops.nn.LayerNorm)``);
 - the RMSNorm/LayerNorm classes of transformers' model families whose forward's source is one of the forms of
   :mod:`tritred_ops.nn.transformers_norms`: a subclass with that form's tritred forward (or, for a LayerNorm
   subclass whose forward calls ``super().forward``, tritred's LayerNorm put between it and torch's).
@@ -124,11 +124,12 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
     """Run ``model``'s norm, softmax and cross-entropy modules on tritred's ops, in place; returns ``model``.
 
     Every module of ``model`` (``model.modules()``, the model itself included) whose class has a tritred class
-    (:func:`patched_class`: torch's LayerNorm, RMSNorm, BatchNorm1d/2d/3d, Softmax, LogSoftmax, CrossEntropyLoss and
-    their subclasses that keep torch's forward; the recognized RMSNorm/LayerNorm classes of transformers' model
-    families) gets that class, by ``module.__class__ = ...``: the same object, its parameters, buffers, hooks and
-    ``state_dict`` keys unchanged. Outputs and gradients are torch's (the original module's) within one rounding of
-    the output dtype; calls tritred does not take run the original forward (logged at DEBUG).
+    (:func:`patched_class`: torch's LayerNorm, RMSNorm, BatchNorm1d/2d/3d, SyncBatchNorm, Softmax, LogSoftmax,
+    CrossEntropyLoss and their subclasses that keep torch's forward; the recognized RMSNorm/LayerNorm classes of
+    transformers' model families) gets that class, by ``module.__class__ = ...``: the same object, its parameters,
+    buffers, hooks and ``state_dict`` keys unchanged. Outputs and gradients are torch's (the original module's)
+    within one rounding of the output dtype; calls tritred does not take run the original forward (logged at
+    DEBUG).
 
     Args:
         model: any ``torch.nn.Module``.
