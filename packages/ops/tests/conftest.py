@@ -127,6 +127,34 @@ def _spy_on_launch(monkeypatch: pytest.MonkeyPatch, option: str) -> list[object]
 
 
 @pytest.fixture
+def launch_spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
+    """From now on, each kernel launch (``_replay.Recorder.launch``) as (kernel name, keyword options), in order:
+    which kernel a shrunk test reached, with which constexprs (a replayed plan launches without it)."""
+    from tritred_ops.runtime import replay as _replay
+
+    seen: list[tuple[str, dict]] = []
+    real = _replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
+        seen.append((getattr(getattr(kernel, "fn", kernel), "__name__", repr(kernel)), dict(kwargs)))
+        return real(self, kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(_replay.Recorder, "launch", spy)
+    return seen
+
+
+@pytest.fixture
+def config_spy(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The LaunchConfig of each decision (``runtime.decide``) of the test, in order: the strategy a call took."""
+    from tritred_ops import runtime as C
+
+    seen: list = []
+    real = C.decide
+    monkeypatch.setattr(C, "decide", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    return seen
+
+
+@pytest.fixture
 def unroll_out_spy(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """The UNROLL_OUT of each launch of the test (layer_norm's unrolled normalizing sweep), in order."""
     return _spy_on_launch(monkeypatch, "UNROLL_OUT")

@@ -63,6 +63,7 @@ def test_strided_input(device):
     _run(x, False)
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_N=8, BLOCK_K=1, split=5),
                                  dict(strategy="split", BLOCK_N=4, BLOCK_K=4, split=1),
                                  dict(strategy="split", BLOCK_N=2, BLOCK_K=2, split=200),
@@ -136,7 +137,7 @@ def test_statistics_far_from_zero_over_many_full_tiles(dtype, split, force, devi
 
 @pytest.mark.parametrize("cfg", [dict(BLOCK_M=16, BLOCK_N=128, num_warps=2, split=1),
                                  dict(BLOCK_M=16, BLOCK_N=128, num_warps=2, split=3),
-                                 dict(BLOCK_M=2, BLOCK_N=8, BLOCK_K=4, split=2)], ids=["16x128", "16x128-split", "cl"])
+                                 dict(BLOCK_M=2, BLOCK_N=32, BLOCK_K=4, split=2)], ids=["16x128", "16x128-split", "cl"])
 def test_channels_far_from_zero_keep_their_spread(cfg, force, device):
     """Mean 1e4, spread 0.1 (the adversarial run's case): y within a few float32 roundings of the mean (5e-4 /
     0.1), the running statistics too; full tiles (the H200's 16 x 128), edge tiles and channels-last blocks."""

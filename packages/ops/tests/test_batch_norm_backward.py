@@ -240,6 +240,7 @@ EXPECTED = {  # need -> (training, eval) backward launches, for configs that mer
 }
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", list(BRANCHES), ids=str)
 def test_forced_branches(cfg, force, monkeypatch, device):
     force("batch_norm", direction="backward", **BRANCHES[cfg])

@@ -41,6 +41,7 @@ def _pieces(parts: list[torch.Tensor], dys: list[torch.Tensor], w: torch.Tensor 
     return ys, dxs, torch.stack(sums).sum(0), stats
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("forced", list(FORCED))
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last", "permuted"])
 def test_pieces_give_batch_norm_of_the_whole_batch(forced, layout, device, force):

@@ -160,6 +160,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", CONFIGS,
                          ids=lambda c: f"{c['strategy']}-M{c.get('BLOCK_M', 1)}-K{c.get('BLOCK_K', 1)}")
 def test_branches(cfg, force, device):

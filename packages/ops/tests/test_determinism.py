@@ -48,10 +48,10 @@ def test_repeated_calls_and_processes_agree(device):
     env = dict(os.environ)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
-    for _ in range(2):
-        run = subprocess.run([sys.executable, "-c", _SCRIPT, device, "1" if big else "0"], env=env,
-                             capture_output=True, text=True, timeout=600, check=False)
-        assert run.returncode == 0, run.stderr[-2000:]
-        other = json.loads(run.stdout.strip().splitlines()[-1])
-        differ = sorted(k for k in here if here[k] != other.get(k))
-        assert not differ, f"another process gives different bits for {differ}"
+    # (one other process: its compilation caches, allocations and plans are all new)
+    run = subprocess.run([sys.executable, "-c", _SCRIPT, device, "1" if big else "0"], env=env,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    other = json.loads(run.stdout.strip().splitlines()[-1])
+    differ = sorted(k for k in here if here[k] != other.get(k))
+    assert not differ, f"another process gives different bits for {differ}"

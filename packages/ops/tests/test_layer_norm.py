@@ -19,6 +19,7 @@ def _ref(x, shape, w, b, eps=1e-5):
     return F.layer_norm(x.double().cpu(), shape, d(w), d(b), eps)
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_branches_dtypes(cfg, dtype, force, device):

@@ -82,6 +82,7 @@ def test_gradients_match_torch(dtype, D, device):
     check(x, ns, w, b, randn(shape, dtype, device), f"{dtype} D={D}")
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", BRANCHES, ids=str)
 def test_every_backward_branch(cfg, force, device):
     """Each branch forced (``direction="backward"``): 37-wide rows (not a power of two, not a whole number of loop

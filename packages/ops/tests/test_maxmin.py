@@ -33,6 +33,7 @@ def _check(name, x, dim, keepdim=False):
     assert type(out) is type(ref) and out[0] is out.values  # torch.return_types.max / min, as torch's
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", ["max", "min"])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_ties_and_nans_every_strategy(name, cfg, force, device):

@@ -139,6 +139,7 @@ COL_CONFIGS = [
 ]
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("cfg", ROW_CONFIGS,
                          ids=lambda c: f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}"
@@ -170,6 +171,7 @@ def _identity_input(name, shape, dtype, device):
     return x.to(dtype).to(device)
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("cfg", COL_CONFIGS, ids=lambda c: f"cols-{c['strategy']}-s{c.get('num_stages', 1)}")
 def test_col_branches(name, cfg, force, device):

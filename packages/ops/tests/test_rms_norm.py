@@ -27,6 +27,7 @@ def _ref(x, ns, w, eps=None):
     return out
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", BRANCHES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_branches_dtypes(cfg, dtype, force, device):

@@ -77,6 +77,7 @@ def test_gradients_match_torch(dtype, D, device):
     check(x, ns, w, randn(shape, dtype, device), f"{dtype} D={D}")
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("cfg", BRANCHES, ids=str)
 def test_every_backward_branch(cfg, force, device):
     """Each branch forced (``direction="backward"``) on 11 rows of 37 (a partial last row block, a partial last

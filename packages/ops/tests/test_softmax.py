@@ -28,6 +28,7 @@ def _ref(name, x, *args, **kwargs):
     return getattr(torch, name)(x.double().cpu(), *args, **kwargs)
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_branches(name, cfg, force, device):
@@ -54,7 +55,7 @@ def test_layouts_and_dims(name, layout, device):
 def test_output_is_contiguous_as_torch(name, device):
     """torch returns a contiguous output whatever the input's layout (H200, torch 2.11: a transposed 4x21 input
     gives strides (21, 1)); outputs poisoned with NaN first, so that an element left unwritten shows."""
-    base = randn((5, 6, 7, 8), torch.float32, device)
+    base = randn((3, 4, 5, 6), torch.float32, device)  # (small: every dim of four layouts under the interpreter)
     inputs = {"transposed": base[0].transpose(0, 2), "permuted": base.permute(2, 0, 3, 1),
               "channels_last": base.contiguous(memory_format=torch.channels_last),
               "sliced_transposed": base[:, :, 1:6].transpose(-1, -2)}
@@ -217,12 +218,13 @@ def test_unit_stride_rows_of_a_strided_output_are_not_shifted(name, cfg, force, 
     """A transposed input reduced over its unit-stride dim has rows off 16-byte boundaries, but its (contiguous,
     as torch's) output stores those rows with stride != 1: the tiles must not take the shifted (ALIGN) stores,
     which assume unit-stride output rows (a regression: wrong values and writes past the output). Poisoned
-    outputs, three calls (the replayed plan too)."""
+    outputs, three calls (the replayed plan too). (The first case was 101 x 100: 41 x 20 rows are as odd, and
+    a fifth of the interpreter's time.)"""
     from tritred_core import LaunchConfig
     from tritred_ops import runtime as C
     if cfg is not None:
         force(name, **cfg)
-    cases = [randn((100, 101), torch.float32, device).t(),                   # (101, 100), strides (1, 101)
+    cases = [randn((20, 41), torch.float32, device).t(),                     # (41, 20), strides (1, 41)
              randn((7, 5), torch.float32, device).t(),
              randn((1, 5, 4, 4), torch.float32, device).contiguous(memory_format=torch.channels_last),
              randn((9, 77), torch.bfloat16, device, scale=3).t()]
@@ -268,13 +270,16 @@ def test_split_rows_of_every_layout_and_dtype(name, force, device, monkeypatch):
     real = C.launch_split_rows
     monkeypatch.setattr(C, "launch_split_rows", lambda *a, **k: launches.append(1) or real(*a, **k))
     force(name, strategy="split", BLOCK_N=32, split=3)
-    cases = [((4, 6, 97), layout, dim) for layout in LAYOUTS for dim in (2, 1, -1)]
-    cases.append(((97, 6, 4), "transposed", 0))  # a transposed input reduced along its unit-stride axis
+    # (2 x 3 rows of 97: every program of a row, 4 chunks of 32 over 3 programs, the last one short. The column
+    # kernels take one program per kept column under this config: one dim=1 case, 9 columns wide, is theirs.)
+    cases = [((2, 3, 97), layout, 2) for layout in LAYOUTS]
+    cases += [((2, 3, 97), "contiguous", -1), ((2, 3, 9), "contiguous", 1), ((2, 3, 9), "sliced", 1)]
+    cases.append(((97, 3, 2), "transposed", 0))  # a transposed input reduced along its unit-stride axis
     for shape, layout, dim in cases:
         x = randn(shape, torch.float32, device, layout, scale=4)
         launches.clear()
         assert_close(getattr(tr, name)(x, dim), _ref(name, x, dim), n=8, scale=4, what=f"{name} {layout} {dim}")
-        rows = (dim in (2, -1) and layout != "transposed") or shape == (97, 6, 4)
+        rows = (dim in (2, -1) and layout != "transposed") or shape == (97, 3, 2)
         assert bool(launches) == rows, f"{name} {layout} dim={dim}: split rows launched {len(launches)}"
     x = randn((3, 65), torch.float32, device, scale=4)
     x[1, :64] = -INF  # two all -inf chunks, then one element
@@ -282,8 +287,10 @@ def test_split_rows_of_every_layout_and_dtype(name, force, device, monkeypatch):
     xi = torch.randint(-5, 5, (3, 70), device=device)
     assert_close(getattr(tr, name)(xi, 1, dtype=torch.float32), _ref(name, xi, 1), n=8, what="int dtype")
     for dtype in (torch.bfloat16, torch.float16, torch.float64):
-        x = randn((5, 90), dtype, device, scale=3)
+        x = randn((2, 90), dtype, device, scale=3)
+        launches.clear()
         assert_close(getattr(tr, name)(x, 1), _ref(name, x, 1), n=8, scale=4, what=f"{dtype}")
+        assert launches, f"{dtype}: split rows not launched"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the cooperative launch is compiled only")
@@ -346,12 +353,19 @@ SPLIT_COLS = [
 ]
 
 
-@pytest.mark.parametrize("cfg", SPLIT_COLS, ids=config_id)
-@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
-def test_split_columns(name, cfg, force, device):
+@pytest.mark.parametrize(("name", "cfg"), [("softmax", c) for c in SPLIT_COLS]
+                         + [("log_softmax", SPLIT_COLS[1]), ("logsumexp", SPLIT_COLS[2])],
+                         ids=lambda v: v if isinstance(v, str) else config_id(v))
+def test_split_columns(name, cfg, force, device, launch_spy):
     """Columns split along N (a partial (max, sum of exp) per slice, then a launch that merges them and writes
-    its slice in reverse launch order): every slice, column block edge and non-finite column against float64."""
+    its slice in reverse launch order): every slice, column block edge and non-finite column against float64.
+    Each call is checked to launch the split column kernels (and the merge launch past ``MERGE_INLINE`` slices:
+    the 9 of split=13). Every slice count with softmax; log_softmax and logsumexp (the same kernels, another
+    output) on one each: test_split_columns_merge_launch and test_split_columns_write_in_a_dependent_launch run
+    all three names on the others. (The same config on a unit-stride reduced axis takes the split rows:
+    test_split_rows_of_every_layout_and_dtype.)"""
     force(name, **cfg)
+    merge = cfg["split"] > 9  # (9 slices of 16 rows: more than MERGE_INLINE's 8)
     for dtype in (torch.float32, torch.bfloat16):
         x = randn((3, 130, 21), dtype, device, scale=4)
         x[0, :, 1] = -INF  # an all -inf column: NaN (softmax), -inf (logsumexp)
@@ -359,9 +373,12 @@ def test_split_columns(name, cfg, force, device):
         x[2, 7, 3] = INF  # +inf in the first slice
         x[2, 110:, 4] = -INF  # the last slices all -inf: their partials merge as empty
         x[1, 120, 5] = 1e4  # a maximum in the last slice far above the others
-        for dim, xx in ((1, x), (0, x[1]), (1, x.transpose(1, 2).contiguous().transpose(1, 2))):
+        for dim, xx in ((1, x), (0, x[1])):
             torch.empty(x.numel() * 2, device=device).fill_(float("nan"))  # (a freed NaN buffer, reused)
+            launch_spy.clear()
             out = getattr(tr, name)(xx, dim)
+            kernels = [k for k, _ in launch_spy]
+            assert kernels == ["_cols_part_kernel", *(["_cols_merge_kernel"] if merge else []), "_cols_emit_kernel"]
             assert_close(out, _ref(name, xx, dim), n=130, scale=8, what=f"{name} {dtype} dim={dim} {cfg}")
 
 

@@ -131,6 +131,7 @@ BRANCHES = {
 }
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", SOFTMAXES)
 @pytest.mark.parametrize("branch", list(BRANCHES))
 def test_every_branch(name, branch, force, device, monkeypatch):

@@ -40,6 +40,7 @@ def _cmp(out, ref, n, what, scale=1.0):
         assert_close(out, ref, n=n, scale=scale * max(ref.abs().max().item(), 1.0), what=what)
 
 
+@pytest.mark.triton_compat
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=config_id)
 def test_branches_large_mean(name, cfg, force, device):
