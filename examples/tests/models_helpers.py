@@ -41,7 +41,7 @@ def gpt_config(**changes: object) -> tuple[GPTConfig, int]:
     return dataclasses.replace(cfg, **changes), batch  # type: ignore[arg-type]
 
 
-#: fp32 agreement of two runs (issue 37: "within 1e-4 relative"): |a - b| <= RTOL |b| + ATOL_SCALE max|b|
+#: fp32 agreement of two runs ("within 1e-4 relative"): |a - b| <= RTOL |b| + ATOL_SCALE max|b|
 #: elementwise. The absolute part is relative to the tensor's largest magnitude, for elements near zero.
 RTOL, ATOL_SCALE = 1e-4, 1e-5
 

@@ -1,9 +1,9 @@
-"""Real models through tritred (issue 38, "Real models"): a transformers BERT (all-MiniLM-L6-v2) with tritred's
+"""Real models through tritred: a transformers BERT (all-MiniLM-L6-v2) with tritred's
 layer_norm and softmax, and a torchvision ResNet-18 with tritred's batch_norm: outputs and gradients equal torch's.
 
 How the model reaches tritred, :data:`ROUTES` (each test runs both): the model's ``nn.LayerNorm`` /
-``nn.BatchNorm2d`` modules switched to subclasses whose forward is tritred's functional op
-(``tritred_bench.models.use_tritred_modules``) with a ``TorchFunctionMode`` that sends the softmax call of
+``nn.BatchNorm2d`` modules switched to :mod:`tritred_ops.nn`'s classes (``tritred_ops.patch``, undone by
+``tritred_ops.unpatch``) with a ``TorchFunctionMode`` that sends the softmax call of
 transformers' eager attention to ``tritred_ops.softmax``; or ``tritred_ops.enable()``, torch's own aten ops routed
 to tritred with the model untouched. Both report the counts of the calls that went to tritred.
 
@@ -39,7 +39,7 @@ import torch
 import tritred_ops
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from tritred_bench.models import use_tritred_modules
+from tritred_ops.nn import normalization as tritred_norms
 
 SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
 
@@ -74,7 +74,7 @@ def local_route(model: nn.Module) -> Iterator[collections.Counter[str]]:
     """Inside: ``model``'s LayerNorm and BatchNorm2d modules and every functional softmax run tritred's ops.
     Yields the counts of the calls that went to tritred (by op)."""
     routed: collections.Counter[str] = collections.Counter()
-    real = {op: getattr(tritred_ops, op) for op in ("layer_norm", "batch_norm")}
+    real = {op: getattr(tritred_norms, op) for op in ("layer_norm", "batch_norm")}
 
     def counting(op: str) -> Callable[..., torch.Tensor]:
         def call(*args: Any, **kwargs: Any) -> torch.Tensor:
@@ -83,12 +83,14 @@ def local_route(model: nn.Module) -> Iterator[collections.Counter[str]]:
         return call
 
     mp = pytest.MonkeyPatch()
-    for op in real:  # the module subclasses call tritred_ops.<op>: count those calls
-        mp.setattr(tritred_ops, op, counting(op))
+    for op in real:  # tritred_ops.nn's modules call these functions: count those calls
+        mp.setattr(tritred_norms, op, counting(op))
     try:
-        with use_tritred_modules(model, [nn.LayerNorm, nn.BatchNorm2d]), _SoftmaxToTritred(routed):
+        tritred_ops.patch(model, include=[nn.LayerNorm, nn.BatchNorm2d])
+        with _SoftmaxToTritred(routed):
             yield routed
     finally:
+        tritred_ops.unpatch(model)
         mp.undo()
 
 

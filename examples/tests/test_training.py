@@ -1,4 +1,4 @@
-"""Real training (issue 37): a small GPT-style model and a small CNN with batch_norm train step for step like torch.
+"""Real training: a small GPT-style model and a small CNN with batch_norm train step for step like torch.
 
 The models are written once, in ``tritred_bench.models``, with a switch between torch's ops and tritred's (the
 modules that carry a reduction: LayerNorm or RMSNorm, the attention's Softmax, BatchNorm2d, CrossEntropyLoss, and
@@ -11,9 +11,9 @@ CPU (CI): Triton's interpreter, tiny sizes (vocab 97, d_model 32, 2 heads, 2 lay
 images). CUDA: compiled kernels, a 32000-word vocabulary, and bf16 runs whose tolerance is torch's own: tritred in
 bf16 must be about as close to torch's fp32 run as torch's bf16 run is.
 
-Issue 38's ways in (``tritred_ops.patch(model)`` of the torch-built model, the torch-built model inside
-``tritred_ops.enable()``) get the same comparison in ``test_torch_model_through_tritred_trains_like_torch``, which
-runs once tritred_ops has them (``tritred_bench.models.VARIANTS``) and is skipped until then.
+The other ways in (``tritred_ops.patch(model)`` of the torch-built model, the torch-built model inside
+``tritred_ops.enable()``: ``tritred_bench.models.VARIANTS``) get the same comparison in
+``test_torch_model_through_tritred_trains_like_torch``.
 
 Why here and not in packages/ops/tests: these are end-to-end tests of the installed project (tritred_ops through
 the models of tritred_bench, which the training-step benchmark times too), like test_minilm; tritred_ops' own
@@ -42,6 +42,7 @@ from models_helpers import (  # noqa: I001  (sets TRITON_INTERPRET before tritre
 import pytest
 import torch
 from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_batch, train_steps, variant_available
+from tritred_ops import nn as tritred_nn
 
 STEPS = 3
 
@@ -82,7 +83,7 @@ def test_gpt_trains_like_torch(norm):
         ref, batches = _gpt(norm, "torch")
         tri, _ = _gpt(norm, "tritred")
         _same_start(ref, tri)
-        assert type(tri.norm).__name__ == ("TritredLayerNorm" if norm == "layer_norm" else "TritredRMSNorm")
+        assert type(tri.norm) is (tritred_nn.LayerNorm if norm == "layer_norm" else tritred_nn.RMSNorm)
         want = train_steps(ref, _adamw(ref), batches)
         got = train_steps(tri, _adamw(tri), batches)
     assert want[-1] < want[0], f"torch's loss did not fall: {want}"  # the steps trained something
@@ -111,15 +112,14 @@ def test_cnn_trains_like_torch():
         assert_same_state(tri, ref, "CNN after eval", grads=False)  # eval mode leaves the statistics alone
 
 
-# -- issue 38's ways in: the torch-built model patched (tritred_ops.patch) or run inside tritred_ops.enable() -------
-# They run as soon as tritred_ops has them (skipped before): the same comparison as above, against the same model
-# left alone.
+# -- the torch-built model patched (tritred_ops.patch) or run inside tritred_ops.enable() ------------------------
+# The same comparison as above, against the same model left alone.
 
 @pytest.mark.parametrize("variant", ["patched", "enabled"])
 @pytest.mark.parametrize("model", ["gpt", "cnn"])
 def test_torch_model_through_tritred_trains_like_torch(model, variant):
     if not variant_available(variant, DEVICE):
-        pytest.skip(f"tritred_ops has no {variant!r} way in yet (or it needs CUDA)")
+        pytest.skip(f"{variant!r} needs CUDA or the Triton interpreter")
     if model == "gpt":
         cfg, n = gpt_config(norm="rms_norm")
         make, batches, optimizer = (lambda be: GPT(cfg, be)), [gpt_batch(cfg, n, device=DEVICE)] * STEPS, _adamw

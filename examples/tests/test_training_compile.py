@@ -31,7 +31,7 @@ from models_helpers import (  # noqa: I001  (sets TRITON_INTERPRET before tritre
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
-from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_batch, train_steps, variant_available
+from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_batch, train_steps
 
 #: (rtol, atol scale) of compiled against eager: aot_eager runs the same kernels on the same values (CPU);
 #: Inductor generates its own kernels for the ops around tritred's (CUDA).
@@ -147,12 +147,10 @@ def test_inductor_cnn_trains_like_eager(dynamic):
     _cnn_case("inductor", dynamic, INDUCTOR_TOL)
 
 
-# -- issue 38: the compiled patched model (tritred_ops.patch of the torch-built model); runs once patch exists ------
+# -- the compiled patched model (tritred_ops.patch of the torch-built model) --------------------------------------
 
 @pytest.mark.parametrize("model", ["gpt", "cnn"])
 def test_compiled_patched_model_trains_like_eager(model):
-    if not variant_available("patched"):
-        pytest.skip("tritred_ops.patch is not there yet")
     backend, tol = ("aot_eager", AOT_EAGER_TOL) if DEVICE == "cpu" else ("inductor", INDUCTOR_TOL)
     if model == "gpt":
         _gpt_case("layer_norm", backend, True, tol, variant="patched")

@@ -19,7 +19,9 @@ COUNTS = {"rounds": 2, "batches": 1, "calls": 2, "warmup": 1}
 
 def test_latency_suite_is_built_in() -> None:
     cases, about = load_suite("latency")
-    assert len(cases) == 12 and "tritred bench --latency" in about
+    assert len(cases) == 13 and "tritred bench --latency" in about
+    # (every op of the latency goal: softmax, sum, var, layer_norm, rms_norm, batch_norm)
+    assert {"softmax", "sum", "var", "layer_norm", "rms_norm", "batch_norm"} <= {c.op for c in cases}
     assert {c.shape for c in cases} == {(8, 1024), (8, 16, 8, 8)}
     assert [c.label for c in cases if c.op == "batch_norm"] == ["batch_norm (train) 8x16x8x8 float32",
                                                                 "batch_norm (eval) 8x16x8x8 float32"]

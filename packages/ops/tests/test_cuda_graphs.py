@@ -1,4 +1,4 @@
-"""CUDA graphs (issue 38): every op captures in ``torch.cuda.graph`` and replays on new data, with no host
+"""CUDA graphs: every op captures in ``torch.cuda.graph`` and replays on new data, with no host
 synchronization on the hot path. GPU only (skipped under the interpreter: there is nothing to capture).
 
 For each case: static inputs on the GPU, three warm-up calls on a side stream (the launch decisions made and the

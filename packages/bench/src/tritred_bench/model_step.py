@@ -13,8 +13,8 @@ Modes (:data:`MODES`):
 - ``tritred-compile``: ``torch.compile`` of the ``tritred`` model (tritred's registered ops inside the graph).
 - ``torch-compile``: ``torch.compile`` of the ``torch`` model.
 - ``patched``, ``compiled-patched``: the ``torch`` model after ``tritred_ops.patch(model)``, eager and compiled;
-  ``enabled``: the ``torch`` model run inside ``tritred_ops.enable()``. A tritred_ops without ``patch`` /
-  ``enable`` gets a row saying so for these three instead of a time.
+  ``enabled``: the ``torch`` model run inside ``tritred_ops.enable()`` (CUDA tensors; on the CPU only under the
+  Triton interpreter: elsewhere its row says so instead of a time).
 
 Models (:data:`MODELS`): ``gpt`` (d_model 1024, 16 heads, 8 layers, vocabulary 32000, sequence 1024, batch 8),
 ``resnet18`` (torchvision's, batch 64 at 224x224, 1000 classes; needs torchvision), ``cnn`` (the small CNN of the
@@ -47,16 +47,18 @@ from torch import nn
 
 from .timing import device_name, select_device, sync
 
-#: Mode -> (what the model is built with, torch.compile it, the tritred_ops attribute it needs or None).
-MODES: dict[str, tuple[str, bool, str | None]] = {
-    "torch": ("torch", False, None),
-    "tritred": ("tritred", False, None),
-    "patched": ("patched", False, "patch"),
-    "enabled": ("enabled", False, "enable"),
-    "tritred-compile": ("tritred", True, None),
-    "compiled-patched": ("patched", True, "patch"),
-    "torch-compile": ("torch", True, None),
+#: Mode -> (what the model is built with: a ``tritred_bench.models.VARIANTS`` name, torch.compile it).
+MODES: dict[str, tuple[str, bool]] = {
+    "torch": ("torch", False),
+    "tritred": ("tritred", False),
+    "patched": ("patched", False),
+    "enabled": ("enabled", False),
+    "tritred-compile": ("tritred", True),
+    "compiled-patched": ("patched", True),
+    "torch-compile": ("torch", True),
 }
+#: The start of a row's message when its mode does not run on the device (not a failure).
+NOT_ON_DEVICE = "not on this device"
 MODELS: tuple[str, ...] = ("gpt", "resnet18", "cnn")
 
 
@@ -113,7 +115,7 @@ def workload(name: str, device: torch.device, dtype: torch.dtype, quick: bool = 
         def make(be: str) -> nn.Module:
             model = _Classifier(torchvision.models.resnet18(weights=None, num_classes=classes))
             if be == "tritred":
-                M.use_tritred_modules(model)  # BatchNorm2d and CrossEntropyLoss to tritred's, in place
+                M.tritred_ops.patch(model)  # BatchNorm2d and CrossEntropyLoss to tritred's, in place
             return model
 
         return Workload("resnet18", make, lambda: (images, labels), n)
@@ -132,15 +134,14 @@ class _Classifier(nn.Module):
         return self.loss(self.net(images), labels)
 
 
-def mode_available(mode: str) -> str:
-    """"" when ``mode`` can run with the installed tritred_ops, else why not."""
-    import tritred_ops
+def mode_available(mode: str, device: torch.device) -> str:
+    """"" when ``mode`` runs on ``device``, else why not."""
+    from . import models as M
 
     if mode not in MODES:
         return f"unknown mode {mode!r}; expected one of {list(MODES)}"
-    needs = MODES[mode][2]
-    if needs and not callable(getattr(tritred_ops, needs, None)):
-        return f"needs tritred_ops.{needs} (not in this tritred_ops yet)"
+    if not M.variant_available(MODES[mode][0], device):
+        return f"{NOT_ON_DEVICE}: {mode} takes CUDA tensors (CPU ones only under the Triton interpreter)"
     return ""
 
 
@@ -148,10 +149,10 @@ def _build(work: Workload, mode: str, device: torch.device, dtype: torch.dtype,
            backend: str) -> tuple[nn.Module, Callable[..., torch.Tensor], contextlib.AbstractContextManager[Any]]:
     from . import models as M
 
-    variant, compiled, _ = MODES[mode]
+    variant, compiled = MODES[mode]
     torch.manual_seed(0)
     if variant in ("patched", "enabled"):
-        model, context = M.build_variant(work.make, variant)
+        model, context = M.build_variant(work.make, variant, device)
     else:
         model, context = work.make(variant), contextlib.nullcontext()
     model = model.to(device, dtype).train()
@@ -163,7 +164,7 @@ def run_mode(work: Workload, mode: str, device: torch.device, dtype: torch.dtype
              backend: str) -> StepResult:
     """Time ``steps`` training steps of ``work`` in ``mode`` after ``warmup`` steps."""
     res = StepResult(work.name, mode)
-    why = mode_available(mode)
+    why = mode_available(mode, device)
     if why:
         res.message = why
         return res
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.json, "w") as f:
             json.dump({"device": device_name(dev), "dtype": a.dtype, "torch": torch.__version__,
                        "rows": [dataclasses.asdict(r) for r in rows]}, f, indent=1)
-    return 0 if all(r.ms is not None or "not in this tritred_ops" in r.message for r in rows) else 1
+    return 0 if all(r.ms is not None or r.message.startswith(NOT_ON_DEVICE) for r in rows) else 1
 
 
 if __name__ == "__main__":

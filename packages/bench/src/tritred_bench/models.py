@@ -1,5 +1,5 @@
 """Small models written once, with a switch between torch's ops and tritred's: the training tests' and the
-training-step benchmark's workloads (issues 37 and 38).
+training-step benchmark's workloads.
 
 - :class:`GPT`: token + position embeddings, pre-norm blocks (``norm -> causal softmax attention -> residual``,
   ``norm -> MLP -> residual``; the attention written with matmuls and a softmax), a final norm, a linear head and
@@ -9,26 +9,24 @@ training-step benchmark's workloads (issues 37 and 38).
 
 The switch is a :class:`Backend`: the classes of the modules that carry a reduction (``LayerNorm``, ``RMSNorm``,
 ``BatchNorm2d``, ``Softmax``, ``CrossEntropyLoss``: the torch.nn classes that ``tritred_ops.nn`` mirrors) and
-the pooling mean. ``"torch"`` builds with torch.nn's classes and ``torch.mean``; ``"tritred"`` with subclasses
-whose ``forward`` calls tritred's functional ops (same constructor, same parameters and buffers, same
-``state_dict``) and ``tritred_ops.mean``. Both build the same parameters from the same seed::
+the pooling mean. ``"torch"`` builds with torch.nn's classes and ``torch.mean``; ``"tritred"`` with
+:mod:`tritred_ops.nn`'s subclasses of them (same constructor, same parameters and buffers, same ``state_dict``;
+their forward calls tritred's functional ops) and ``tritred_ops.mean``. Both build the same parameters from the
+same seed::
 
     torch.manual_seed(0); ref = GPT(GPTConfig(), "torch")
     torch.manual_seed(0); tri = GPT(GPTConfig(), "tritred")      # ref.state_dict() == tri.state_dict()
     loss = tri(tokens[:, :-1], tokens[:, 1:]); loss.backward()
 
-:func:`use_tritred_modules` turns a model one did not write (a transformers BERT, a torchvision ResNet) into
-one whose LayerNorm / RMSNorm / BatchNorm / Softmax / CrossEntropyLoss modules run tritred's ops, in place,
-by switching those modules' classes to the same subclasses (and back when used as a context manager).
+A model one did not write (a transformers BERT, a torchvision ResNet) reaches tritred through
+``tritred_ops.patch(model)`` or ``tritred_ops.enable()``: :data:`VARIANTS`.
 
 Import this module after the device is chosen: it imports ``tritred_ops``, which needs ``TRITON_INTERPRET=1``
 set first on a machine without a GPU (:func:`tritred_bench.select_device` does that).
 
-Integration point for ``tritred_ops.nn`` / ``tritred_ops.patch`` / ``tritred_ops.enable`` (issue 38): the
-subclasses below are stand-ins that use the functional ops; the ``"tritred"`` backend keeps testing the functional
-ops. :data:`VARIANTS` names the ways a torch-built model reaches tritred (``"patched"``: ``tritred_ops.patch``;
-``"enabled"``: the model run inside ``tritred_ops.enable()``); :func:`variant_available` says which of them the
-installed tritred_ops has, so tests and the benchmark pick them up the day they land.
+:data:`VARIANTS` names the ways a torch-built model reaches tritred (``"patched"``: ``tritred_ops.patch``;
+``"enabled"``: the model run inside ``tritred_ops.enable()``); :func:`variant_available` says which of them run
+on a device.
 """
 
 from __future__ import annotations
@@ -44,106 +42,7 @@ import torch
 import tritred_ops
 from torch import nn
 from torch.nn import functional as F
-
-# -- tritred's modules: subclasses of torch.nn's, forward through tritred's functional ops -------------------------
-
-
-class TritredLayerNorm(nn.LayerNorm):
-    """:class:`torch.nn.LayerNorm` whose forward is ``tritred_ops.layer_norm``."""
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return tritred_ops.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
-
-
-class TritredRMSNorm(nn.RMSNorm):
-    """:class:`torch.nn.RMSNorm` whose forward is ``tritred_ops.rms_norm``."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return tritred_ops.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-
-class TritredSoftmax(nn.Softmax):
-    """:class:`torch.nn.Softmax` (an explicit ``dim``) whose forward is ``tritred_ops.softmax``."""
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return tritred_ops.softmax(input, self.dim)
-
-
-class TritredCrossEntropyLoss(nn.CrossEntropyLoss):
-    """:class:`torch.nn.CrossEntropyLoss` whose forward is ``tritred_ops.cross_entropy``."""
-
-    def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return tritred_ops.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                                         reduction=self.reduction, label_smoothing=self.label_smoothing)
-
-
-class _TritredBatchNormForward:
-    """torch's ``_BatchNorm.forward`` (the momentum, ``num_batches_tracked``, which statistics) with
-    ``tritred_ops.batch_norm`` as the functional call."""
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        bn: Any = self
-        bn._check_input_dim(input)
-        factor = 0.0 if bn.momentum is None else bn.momentum
-        if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
-            bn.num_batches_tracked.add_(1)
-            factor = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
-        use_batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
-        keep = not bn.training or bn.track_running_stats
-        return tritred_ops.batch_norm(input, bn.running_mean if keep else None, bn.running_var if keep else None,
-                                      bn.weight, bn.bias, use_batch_stats, factor, bn.eps)
-
-
-class TritredBatchNorm1d(_TritredBatchNormForward, nn.BatchNorm1d):
-    """:class:`torch.nn.BatchNorm1d` whose forward is ``tritred_ops.batch_norm``."""
-
-
-class TritredBatchNorm2d(_TritredBatchNormForward, nn.BatchNorm2d):
-    """:class:`torch.nn.BatchNorm2d` whose forward is ``tritred_ops.batch_norm``."""
-
-
-class TritredBatchNorm3d(_TritredBatchNormForward, nn.BatchNorm3d):
-    """:class:`torch.nn.BatchNorm3d` whose forward is ``tritred_ops.batch_norm``."""
-
-
-#: torch.nn class -> its tritred subclass (exact classes only: a user's subclass keeps its own forward).
-TRITRED_MODULES: dict[type[nn.Module], type[nn.Module]] = {
-    nn.LayerNorm: TritredLayerNorm,
-    nn.RMSNorm: TritredRMSNorm,
-    nn.Softmax: TritredSoftmax,
-    nn.CrossEntropyLoss: TritredCrossEntropyLoss,
-    nn.BatchNorm1d: TritredBatchNorm1d,
-    nn.BatchNorm2d: TritredBatchNorm2d,
-    nn.BatchNorm3d: TritredBatchNorm3d,
-}
-
-
-@contextlib.contextmanager
-def _restoring(swapped: list[tuple[nn.Module, type[nn.Module]]]) -> Iterator[list[tuple[nn.Module, type]]]:
-    try:
-        yield swapped
-    finally:
-        for mod, cls in swapped:
-            mod.__class__ = cls
-
-
-def use_tritred_modules(model: nn.Module,
-                        classes: Sequence[type[nn.Module]] | None = None) -> contextlib.AbstractContextManager[Any]:
-    """Switch ``model``'s modules of the exact classes ``classes`` (default: every key of :data:`TRITRED_MODULES`)
-    to their tritred subclasses, in place: parameters, buffers, hooks and ``state_dict`` stay as they are.
-
-    Returns a context manager that switches them back on exit; without ``with`` the switch stays. Softmax calls
-    written as functions (``F.softmax`` in transformers' attention) are not modules and stay torch's.
-    """
-    wanted = tuple(TRITRED_MODULES) if classes is None else tuple(classes)
-    swapped: list[tuple[nn.Module, type[nn.Module]]] = []
-    for mod in model.modules():
-        cls = type(mod)
-        if cls in wanted:
-            mod.__class__ = TRITRED_MODULES[cls]
-            swapped.append((mod, cls))
-    return _restoring(swapped)
-
+from tritred_ops import nn as tritred_nn
 
 # -- the switch -------------------------------------------------------------------------------------------------
 
@@ -163,8 +62,8 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     "torch": Backend("torch", nn.LayerNorm, nn.RMSNorm, nn.BatchNorm2d, nn.Softmax, nn.CrossEntropyLoss,
                      torch.mean),
-    "tritred": Backend("tritred", TritredLayerNorm, TritredRMSNorm, TritredBatchNorm2d, TritredSoftmax,
-                       TritredCrossEntropyLoss, tritred_ops.mean),
+    "tritred": Backend("tritred", tritred_nn.LayerNorm, tritred_nn.RMSNorm, tritred_nn.BatchNorm2d,
+                       tritred_nn.Softmax, tritred_nn.CrossEntropyLoss, tritred_ops.mean),
 }
 
 #: The ways a model reaches tritred: ``torch`` (not at all), ``tritred`` (built with the backend above: the
@@ -174,16 +73,14 @@ VARIANTS: tuple[str, ...] = ("torch", "tritred", "patched", "enabled")
 
 
 def variant_available(variant: str, device: torch.device | str = "cpu") -> bool:
-    """Whether the installed tritred_ops offers ``variant`` on ``device`` (``patched`` and ``enabled`` arrive
-    with issue 38's modules and aten override)."""
-    if variant in ("torch", "tritred"):
+    """Whether ``variant`` runs on ``device``: every one does but ``enabled`` on a CPU without the Triton
+    interpreter (the aten override takes CUDA tensors, and CPU ones only under the interpreter:
+    ``enable(device="cpu")``). Raises ValueError for a name not in :data:`VARIANTS`."""
+    if variant in ("torch", "tritred", "patched"):
         return True
-    if variant == "patched":
-        return callable(getattr(tritred_ops, "patch", None))
-    if variant == "enabled":  # (CUDA tensors; CPU ones only under the Triton interpreter: enable(device="cpu"))
+    if variant == "enabled":
         kind = torch.device(device).type
-        return callable(getattr(tritred_ops, "enable", None)) and (
-            kind == "cuda" or (kind == "cpu" and _interpreting()))
+        return kind == "cuda" or (kind == "cpu" and _interpreting())
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
 
 
@@ -196,12 +93,9 @@ def build_variant(make: Callable[[str], nn.Module], variant: str,
         return make(variant), contextlib.nullcontext()
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-    if not callable(getattr(tritred_ops, "patch" if variant == "patched" else "enable", None)):
-        raise RuntimeError(f"variant {variant!r} needs tritred_ops.{'patch' if variant == 'patched' else 'enable'}, "
-                           "which this tritred_ops does not have")
     model = make("torch")
     if variant == "patched":
-        return tritred_ops.patch(model), contextlib.nullcontext()  # type: ignore[attr-defined]
+        return tritred_ops.patch(model), contextlib.nullcontext()
     return model, _enabled(torch.device(device).type)
 
 
@@ -212,7 +106,7 @@ def _interpreting() -> bool:
 @contextlib.contextmanager
 def _enabled(device_type: str) -> Iterator[None]:
     """``tritred_ops.enable()`` from entering to leaving (not from the call: ``enable()`` may switch at once)."""
-    with tritred_ops.enable(device=device_type):  # type: ignore[attr-defined]
+    with tritred_ops.enable(device=device_type):
         yield
 
 
