@@ -309,4 +309,7 @@ def test_tune_dry_run_and_errors(cli: Callable[..., Any], tmp_path: Path, monkey
     assert r.exit_code == 0, r.output
     assert "not stored" in r.output and not cache.exists()
     assert cli("tune", "nope", "--shape", "4x4").exit_code == 2
+    if not torch.cuda.is_available():  # a GPU-sized shape under the interpreter: refused at once, with a hint
+        r = cli("tune", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16")
+        assert r.exit_code == 2 and "8x512" in r.output, r.output
     assert cli("tune", "mean", "--shape", "4x4", "--dtype", "int64").exit_code == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import warnings
 
 import pytest
 import torch
@@ -330,6 +331,18 @@ def test_cpu_key_needs_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
         tr.enable(device="cpu")
+
+
+def test_cuda_scope_without_a_cuda_device_warns(monkeypatch):
+    """enable() on a machine without CUDA opens (code written for GPUs keeps running) but says that nothing
+    will be routed; with a CUDA device it does not warn."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="no CUDA device"), tr.enable() as on:
+        assert on.active and on.dispatch_key == "CUDA"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tr.enable().close()
 
 
 def test_compile_aot_eager_under_enable(device):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -9,6 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..common import UsageError, clean_errors, load_registry, make_console, parse_dim, parse_shape, prepare_backend
+
+#: The largest input ``tune`` takes without CUDA (the interpreter's timings mean nothing; the mechanism shows on
+#: small shapes).
+INTERPRETER_MAX_NUMEL = 65536
 
 
 @clean_errors
@@ -24,7 +29,7 @@ def tune_cmd(
     The cache ($TRITRED_TUNE_CACHE, else ~/.cache/tritred/tuning.json) is keyed by device, triton version, op,
     dtype and shape bucket; tritred's built-in launch rules use its entries first, and `tritred explain` says so.
     Only built-in reductions are tuned (a plugin decides its own configs). Without CUDA the candidates run under
-    the interpreter: the mechanism works, the timings mean nothing.
+    the interpreter: the mechanism works, the timings mean nothing, and shapes are limited to 65536 elements.
     """
     prepare_backend()
     reg = load_registry()
@@ -38,7 +43,13 @@ def tune_cmd(
     if not isinstance(dt, torch.dtype) or dtype.removeprefix("torch.") not in rec.spec.dtypes:
         raise UsageError(f"bad --dtype {dtype!r} for {op}; supported: {', '.join(rec.spec.dtypes)}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    problem, trials, best = tuning.tune(rec, parse_shape(shape), dt, parse_dim(dim), device, save=not dry_run)
+    dims = parse_shape(shape)
+    if device.type == "cpu" and math.prod(dims) > INTERPRETER_MAX_NUMEL:
+        # (each candidate runs element by element in Python: a GPU-sized shape would run for hours, silently)
+        raise UsageError(f"--shape {shape}: without CUDA the candidates run under the Triton interpreter, where "
+                         f"timings mean nothing and a shape over {INTERPRETER_MAX_NUMEL} elements takes minutes to "
+                         "hours; try a small one (--shape 8x512 --dry-run) to see the mechanism")
+    problem, trials, best = tuning.tune(rec, dims, dt, parse_dim(dim), device, save=not dry_run)
     con = make_console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
     for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "threads/row",

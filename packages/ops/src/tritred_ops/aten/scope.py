@@ -272,8 +272,16 @@ def enable(include: Iterable[object] | str | None = None, exclude: Iterable[obje
     Raises:
         ValueError: an unknown name or device. RuntimeError: ``device="cpu"`` without the interpreter, or a torch
         without ``torch.library.get_kernel`` (before 2.9).
+
+    Warns:
+        UserWarning: ``device="cuda"`` where torch sees no CUDA device (the scope opens and routes nothing).
     """
     key = _dispatch_key(device)
+    if key == "CUDA" and not torch.cuda.is_available():
+        # (not an error: code written for GPUs keeps running; but nothing it does on the CPU is routed)
+        warnings.warn("tritred_ops.enable(): no CUDA device, so no call is routed to tritred (it routes CUDA "
+                      "tensors; under TRITON_INTERPRET=1, enable(device='cpu') routes CPU tensors)", UserWarning,
+                      stacklevel=2)
     if not hasattr(torch.library, "get_kernel"):
         raise RuntimeError(f"tritred_ops.enable() needs torch >= 2.9 (torch.library.get_kernel); this is torch "
                            f"{torch.__version__}")
