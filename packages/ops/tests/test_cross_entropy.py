@@ -245,6 +245,14 @@ def test_every_row_ignored(device):
                    label_smoothing=smoothing)
     w = torch.zeros(8, device=device)  # zero weights: the mean's denominator 0 too
     _check(x, torch.tensor([1, 2, 3], device=device), w, "zero weights")
+    # Only zero-weight classes, with label smoothing: torch's mean is the nll's 0 / 0 plus the smoothing term's
+    # x / 0, NaN (not the x / 0 = inf of one sum over one denominator); the other classes' weights are not 0.
+    w = torch.rand(8, device=device) + 0.5
+    w[1] = 0.0
+    t = torch.tensor([1, 1, 5], device=device)
+    for smoothing in (0.0, 0.3):
+        _check(x, t, w, f"zero-weight targets {smoothing}", ignore_index=5, label_smoothing=smoothing)
+        assert tr.cross_entropy(x, t, w, ignore_index=5, label_smoothing=smoothing).isnan()
 
 
 def test_uint8_targets_and_ignore_index(device):

@@ -143,5 +143,9 @@ def test_single_process_without_a_group() -> None:
     torch.testing.assert_close(loss, ref)
     torch.testing.assert_close(torch.autograd.grad(loss, x)[0], torch.autograd.grad(ref, x)[0])
     torch.testing.assert_close(vocab_parallel_logsumexp(x), torch.logsumexp(x, -1))
+    w = torch.tensor([0.0, 1, 1, 1, 1, 0], dtype=torch.float64, device=dev)  # only zero-weight targets: NaN, as torch
+    loss = vocab_parallel_cross_entropy(x, t, weight=w, label_smoothing=0.3)
+    torch.testing.assert_close(loss, F.cross_entropy(x, t, weight=w, label_smoothing=0.3), equal_nan=True)
+    assert loss.isnan()
     with pytest.raises(RuntimeError, match="not initialized"):
         vocab_parallel_logsumexp(x, group=object())

@@ -44,6 +44,17 @@ def test_bad_dim_type(device):
 def test_mean_of_integers(device):
     with pytest.raises(RuntimeError, match="mean.*Got: Long"):
         tr.mean(torch.arange(4, device=device))
+    with pytest.raises(TypeError, match=r"mean\(\): argument 'dim'"):  # (torch's argument parser comes first)
+        tr.mean(torch.arange(4, device=device), 1.0)
+
+
+@pytest.mark.parametrize(("name", "position"), [("layer_norm", 5), ("rms_norm", 4)])
+def test_eps_that_is_not_a_number(name, position, device):
+    """A string eps: torch's argument parser's TypeError, naming the argument and its position."""
+    x = torch.randn(2, 4, device=device)
+    args = (None, None) if name == "layer_norm" else (None,)
+    with pytest.raises(TypeError, match=rf"{name}\(\): argument 'eps' \(position {position}\) must be float, not str"):
+        getattr(tr, name)(x, (4,), *args, "a")
 
 
 def test_cpu_without_interpreter(monkeypatch):

@@ -270,7 +270,9 @@ class _CrossEntropyFunction(torch.autograd.Function):
         elif reduction == "sum":
             out = _tsum(loss)
         else:
-            out = _tsum(loss) / denom  # (no valid row: 0 / 0, NaN, as torch)
+            # A zero denominator (no row counted, or only zero-weight classes) gives NaN, as torch's: its mean is
+            # the weighted nll's 0 / 0 plus the smoothing term's x / 0 (NaN + inf), not this sum's x / 0.
+            out = torch.where(denom == 0, torch.nan, _tsum(loss) / denom)
         ctx.save_for_backward(input, lse, idx, in_shard, valid, w_t, w_sum, w_local, total, denom)
         ctx.reduction, ctx.eps = reduction, eps
         return out.to(input.dtype)

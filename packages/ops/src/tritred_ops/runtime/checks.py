@@ -153,6 +153,29 @@ def check_keepdim(op: str, keepdim: object) -> bool:
     return keepdim
 
 
+def float_arg(op: str, name: str, position: int, value: object) -> float:
+    """``value`` as a float, as torch's argument parser takes a ``float`` argument (a number, a 0-d tensor);
+    TypeError naming the argument and its position otherwise (a string is not a number there)."""
+    try:
+        if isinstance(value, str):
+            raise TypeError
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be float, not "
+                        f"{type(value).__name__}") from None
+
+
+def check_dim_arg(op: str, dim: object) -> None:
+    """TypeError, as torch's argument parser raises before anything else, where ``dim`` is neither None, an int
+    nor a sequence of ints (its range is checked later, by :func:`wrap_dims`, as torch's kernels do)."""
+    if dim is None or as_index(dim) is not None:
+        return
+    if isinstance(dim, (tuple, list, torch.Size)) and all(isinstance(d, bool) or as_index(d) is not None
+                                                          for d in dim):
+        return
+    raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+
+
 def wrap_dim(op: str, dim: int, ndim: int) -> int:
     """torch's dim wrapping: a 0-d tensor accepts dims -1 and 0; any integer-like dim is accepted."""
     index = as_index(dim)

@@ -470,12 +470,17 @@ def _targets_check_kernel(t_ptr, w_ptr, wpart_ptr, wsum_ptr, R, K, s_tm, s_tk, C
 def _merge_kernel(part_ptr, n_parts, wpart_ptr, n_wpart, out_ptr, R, MEAN: tl.constexpr, PROB: tl.constexpr,
                   ACC: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr):
     """One program: the sum of ``n_parts`` per-program loss partials, in one fixed order (lanes, then a tree),
-    divided by the mean's denominator (MEAN), stored in the output's dtype."""
+    divided by the mean's denominator (MEAN), stored in the output's dtype. A zero denominator of class-index
+    targets (every row ignored, or only zero-weight classes) gives NaN, as torch's mean: the weighted nll's 0 / 0
+    plus, with label smoothing, its term's x / 0 (NaN + inf), where this sum's x / 0 would give inf."""
     acc = tl.zeros([BLOCK], ACC)
     for i0 in range(0, n_parts, BLOCK):
         i = i0 + tl.arange(0, BLOCK)
         acc += tl.load(part_ptr + i, mask=i < n_parts, other=0)
     total = tl.sum(acc, 0)
     if MEAN:
-        total = div_exact(total, _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2), ACC)
+        d = _denominator(wpart_ptr, n_wpart, R, PROB, ACC, WP2)
+        total = div_exact(total, d, ACC)
+        if not PROB:
+            total = tl.where(d == 0, float("nan"), total)
     tl.store(out_ptr, total)

@@ -90,6 +90,7 @@ def layer_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: 
         return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
     input = rt.check_tensor(op, "input", input)
     normalized_shape = check_args(op, input, normalized_shape, weight, bias)
+    eps = rt.float_arg(op, "eps", 5, eps)
     D = len(normalized_shape)
     rt.check_runnable(op, input)
     rec = Recorder(input, weight, bias)

@@ -66,12 +66,7 @@ def resolve_eps(eps: Any, dtype: torch.dtype) -> float:
     ``torch.nn.RMSNorm``'s documentation suggests). TypeError, as torch's, for what is not a number."""
     if eps is None:
         return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
-    try:
-        if isinstance(eps, str):
-            raise TypeError
-        return float(eps)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{OP}(): argument 'eps' (position 4) must be float, not {type(eps).__name__}") from None
+    return rt.float_arg(OP, "eps", 4, eps)
 
 
 def output_format(input: torch.Tensor) -> torch.memory_format | None:
