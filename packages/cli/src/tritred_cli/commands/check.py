@@ -21,9 +21,9 @@ def check_cmd(
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed: check i of each op uses seed + i "
                                               "(default: a fresh one, printed with any failure).")] = None,
     full: Annotated[bool, typer.Option("--full/--quick", help="--full: every dtype of each spec on six shapes "
-                                       "(minutes: on CUDA each dtype/layout compiles its kernels, under the CPU "
-                                       "interpreter every element runs in Python, 10 or more on two cores); "
-                                       "--quick (default): float32 and bfloat16 on four small shapes.")] = False,
+                                       "(on CUDA each dtype/layout compiles its kernels: minutes; on the CPU "
+                                       "interpreter 10+ minutes for all ops on two cores); --quick (default, the "
+                                       "CPU check): float32 and bfloat16 on four small shapes.")] = False,
     case: Annotated[list[str] | None, typer.Option("--case", help="Cases to run (random, strided, offset, nan, "
                                                    "inf); default all.")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List every check, not only the failures.")] = False,

@@ -29,10 +29,11 @@ SCALAR_TYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Shor
 
 
 class Unset:
-    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``)."""
+    """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``). Its repr
+    is what ``help()`` and ``inspect.signature`` show as the default: ``max(input, dim=<not given>, ...)``."""
 
     def __repr__(self) -> str:
-        return "<unset>"
+        return "<not given>"
 
 
 UNSET = Unset()

@@ -33,10 +33,30 @@ from . import autograd as _autograd  # noqa: E402  (registers torch.ops.tritred.
 def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                           bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`layer_norm` that also returns the per-row ``mean`` and ``rstd`` (float32, float64 for float64 inputs,
-    as torch's ``native_layer_norm``; shape: the leading dims, e.g. (32,) for a (32, 1024) input, where torch's
-    keeps the normalized dims as size 1). ``store_stats=False``: (out, None, None). Differentiable in ``out``
-    (mean and rstd are not), as :func:`layer_norm`."""
+    """:func:`layer_norm` that also returns the per-row mean and rstd — mirrors the forward of
+    ``torch.native_layer_norm``.
+
+    Args:
+        input, normalized_shape, weight, bias, eps: as :func:`layer_norm`.
+        store_stats: False returns None for mean and rstd (without autograd, the kernels then do not write
+            them).
+
+    Returns:
+        ``(out, mean, rstd)``: ``out`` as :func:`layer_norm` returns it (contiguous, the input's shape and
+        dtype); ``mean`` and ``rstd = 1 / sqrt(var + eps)`` (the biased variance) per row, float32 (float64 for
+        float64 inputs) as torch's ``native_layer_norm``, shaped like the leading (non-normalized) dims, e.g.
+        (32,) for a (32, 1024) input, where torch's keeps the normalized dims as size 1. Rows of no elements get
+        mean 0 and rstd NaN, as torch. ``store_stats=False``: ``(out, None, None)``.
+
+    Autograd: differentiable in ``out`` (input, weight and bias, as :func:`layer_norm`); ``mean`` and ``rstd``
+    are not.
+
+    Raises:
+        As :func:`layer_norm`: RuntimeError for an input shape not ending in ``normalized_shape``, weight/bias
+        of the wrong shape or dtype, tensors on different devices, or a tensor that is neither on CUDA nor on
+        the CPU under the Triton interpreter; TypeError for a tensor argument that is not a Tensor or a
+        ``normalized_shape`` element that is not an int; NotImplementedError for a non-floating input.
+    """
     if torch.compiler.is_compiling():
         y, mean, rstd = torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
                                                      float(eps))
@@ -70,11 +90,13 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
     order: deterministic, no atomics.
 
     Raises:
-        RuntimeError: input shape not ending in ``normalized_shape``, weight/bias of the wrong shape or of
-            another dtype than the input (as torch), non-float dtypes, tensors on different devices, not on CUDA
-            (outside the interpreter).
+        RuntimeError: input shape not ending in ``normalized_shape`` (or an empty ``normalized_shape``),
+            weight/bias of the wrong shape, of a non-floating dtype, or of another dtype than the input (as
+            torch's CUDA kernel), tensors on different devices, or a tensor that is neither on CUDA nor on the
+            CPU under the Triton interpreter (``TRITON_INTERPRET=1`` set before importing tritred_ops).
         TypeError: a tensor argument that is not a Tensor; a ``normalized_shape`` element that is not an int
             (floats and bools raise, as in torch).
+        NotImplementedError: a non-floating input (as torch).
     """
     if torch.compiler.is_compiling():
         return torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]

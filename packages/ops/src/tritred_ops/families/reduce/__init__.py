@@ -82,6 +82,9 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """Product over ``dim`` — mirrors :func:`torch.prod` (which takes one int dim or None).
 
+    ``dim`` not given (the signature's ``<not given>``): ``prod(input)``, the product of all elements, a 0-d
+    tensor (``keepdim=True`` then raises TypeError, as torch). ``prod(input, dim, keepdim=False)``: over that
+    one dim.
     Shapes/dtypes as :func:`sum` (integer and bool products are int64 and wrap around like torch's); an empty
     reduction returns 1. Raises as :func:`sum`.
 
@@ -141,7 +144,8 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """Maximum — mirrors :func:`torch.max` (the reduction overloads).
 
-    ``max(input)`` returns a 0-d tensor (NaN if any element is NaN; RuntimeError on an empty input).
+    ``max(input)`` (``dim`` and ``keepdim`` not given: the signature's ``<not given>``) returns a 0-d tensor, the
+    maximum of all elements (NaN if any element is NaN; RuntimeError on an empty input).
     ``max(input, dim, keepdim=False)`` returns ``torch.return_types.max(values, indices)``: values in the input dtype,
     int64 indices of the first maximal element along ``dim`` (the first NaN when the slice has one).
 
@@ -159,7 +163,11 @@ def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
 
 
 def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
-    """Minimum — mirrors :func:`torch.min`; see :func:`max`."""
+    """Minimum — mirrors :func:`torch.min`; see :func:`max`.
+
+    ``min(input)`` (``dim`` and ``keepdim`` not given: the signature's ``<not given>``) returns a 0-d tensor;
+    ``min(input, dim, keepdim=False)`` returns ``torch.return_types.min(values, indices)``.
+    """
     if _compiling() or rt.grad_needed(input):
         return _arg_autograd("min", input, dim, keepdim)
     return arg_call(SPECS["min"], input, dim, keepdim)

@@ -39,8 +39,13 @@ _SOFTMAX_DOC = """
         the input's. Computed in fp32 (fp16/bf16/fp32 inputs).
 
     Raises:
-        IndexError: dim out of range. TypeError: dim missing or not an int.
-        NotImplementedError: integer input without ``dtype``, complex. RuntimeError: not on CUDA.
+        IndexError: dim out of range.
+        TypeError: an input that is not a Tensor; dim missing (None) or not an int; a ``dtype`` that is not a
+            ``torch.dtype``.
+        NotImplementedError: a non-floating ``dtype``, an integer or bool input without a floating ``dtype``,
+            a complex input.
+        RuntimeError: a tensor that is neither on CUDA nor on the CPU under the Triton interpreter (CPU tensors
+            run when ``TRITON_INTERPRET=1`` was set before importing tritred_ops).
 
     Gradient: torch's, from the saved output (:mod:`.backward`), in the input's dtype (with ``dtype=`` too);
     computed in fp32 for fp16/bf16/fp32. Not differentiable twice.
@@ -86,7 +91,12 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
         rows give -inf, NaN propagates. An empty reduction gives -inf.
 
     Raises:
-        IndexError: dim out of range. RuntimeError: repeated dim, not on CUDA. NotImplementedError: complex.
+        IndexError: dim out of range.
+        RuntimeError: a repeated dim; a tensor that is neither on CUDA nor on the CPU under the Triton
+            interpreter (CPU tensors run when ``TRITON_INTERPRET=1`` was set before importing tritred_ops).
+        TypeError: an input that is not a Tensor, a non-bool ``keepdim``, a dim that is not an int or a
+            sequence of ints (None too where the installed torch refuses it).
+        NotImplementedError: complex input.
 
     Gradient: torch's ``dy * exp(x - result)`` (pointwise torch ops, fp32 for fp16/bf16), from the saved input and
     result. Not differentiable twice.

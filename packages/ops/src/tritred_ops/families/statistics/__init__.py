@@ -23,17 +23,26 @@ from .specs import SPECS
 _compiling = torch.compiler.is_compiling
 
 _ARGS_DOC = """
+
     Args:
-        input: floating tensor (float16, bfloat16, float32, float64) of any shape and strides.
-        dim: int, tuple of ints, or None (all dims). ``var(input, True)`` is torch's legacy ``unbiased`` form.
+        input: floating tensor (float16, bfloat16, float32, float64) of any shape and strides, on CUDA (or on
+            the CPU under ``TRITON_INTERPRET=1``).
+        dim: int, tuple or list of ints, or None (all dims; ``()`` too, as torch). ``{name}(input, True)``, a
+            bool in dim's place, is torch's legacy ``unbiased`` form over all dims.
         unbiased: legacy alias: True is ``correction=1``, False ``correction=0``.
         keepdim: keep reduced dims with size 1.
         correction: the divisor is ``max(N - correction, 0)`` (default 1, Bessel). A divisor of 0 gives inf
             (or NaN when the deviations are 0), as torch does.
 
+    Returns:
+{returns}
+
     Raises:
-        RuntimeError: integer/bool input, repeated dim, tensor not on CUDA (outside the interpreter).
-        TypeError: both ``unbiased`` and ``correction``, or an ``unbiased`` that is not a bool.
+        RuntimeError: integer or bool input, a repeated dim, or a tensor that is neither on CUDA nor on the CPU
+            under the Triton interpreter (``TRITON_INTERPRET=1`` set before importing tritred_ops).
+        TypeError: an input that is not a Tensor; both ``unbiased`` and ``correction``; an ``unbiased`` that is
+            not a bool; a ``correction`` that is not a number; a ``keepdim`` that is not a bool; a dim that is
+            not an int or a sequence of ints.
         IndexError: dim out of range.
         NotImplementedError: complex input.
 
@@ -52,8 +61,7 @@ _ARGS_DOC = """
 
 def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
-    """Variance over ``dim`` — mirrors :func:`torch.var`. Returns a tensor of the kept shape in the input dtype.
-    """
+    """Variance over ``dim`` — mirrors :func:`torch.var`."""
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
@@ -61,7 +69,7 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
-    """Standard deviation (sqrt of :func:`var`) — mirrors :func:`torch.std`."""
+    """Standard deviation over ``dim`` — mirrors :func:`torch.std`."""
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
@@ -69,7 +77,7 @@ def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(variance, mean) in one sweep — mirrors :func:`torch.var_mean`; both in the input dtype."""
+    """Variance and mean over ``dim`` in one sweep — mirrors :func:`torch.var_mean`."""
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
@@ -77,11 +85,30 @@ def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbias
 
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(standard deviation, mean) in one sweep — mirrors :func:`torch.std_mean`."""
+    """Standard deviation and mean over ``dim`` in one sweep — mirrors :func:`torch.std_mean`."""
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
 
 
+#: Each function's Returns section (``{returns}`` in :data:`_ARGS_DOC`).
+_RETURNS = {
+    "var": """
+        Tensor of the kept shape (reduced dims dropped, or size 1 with ``keepdim``) in the input's dtype:
+        ``sum((input - mean)^2) / max(N - correction, 0)`` over the N reduced elements; NaN where N is 0.""",
+    "std": """
+        Tensor of the kept shape (reduced dims dropped, or size 1 with ``keepdim``) in the input's dtype:
+        ``sqrt(sum((input - mean)^2) / max(N - correction, 0))`` over the N reduced elements (the square root of
+        :func:`var`'s result, taken in the same kernel); NaN where N is 0.""",
+    "var_mean": """
+        The tuple ``(var, mean)``, in torch's order: two tensors of the kept shape (reduced dims dropped, or
+        size 1 with ``keepdim``), both in the input's dtype. ``var`` as :func:`var` computes it; ``mean`` the
+        mean of the reduced elements (``correction`` does not affect it). Both NaN where N is 0.""",
+    "std_mean": """
+        The tuple ``(std, mean)``, in torch's order: two tensors of the kept shape (reduced dims dropped, or
+        size 1 with ``keepdim``), both in the input's dtype. ``std`` as :func:`std` computes it; ``mean`` the
+        mean of the reduced elements (``correction`` does not affect it). Both NaN where N is 0.""",
+}
+
 for _f in (var, std, var_mean, std_mean):
-    _f.__doc__ = (_f.__doc__ or "") + _ARGS_DOC
+    _f.__doc__ = (_f.__doc__ or "") + _ARGS_DOC.format(name=_f.__name__, returns=_RETURNS[_f.__name__].lstrip("\n"))
