@@ -35,7 +35,8 @@ def test_bench_report_merges_saved_runs(cli: Callable[..., Any], tmp_path: Path)
     labels = [c["label"] for c in json.loads(a.read_text())["cases"] + json.loads(b.read_text())["cases"]]
     assert [c["label"] for c in json.loads(merged.read_text())["cases"]] == labels
     table = md.read_text()
-    assert table.startswith("| case | MB | tritred | eager | best peer | tritred / best peer | tritred config |")
+    assert table.startswith("| case | MB | tritred | eager |")  # (then the other peers run here, if any)
+    assert "| best peer | tritred / best peer | tritred config |" in table.splitlines()[0]
     assert all(label in table for label in labels) and f"{len(labels)} cases" in table
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "geometric-mean speedup" in r.output and f"{len(labels)} cases" in r.output

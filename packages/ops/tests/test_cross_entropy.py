@@ -8,6 +8,9 @@ forced with few programs."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -320,9 +323,15 @@ def _bad_calls(device):
     ]
 
 
+#: The first calls of :func:`_bad_calls`: class indices out of range. On CUDA they are refused by a device-side
+#: assert, as torch's own loss kernels refuse them (no host synchronization), which ends the process's CUDA
+#: context: test_out_of_range_targets_assert_on_the_device runs one in a child process.
+OUT_OF_RANGE = 4
+
+
 def test_errors_as_torch(device):
     """Each call torch refuses is refused with torch's exception type and message, prefixed with the op's name."""
-    for args, kwargs in _bad_calls(device):
+    for args, kwargs in _bad_calls(device)[OUT_OF_RANGE if device == "cuda" else 0:]:
         cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
         with pytest.raises(Exception) as want:
             F.cross_entropy(*cpu, **kwargs)
@@ -332,6 +341,20 @@ def test_errors_as_torch(device):
         assert str(got.value).startswith("cross_entropy(): "), str(got.value)
         if want.type is not NotImplementedError:  # (torch names its CPU kernel)
             assert message.split("\n")[0] in str(got.value), (args, kwargs, str(got.value), message)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the device-side assert is CUDA's")
+def test_out_of_range_targets_assert_on_the_device():
+    """A class index out of range on CUDA stops the kernel with a device-side assert naming the op (a child
+    process: the assert ends its CUDA context)."""
+    code = ("import torch, tritred_ops as tr\n"
+            "x = torch.randn(4, 5, device='cuda')\n"
+            "tr.cross_entropy(x, torch.tensor([1, 2, 5, 0], device='cuda'))\n"
+            "torch.cuda.synchronize()\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False,
+                         env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    assert run.returncode != 0
+    assert "tritred.cross_entropy(): Target out of bounds" in run.stderr, run.stderr[-2000:]
 
 
 def test_weight_that_requires_grad_with_class_indices(device):

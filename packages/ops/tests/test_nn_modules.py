@@ -267,7 +267,7 @@ def test_fallback(device, calls, caplog, monkeypatch):
     falls_back(tr.nn.Softmax(1), x.as_subclass(Tagged), reason="Tagged")
     falls_back(tr.nn.CrossEntropyLoss(), x, torch.zeros(4, dtype=torch.long, device=device).as_subclass(Tagged),
                reason="Tagged")
-    with pytest.raises(NotImplementedError, match='"softmax_lastdim_kernel_impl" not implemented for \'Long\''):
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):  # (the kernel's name: torch's)
         tr.nn.Softmax(1)(torch.ones(2, 3, dtype=torch.long, device=device))  # torch's message, not tritred's
     if device == "cpu":  # (torch's CPU kernel takes a float32 weight beside a bfloat16 input)
         falls_back(tr.nn.LayerNorm(8), x.bfloat16(), reason="another dtype")
