@@ -6,12 +6,14 @@ TRITON_INTERPRET must be set before tritred_ops (and its @triton.jit kernels) is
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, os.path.dirname(__file__))  # bench_helpers (pytest runs in importlib mode)
 
 
 @pytest.fixture(scope="session")

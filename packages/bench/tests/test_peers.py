@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from bench_helpers import CPU_ONLY
 from tritred_bench import Case, run
+
+pytestmark = CPU_ONLY
 
 PEERS = ["eager", "liger", "flaggems", "quack"]
 LN = {"normalized_shape": (64,), "weight": True, "bias": True}

@@ -6,6 +6,7 @@ import collections
 import json
 import math
 
+from bench_helpers import CPU_ONLY
 from tritred_bench import Case, build_inputs, load_suite, random_cases, run, torch_op
 from tritred_bench.random_suite import BUDGETS, DTYPES, HUGE, OP_WEIGHTS, footprint
 from tritred_core import get_registry
@@ -53,6 +54,7 @@ def test_variety_and_budget() -> None:
     assert {c.op for c in only} == {"softmax", "rms_norm"} and {c.dtype for c in only} == {"float16"}
 
 
+@CPU_ONLY
 def test_random_cases_build_and_run() -> None:
     """Every drawn case builds its inputs (views, targets, parameters) and torch eager runs it; a few run through
     the bench (tritred and eager, the interpreter) in both passes."""
@@ -77,6 +79,7 @@ def test_random_cases_build_and_run() -> None:
         assert r.measurements["eager"].status == "ok", (r.case.label, r.measurements["eager"].message)
 
 
+@CPU_ONLY
 def test_unregistered_ops_are_skipped_with_a_note() -> None:
     report = run([Case("no_such_norm", (4, 8), "float32")], providers=["eager"], device="cpu", quick=True,
                  progress=False, copy_gbps=1.0)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
+from bench_helpers import CPU_ONLY
 from tritred_bench import PROVIDERS, Provider, load_suite, run, time_fn, torch_op
 
 SLOW_S = 0.2  # a one-off cost far above any timed call here (a few microseconds to ~100 ms under the interpreter)
@@ -77,6 +78,7 @@ class _ThreadsSeen(Provider):
         return call
 
 
+@CPU_ONLY
 def test_cpu_timing_runs_torch_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a busy machine a tiny eager op split over intra-op threads waits milliseconds for a core (log_softmax
     of 4x96 bf16: 8 ms instead of 3 us with both cores of a 2-core machine loaded): the CPU timing runs torch on

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import torch
+from bench_helpers import CPU_ONLY
 from tritred_bench import (
     PROVIDERS,
     TRAINING,
@@ -24,6 +25,8 @@ from tritred_bench import runner as runner_mod
 from tritred_bench.inputs import clone_inputs
 from tritred_bench.providers import LigerProvider, QuackProvider
 from tritred_core import get_registry
+
+pytestmark = CPU_ONLY
 
 
 def _run(cases: list[Case], providers: list[str], pass_: str = "both", **kw: Any) -> Any:

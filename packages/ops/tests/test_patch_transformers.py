@@ -22,8 +22,24 @@ TOL = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol=1.6e
        torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-5, atol=1e-5)}
 
 
+#: The transformers release whose classes CASES describe (names, constructor arguments, forward sources); an older
+#: one (the GPU machine's image) may lack a class or take other arguments: those cases are skipped there.
+CASES_RELEASE = 5
+
+
+def _older_transformers() -> bool:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0]) < CASES_RELEASE
+
+
 def _cls(family: str, name: str) -> type:
-    return getattr(importlib.import_module(f"transformers.models.{family}.modeling_{family}"), name)
+    try:
+        return getattr(importlib.import_module(f"transformers.models.{family}.modeling_{family}"), name)
+    except (ImportError, AttributeError):
+        if _older_transformers():
+            pytest.skip(f"{name}: not in this older transformers")
+        raise
 
 
 #: (form, family, class, constructor arguments, input shape, exact): one class of every form; ``exact``: the same
@@ -55,7 +71,12 @@ IDS = [f"{c[2]}-{i}" for i, c in enumerate(CASES)]
 
 
 def _module(family, name, kwargs, seed=0):
-    module = _cls(family, name)(**kwargs)
+    try:
+        module = _cls(family, name)(**kwargs)
+    except TypeError:
+        if _older_transformers():
+            pytest.skip(f"{name}: other constructor arguments in this older transformers")
+        raise
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # weights of few bits (products exact), around 1 (and around 0 for Gemma's 1 + weight)
         for p in module.parameters():
@@ -77,6 +98,8 @@ def test_form(form, family, name, kwargs, shape, exact, device, monkeypatch):
     families normalize in float32) and within one rounding of the dtype on random inputs (bfloat16 too: Triton's
     interpreter truncates to bfloat16 where torch rounds); input and weight gradients within one rounding."""
     original = _module(family, name, kwargs).to(device)
+    if form_of(type(original)) is None and _older_transformers():
+        pytest.skip(f"{name}: its forward in this older transformers is none of the recognized forms (not patched)")
     assert form_of(type(original)).name == form
     module = copy.deepcopy(original)
     params, keys = list(module.parameters()), list(module.state_dict())

@@ -125,8 +125,8 @@ def check_supported(op: str, x: torch.Tensor, allow_integers: bool) -> None:
 
 def as_index(value: object) -> int | None:
     """``value`` as a Python int when it is integer-like (int, numpy integer, 0-d integer tensor), else None."""
-    if isinstance(value, bool):
-        return None
+    if isinstance(value, (bool, tuple, list)):  # (a sequence is never one; and torch 2.11's dynamo turns
+        return None                              # operator.index's TypeError on it into an internal error)
     if isinstance(value, int):
         return value
     try:
