@@ -166,14 +166,19 @@ def float_arg(op: str, name: str, position: int, value: object) -> float:
                         f"{type(value).__name__}") from None
 
 
-def check_dim_arg(op: str, dim: object) -> None:
-    """TypeError, as torch's argument parser raises before anything else, where ``dim`` is neither None, an int
-    nor a sequence of ints (its range is checked later, by :func:`wrap_dims`, as torch's kernels do)."""
-    if dim is None or as_index(dim) is not None:
-        return
-    if isinstance(dim, (tuple, list, torch.Size)) and all(isinstance(d, bool) or as_index(d) is not None
-                                                          for d in dim):
-        return
+def dim_list(op: str, dim: object) -> list[int] | None:
+    """``dim`` (None, an int, or a sequence of ints) as an ``int[]?``, as torch's argument parser reads it (a bool
+    element counts as an int); TypeError as torch's for anything else. Its range is checked later, by
+    :func:`wrap_dims`, as torch's kernels do."""
+    if dim is None:
+        return None
+    index = as_index(dim)
+    if index is not None:
+        return [index]
+    if isinstance(dim, (tuple, list, torch.Size)):
+        dims = [as_index(int(d) if isinstance(d, bool) else d) for d in dim]
+        if all(d is not None for d in dims):
+            return dims  # type: ignore[return-value]
     raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
 
 

@@ -54,7 +54,7 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
     Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
     """
     if _compiling():
-        return torch.ops.tritred.sum(input, ag.dim_list("sum", dim), keepdim, dtype)
+        return torch.ops.tritred.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
     if rt.grad_needed(input):
         return ag.SumFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["sum"], SUM, input, dim, keepdim, dtype)
@@ -72,7 +72,7 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     back over the reduced dims, in the input's dtype.
     """
     if _compiling():
-        return torch.ops.tritred.mean(input, ag.dim_list("mean", dim), keepdim, dtype)
+        return torch.ops.tritred.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
     if rt.grad_needed(input):
         return ag.MeanFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["mean"], SUM, input, dim, keepdim, dtype)
@@ -126,7 +126,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     (ties share it); a slice whose maximum is NaN gets NaN.
     """
     if _compiling():
-        return torch.ops.tritred.amax(input, ag.dim_list("amax", dim), keepdim)
+        return torch.ops.tritred.amax(input, rt.dim_list("amax", dim), keepdim)
     if rt.grad_needed(input):
         return ag.AmaxFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
@@ -135,7 +135,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
     if _compiling():
-        return torch.ops.tritred.amin(input, ag.dim_list("amin", dim), keepdim)
+        return torch.ops.tritred.amin(input, rt.dim_list("amin", dim), keepdim)
     if rt.grad_needed(input):
         return ag.AminFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)

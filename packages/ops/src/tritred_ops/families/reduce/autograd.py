@@ -47,21 +47,6 @@ from .launch import arg_call, reduce_call
 from .specs import SPECS
 
 
-def dim_list(op: str, dim: object) -> list[int] | None:
-    """``dim`` (None, an int, or a sequence of ints) as the ``int[]?`` of a registered op; TypeError as torch's.
-    (A bool element counts as an int, as in torch's int lists.)"""
-    if dim is None:
-        return None
-    index = rt.as_index(dim)
-    if index is not None:
-        return [index]
-    if isinstance(dim, (tuple, list, torch.Size)):
-        dims = [rt.as_index(int(d) if isinstance(d, bool) else d) for d in dim]
-        if all(d is not None for d in dims):
-            return dims  # type: ignore[return-value]
-    raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
-
-
 def _fresh(out: Tensor, *inputs: Tensor) -> Tensor:
     """``out`` as a registered op may return it: contiguous and sharing no memory with ``inputs`` (else a copy)."""
     ptr = out.untyped_storage().data_ptr()

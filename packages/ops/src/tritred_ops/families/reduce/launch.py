@@ -117,7 +117,7 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
     if plan is not None:
         return plan.run(x)[0]
     x = rt.check_tensor(name, "input", x)
-    rt.check_dim_arg(name, dim)  # (torch's argument parser: before any check of the values)
+    rt.dim_list(name, dim)  # (its TypeError: torch's argument parser's, before any check of the values)
     rt.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
     rt.check_keepdim(name, keepdim)
     if dtype is not None and not isinstance(dtype, torch.dtype):

@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from ... import runtime as rt
-from ..reduce.autograd import dim_list
 from .backward import stats_backward
 from .launch import parse_correction, stats_call
 from .specs import SPECS
@@ -86,5 +85,5 @@ def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | None, ke
     statistic, or (statistic, mean) for var_mean/std_mean."""
     dim, corr = parse_correction(name, dim, unbiased, correction)
     if _compiling():
-        return getattr(torch.ops.tritred, name)(input, dim_list(name, dim), corr, keepdim)
+        return getattr(torch.ops.tritred, name)(input, rt.dim_list(name, dim), corr, keepdim)
     return FUNCTIONS[name].apply(input, dim, corr, keepdim)
