@@ -8,8 +8,12 @@ tritred_ops (``TRITRED_TEST_DEVICE=cuda`` or a visible GPU without ``TRITON_INTE
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -31,6 +35,20 @@ CPU_GPT, CPU_GPT_BATCH = GPTConfig(vocab=97, d_model=32, heads=2, layers=2, max_
 GPU_GPT, GPU_GPT_BATCH = GPTConfig(vocab=32000, d_model=128, heads=4, layers=2, max_seq=64), 4
 #: The CNN's images: [batch, 3, size, size] (CPU: 2x3x8x8).
 CNN_BATCH, CNN_SIZE = (2, 8) if DEVICE == "cpu" else (8, 32)
+
+
+#: examples/minilm_activations.py, the real-activation script the MiniLM tests load as a module.
+MINILM_SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
+
+
+def load_minilm_script() -> ModuleType:
+    """examples/minilm_activations.py as a module (a script, not part of a package)."""
+    spec = importlib.util.spec_from_file_location("minilm_activations", MINILM_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def gpt_config(**changes: object) -> tuple[GPTConfig, int]:

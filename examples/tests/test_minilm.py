@@ -21,8 +21,8 @@ from types import ModuleType
 import pytest
 import torch
 
-if not (torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")):
-    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports tritred_ops
+sys.path.insert(0, os.path.dirname(__file__))  # models_helpers (pytest runs in importlib mode)
+from models_helpers import load_minilm_script  # noqa: E402  (sets TRITON_INTERPRET before tritred_ops is imported)
 
 REQUIRED = {m for m in os.environ.get("TRITRED_REQUIRE", "").split(",") if m}
 
@@ -36,7 +36,6 @@ def need(module: str) -> ModuleType:
 
 need("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
 ATOL, RTOL = 1e-5, 1.3e-6
 
 
@@ -47,12 +46,7 @@ FEW = (0, 3, 5)  # "A man is eating food.", "The new movie is awesome!", "Good m
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("minilm_activations", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    return load_minilm_script()
 
 
 def check(result: object, script: ModuleType) -> None:

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))  # models_helpers (pytest runs in importlib mode)
-from models_helpers import DEVICE, assert_close_scaled, exact_fp32, gpu, relative_error  # noqa: I001
+from models_helpers import DEVICE, assert_close_scaled, exact_fp32, gpu, load_minilm_script, relative_error  # noqa: I001
 
 import pytest
 import torch
@@ -41,7 +39,6 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from tritred_ops.nn import normalization as tritred_norms
 
-SCRIPT = Path(__file__).resolve().parents[1] / "minilm_activations.py"
 
 
 # -- how a model reaches tritred ---------------------------------------------------------------------------------
@@ -120,12 +117,7 @@ ROUTES: dict[str, Callable[[nn.Module], contextlib.AbstractContextManager[collec
 @pytest.fixture(scope="module")
 def minilm_script() -> ModuleType:
     pytest.importorskip("transformers")
-    spec = importlib.util.spec_from_file_location("minilm_activations", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    return load_minilm_script()
 
 
 SENTENCES = (5, 0)  # "Good morning." (5 tokens), "A man is eating food." (8): one padded row

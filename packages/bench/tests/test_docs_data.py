@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"] + sorted((ROOT / "packages").glob("*/README.md"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-#: Labels of work periods ("the twelfth session", "session 31") in prose.
+#: Labels of work periods in prose: an ordinal, or a number, beside the word for a work period.
 PERIODS = re.compile(r"\b((first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
                      r"\w+teenth|twenty\S*|thirty\S*|forty\S*) session|sessions? \d+)\b", re.IGNORECASE)
 #: ... and in file names, also numbered periods and experiments ("s31", "before", "probe").
