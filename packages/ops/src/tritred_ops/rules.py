@@ -451,3 +451,11 @@ def smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | N
         if unrolled_chunks(N, cfg):
             return cfg
     return None
+
+
+def few_rows(problem: Problem, caps: Caps) -> bool:
+    """Fewer rows than SMs: a loop's grid of one program per row leaves SMs idle, so the long rows of the ops that
+    can split a row over programs (softmax and log_softmax's and layer_norm's ``split_rows``) take the split
+    whatever its barrier costs: bf16 softmax 8x2097152 ran on 8 of 132 SMs, where the split runs 256 programs a
+    row. Predicted from the grid alone: R programs on R SMs stream at most R / SMs of the device's bandwidth."""
+    return problem.outputs < caps.sm_count

@@ -2,7 +2,8 @@
 
 Rows up to 32768 elements are one pass in registers (the statistics, then the normalized row, with one read), rows
 of up to 1024 in one-warp tiles of several rows; longer rows loop over 16384-wide chunks on 32 warps (two sweeps:
-the second reads the row again, mostly from L2). On a GPU, the shared rules first (tails, odd widths, rows over a
+the second reads the row again, mostly from L2), unless the rows are fewer than the SMs: then several programs hold
+each row and meet at a barrier (``split_rows``). On a GPU, the shared rules first (tails, odd widths, rows over a
 few threads), then this family's: two 2-byte rows a one-warp program (:func:`half_rows`) and rows whose
 power-of-two tile is largely masked (:func:`masked_rows`).
 """
@@ -15,6 +16,7 @@ from tritred_core.models import Strategy
 from ...rules import (
     Caps,
     cols_config,
+    few_rows,
     itemsize,
     odd_rows_loop,
     rows_config,
@@ -24,17 +26,22 @@ from ...rules import (
     unrolled_loop,
     warps,
 )
-from ...runtime.launch import next_pow2
+from ...runtime.launch import cdiv, next_pow2
 
 
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of layer_norm. Loops: 16384-wide chunks of 32 warps (1024x131072 bf16 51 -> 61 %
-    against 4096-wide ones)."""
+    against 4096-wide ones). Rows past the single pass that are fewer than the SMs are split rows
+    (:func:`tritred_ops.rules.few_rows`)."""
     if problem.direction == "backward":
         return backward_config(spec, problem, caps)
     single_cap, rows_tile = caps.norm_resident, 2048
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
+    if problem.inner and problem.N > single_cap and few_rows(problem, caps):
+        # fewer rows than SMs: each row held by programs of caps.split_chunk elements (one read, a barrier)
+        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
+                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner and caps.gpu:
         for rule in (tail_rows, odd_rows_loop, short_rows):
             cfg = rule(spec, problem, caps)

@@ -2,9 +2,9 @@
 
 Rows up to 32768 elements are one pass in registers (2-byte softmax rows up to 16384: past it the loop wins),
 rows of up to 1024 in one-warp tiles of several rows. Longer rows take the online loop, whose program width is
-chosen so that the rows in flight fit the L2 (:func:`loop`); float32 softmax rows of 64K+ elements are held by
-several programs meeting at a per-row barrier. Columns take narrower blocks, or split columns, until they fill the
-device. The shared rules come first on a GPU: tails and odd widths. The backward kernels' rules
+chosen so that the rows in flight fit the L2 (:func:`loop`); float32 softmax rows of 64K+ elements, and such rows
+of any dtype fewer than the SMs, are held by several programs meeting at a per-row barrier. Columns take narrower
+blocks, or split columns, until they fill the device. The shared rules come first on a GPU: tails and odd widths. The backward kernels' rules
 (``direction="backward"``) start from the same ones, counting the second tensor they read (:func:`backward_config`).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ... import rules as shared
-from ...rules import Caps, cols_config, itemsize, odd_rows_loop, rows_config, tail_rows
+from ...rules import Caps, cols_config, few_rows, itemsize, odd_rows_loop, rows_config, tail_rows
 from ...runtime.launch import cdiv, next_pow2
 
 
@@ -30,14 +30,15 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     outgrow it (1024x131072 68 -> 80 %, 2048x65536 77 -> 81, 64x1048576 36 -> 55). Shorter rows lost (4096x40000
     80 -> 76, 2048x50257 65 -> 58: their second read hits L2), and so did bfloat16 (1024x131072 63 -> 58: half the
     bytes per program for the same barrier) and wider programs (16384 elements on 16 or 32 warps, 32768 on 32).
+    Rows of every dtype take the split when they are fewer than the SMs (:func:`few_rows`).
     """
     if problem.direction == "backward":
         return backward_config(problem, caps)
     single_cap, rows_tile = caps.softmax_resident, 2048
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
-    if problem.inner and "split_rows" in spec.strategies and problem.dtype == "float32" \
-            and problem.N >= caps.split_rows:
+    if problem.inner and "split_rows" in spec.strategies and problem.N >= caps.split_rows \
+            and (problem.dtype == "float32" or few_rows(problem, caps)):
         return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
                             split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if problem.inner and caps.gpu:
