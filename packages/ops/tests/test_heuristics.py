@@ -200,6 +200,22 @@ def test_float32_softmax_rows_of_64k_or_more_are_split_over_programs_of_8192(N):
     assert _config("softmax", 1024, 65535, dtype="float32").strategy == "multi_pass"
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64"])
+def test_long_rows_fewer_than_the_sms_are_split_rows_in_every_dtype(dtype):
+    """Fewer rows than SMs (132 on an H200): one program a row would stream on R of the SMs, so softmax,
+    log_softmax, layer_norm and rms_norm rows past the single pass take the split (``rules.few_rows``); 132 rows
+    keep their rule, and so do rows that fit one program and logsumexp (one read in any strategy)."""
+    for op, strategy in (("softmax", "split"), ("log_softmax", "split"), ("layer_norm", "split_rows"),
+                         ("rms_norm", "split_rows")):
+        for M, N in ((8, 1 << 21), (16, 999983), (131, 65536)):
+            cfg = _config(op, M, N, dtype=dtype)
+            assert (cfg.strategy, cfg.BLOCK_N, cfg.split) == (strategy, 8192, -(-N // 8192)), (op, M, N)
+        assert _config(op, 8, 32768, dtype="float32").strategy == "single_pass"
+        if dtype != "float32" or op in ("layer_norm", "rms_norm"):
+            assert _config(op, 132, 1 << 21, dtype=dtype).strategy == "multi_pass", op
+    assert _config("logsumexp", 8, 1 << 21, dtype=dtype).strategy == "multi_pass"
+
+
 def test_column_split_stays_within_one_wave():
     # 64 column blocks of a 16384x4096 dim=0 sum: 8 programs per SM is 1056, so 16 slices (not 17)
     cfg = _config("sum", 1, 16384, 4096)

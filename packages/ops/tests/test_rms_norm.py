@@ -15,7 +15,8 @@ BRANCHES = [None, dict(strategy="single_pass", BLOCK_M=4, BLOCK_N=128),
             dict(strategy="single_pass", BLOCK_M=2, BLOCK_N=128, num_programs=3, num_stages=2),
             dict(strategy="single_pass", BLOCK_M=8, BLOCK_N=128, threads_per_row=4),
             dict(strategy="multi_pass", BLOCK_M=2, BLOCK_N=16),
-            dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=32, num_programs=2)]
+            dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=32, num_programs=2),
+            dict(strategy="split_rows", BLOCK_N=32, split=4)]
 
 
 def _ref(x, ns, w, eps=None):
@@ -32,7 +33,7 @@ def _ref(x, ns, w, eps=None):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_branches_dtypes(cfg, dtype, force, device):
     """Every forward branch (several rows a tile, a persistent pipelined grid, rows over 4 threads each, the loop
-    with one or two rows) on 100-wide rows far from zero, with and without a weight, eps given and None."""
+    with one or two rows, each row over 4 programs, the last 4 wide) on 100-wide rows far from zero, with and without a weight, eps given and None."""
     if cfg is not None:
         force("rms_norm", **cfg)
     x = randn((6, 100), dtype, device, offset=5.0)
@@ -99,6 +100,38 @@ def test_channels_last_inputs_keep_their_format(device):
         out = tr.rms_norm(x, ns, w)
         assert out.stride() == F.rms_norm(x, ns, w).stride(), (ns, out.stride())
         assert_close(out, _ref(x, ns, w), n=16, scale=4, what=f"{x.dim()}-D {ns}")
+
+
+def test_split_rows_hold_a_row_in_several_programs(force, device, phase_spy):
+    """``split_rows``: 3 programs of 4 columns hold each row of 10 (the last one 2 wide) and sum their partial sums
+    of squares after a per-row barrier in one cooperative launch where compiled (PHASE 3), in a second launch under
+    the interpreter (PHASE 1 then 2). Strided rows, a row far from zero, a row with NaN; the saved rstd through
+    the backward (input and weight gradients against float64 autograd)."""
+    force("rms_norm", strategy="split_rows", BLOCK_N=4, split=3)
+    x = randn((3, 2, 10), torch.float32, device, "sliced")
+    x[0, 0] += 1e4
+    x[1, 1, 4] = float("nan")
+    w = randn((10,), torch.float32, device)
+    out = tr.rms_norm(x, (10,), w)
+    assert phase_spy == ([3] if device == "cuda" else [1, 2])
+    assert_close(out, _ref(x, (10,), w), n=16, scale=4, what="split rows")
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    dy = randn((3, 2, 10), torch.float32, device)
+    tr.rms_norm(xg, (10,), wg).backward(dy)
+    xd, wd = x.double().cpu().requires_grad_(), w.double().cpu().requires_grad_()
+    F.rms_norm(xd, (10,), wd, torch.finfo(torch.float32).eps).backward(dy.double().cpu())
+    assert_close(xg.grad, xd.grad, n=16, scale=8, what="dx")
+    assert_close(wg.grad, wd.grad, n=16, scale=8, what="dw (NaN: a row holds one)")
+
+
+def test_long_rows_fewer_than_the_sms_are_split_rows(device, phase_spy):
+    """The built-in rule: one row of 5000 on the CPU's 2 fake SMs takes the split (a GPU's: fewer rows than SMs),
+    against float64."""
+    x = randn((1, 5000), torch.float32, device, offset=3.0)
+    w = randn((5000,), torch.float32, device)
+    out = tr.rms_norm(x, (5000,), w)
+    assert phase_spy[-1] in (2, 3)
+    assert_close(out, _ref(x, (5000,), w), n=5000, scale=4, what="few rows")
 
 
 def test_loop_rows(device):

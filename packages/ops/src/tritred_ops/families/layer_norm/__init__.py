@@ -18,7 +18,8 @@ from ...runtime import grad_needed
 from .launch import layer_norm_call
 
 #: ``split_rows``: rows held by several programs meeting at a barrier (one read); the built-in choice for long rows
-#: fewer than the SMs (``rules.few_rows``), else a plugin's or ``tritred tune``'s. A tail tile and a few threads a row on the single pass; persistent row grids.
+#: fewer than the SMs (``rules.few_rows``), else a plugin's or ``tritred tune``'s. A tail tile and a few threads a row
+#: on the single pass; persistent row grids.
 SPEC = ReductionSpec(name="layer_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.layer_norm",
                      summary="(x - mean) * rstd * weight + bias over the trailing normalized_shape dims",

@@ -3,7 +3,8 @@ the weight (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization").
 
 ``single_pass``: the row stays in registers (one read, one write); short rows (``threads_per_row``) are held with
 each row over a few threads. ``multi_pass``: a sweep sums the squares, a second normalizes (the row's second read
-usually hits L2). The backward is layer_norm's kernel without the mean.
+usually hits L2). ``split_rows``: several programs hold a row and meet at a barrier (long rows fewer than the SMs).
+The backward is layer_norm's kernel without the mean.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from tritred_core import ReductionSpec
 from ...runtime import grad_needed
 from .launch import resolve_eps, rms_norm_call
 
+#: ``split_rows``: rows held by several programs meeting at a barrier (one read), for long rows fewer than the SMs.
 #: A few threads a row on the single pass; persistent row grids.
 SPEC = ReductionSpec(name="rms_norm", family="normalize", outputs=("out",),
                      mirrors="torch.nn.functional.rms_norm",
                      summary="x * rsqrt(mean(x^2) + eps) * weight over the trailing normalized_shape dims",
-                     strategies=("single_pass", "multi_pass"), knobs=("threads_per_row", "num_programs"))
+                     strategies=("single_pass", "multi_pass", "split_rows"), knobs=("threads_per_row", "num_programs"))
 
 SPECS = {"rms_norm": SPEC}
 

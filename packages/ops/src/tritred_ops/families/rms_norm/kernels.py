@@ -6,8 +6,9 @@
 
 ``SINGLE``: a block of BLOCK_M rows in registers (one read, one write); ``COLS`` (``threads_per_row``): each row
 over a few threads, its other columns in their registers (``kernels.welford.short_rows_tile``). The loop: a first
-sweep sums the squares per lane (kept in L2: evict-last), a second normalizes from the row's end. The backward is
-layer_norm's kernel without the mean (``families.layer_norm.backward_kernels``).
+sweep sums the squares per lane (kept in L2: evict-last), a second normalizes from the row's end. Split rows
+(:func:`_split_rows_kernel`): several programs hold a row and meet at a barrier. The backward is layer_norm's kernel
+without the mean (``families.layer_norm.backward_kernels``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import restate_multiple, row_block
+from ...kernels.rows import group_barrier, restate_multiple, row_block
 from ...kernels.welford import short_rows_tile
 
 
@@ -107,3 +108,43 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
             tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
     if STORE_RSTD:
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def _split_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, part_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn,
+                       s_yk, eps, eps_lo, HAS_W: tl.constexpr, STORE_RSTD: tl.constexpr, ACC: tl.constexpr,
+                       WACC: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr,
+                       PHASE: tl.constexpr):
+    """Rows too long for one program, held by SPLIT programs together (``split_rows``): one read and one write, where
+    the loop reads each row twice, and all the SMs busy when the rows are fewer than them (one program a row would
+    leave the rest idle).
+
+    Program ``part`` of a group keeps columns [part * BLOCK_N, (part + 1) * BLOCK_N) of its rows in registers,
+    stores its chunk's sum of squares per row and, PHASE 3, waits at the row's barrier (``group_barrier``); then
+    every program sums the SPLIT partials in the same order (deterministic, identical in every program) and
+    writes its chunk. A persistent grid of co-resident groups (a cooperative launch, ``runtime.launch_split_rows``)
+    loops over the rows; PHASE 1 and 2 are the halves as two launches (the interpreter, or no group fits the device),
+    PHASE 2 reading the row again.
+    """
+    part = tl.program_id(0) % SPLIT
+    group = tl.program_id(0) // SPLIT
+    groups = tl.num_programs(0) // SPLIT
+    cols = part.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = cols < N
+    parts = tl.arange(0, SPLIT_P2)  # (partials of a row: SPLIT_P2 slots, SPLIT of them written)
+    for row in tl.range(group, R, groups):
+        r = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + (r // K) * s_xm + (r % K) * s_xk + cols * s_xn, mask=ok, other=0).to(ACC)
+        if PHASE != 2:
+            tl.store(part_ptr + r * SPLIT_P2 + part, tl.sum(x * x, 0))
+        if PHASE == 3:
+            group_barrier(count_ptr + r, SPLIT)
+        if PHASE != 1:
+            # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
+            ss = tl.sum(tl.load(part_ptr + r * SPLIT_P2 + parts, mask=parts < SPLIT, other=0, cache_modifier=".cg"), 0)
+            rstd = _rstd(ss, N, eps, eps_lo, ACC)
+            if STORE_RSTD:  # noqa: SIM102 (a constexpr test beside a runtime one)
+                if part == 0:
+                    tl.store(rstd_ptr + r, rstd)
+            y = _scale(x * rstd, w_ptr, cols, ok, HAS_W, WACC)
+            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)

@@ -19,7 +19,7 @@ from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import single_load_evict
 from ...runtime import Recorder, find_plan
-from .kernels import _rms_norm_kernel
+from .kernels import _rms_norm_kernel, _split_rows_kernel
 
 OP = "rms_norm"
 
@@ -115,11 +115,22 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
     cfg = rt.decide(spec, x, view)
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     R = view.M * view.K
+    wacc = torch.float64 if w is not None and w.dtype == torch.float64 else acc
+    eps_hi, eps_lo = f32_split(eps_value)
+    if cfg.strategy == "split_rows":  # rows held by cfg.split programs together (one read; see the kernel)
+        block_n, split = rt.split_row_chunks(cfg, view.N)
+        parts = rt.next_pow2(split)
+        rt.launch_split_rows(
+            rec, _split_rows_kernel, x, R, split, cfg.num_programs,
+            (x, w if w is not None else out, out, rstd if rstd is not None else out,
+             rec.empty((R * parts,), acc, x.device)),
+            dict(R=R, N=view.N, K=view.K, s_xm=sxm, s_xn=sxn, s_xk=sxk, s_ym=sym, s_yn=syn, s_yk=syk, eps=eps_hi,
+                 eps_lo=eps_lo, HAS_W=w is not None, STORE_RSTD=store_rstd, ACC=tl_dtype(acc), WACC=tl_dtype(wacc),
+                 SPLIT=split, SPLIT_P2=parts, BLOCK_N=block_n, num_warps=cfg.num_warps))
+        return _finish(rec, key, y, out, rstd, fmt, store_rstd)
     programs, persist = rt.row_programs(cfg, R)
     single = cfg.strategy == "single_pass"
     cols = rt.row_cols(cfg, x, OP, True, single, 1)
-    wacc = torch.float64 if w is not None and w.dtype == torch.float64 else acc
-    eps_hi, eps_lo = f32_split(eps_value)
     rec.launch(_rms_norm_kernel, (programs,), x, w if w is not None else out, out,
                rstd if rstd is not None else out, R, view.N, view.K, sxm, sxn, sxk, sym, syn, syk, eps_hi, eps_lo,
                HAS_W=w is not None, STORE_RSTD=store_rstd, ACC=tl_dtype(acc), WACC=tl_dtype(wacc), SINGLE=single,
@@ -127,6 +138,12 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
                EVEN=rt.even_rows(view, cfg, single, 0), DIV=rt.row_hint(view, 0),
                EVICT=single_load_evict("layer_norm", cfg.num_warps) if single else "", COLS=cols,
                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return _finish(rec, key, y, out, rstd, fmt, store_rstd)
+
+
+def _finish(rec: Recorder, key: Any, y: torch.Tensor, out: torch.Tensor, rstd: torch.Tensor | None,
+            fmt: torch.memory_format | None, store_rstd: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The call's result, saved for replay unless the input was gathered into a contiguous copy."""
     if out is not y:  # (the input was gathered into a contiguous copy: so is the output; torch keeps the format)
         return out.contiguous(memory_format=fmt or torch.contiguous_format), rstd
     if store_rstd:

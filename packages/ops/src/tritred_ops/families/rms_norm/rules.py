@@ -1,11 +1,11 @@
 """Launch rules of rms_norm: layer_norm's, less its width-specific rules (not measured for rms_norm yet).
 
-Forward: rows up to 32768 elements (GPU) are one pass in registers, short power-of-two rows (128-1024) spread over a
-few threads each (:func:`short_rows`, as layer_norm's), rows of up to 1024 in one-warp tiles of several rows,
-longer rows loop over 16384-wide chunks on 32 warps (two sweeps). rms_norm's single pass does one reduction where
-layer_norm's does two or three, so layer_norm's sizes are a conservative start. Backward: layer_norm's rule
-(:func:`tritred_ops.families.layer_norm.rules.backward_config`): the same kernel, with one accumulator row (dw)
-instead of two.
+Forward: rows up to 32768 elements (GPU) are one pass in registers, short power-of-two rows (128-1024) spread over a few
+threads each (:func:`short_rows`, as layer_norm's), rows of up to 1024 in one-warp tiles of several rows, longer rows
+loop over 16384-wide chunks on 32 warps (two sweeps), or, fewer than the SMs, are split rows (one read). rms_norm's
+single pass does one reduction where layer_norm's does two or three, so layer_norm's sizes are a conservative start.
+Backward: layer_norm's rule (:func:`tritred_ops.families.layer_norm.rules.backward_config`): the same kernel, with one
+accumulator row (dw) instead of two.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 from tritred_core.models import Strategy
 
-from ...rules import Caps, itemsize, rows_config
-from ...runtime.launch import next_pow2
+from ...rules import Caps, few_rows, itemsize, rows_config
+from ...runtime.launch import cdiv, next_pow2
 from ..layer_norm.rules import backward_config
 
 
@@ -27,6 +27,9 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         block_n = min(next_pow2(max(problem.N, 1)), max(16, (4096 if caps.gpu else caps.tile) // block_m))
         strategy: Strategy = "single_pass" if block_n >= problem.N else "multi_pass"
         return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4)
+    if problem.N > caps.norm_resident and few_rows(problem, caps):  # (rows fewer than the SMs: layer_norm's rule)
+        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
+                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
     if caps.gpu:
         cfg = short_rows(problem)
         if cfg is not None:

@@ -1,10 +1,10 @@
 """Launch rules of softmax, log_softmax and logsumexp.
 
-Rows up to 32768 elements are one pass in registers (2-byte softmax rows up to 16384: past it the loop wins),
-rows of up to 1024 in one-warp tiles of several rows. Longer rows take the online loop, whose program width is
-chosen so that the rows in flight fit the L2 (:func:`loop`); float32 softmax rows of 64K+ elements, and such rows
-of any dtype fewer than the SMs, are held by several programs meeting at a per-row barrier. Columns take narrower
-blocks, or split columns, until they fill the device. The shared rules come first on a GPU: tails and odd widths. The backward kernels' rules
+Rows up to 32768 elements are one pass in registers (2-byte softmax rows up to 16384: past it the loop wins), rows of up
+to 1024 in one-warp tiles of several rows. Longer rows take the online loop, whose program width is chosen so that the
+rows in flight fit the L2 (:func:`loop`); float32 softmax rows of 64K+ elements, and such rows of any dtype fewer than
+the SMs, are held by several programs meeting at a per-row barrier. Columns take narrower blocks, or split columns,
+until they fill the device. The shared rules come first on a GPU: tails and odd widths. The backward kernels' rules
 (``direction="backward"``) start from the same ones, counting the second tensor they read (:func:`backward_config`).
 """
 
