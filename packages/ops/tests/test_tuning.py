@@ -96,18 +96,23 @@ def test_batch_norm_candidates_are_its_split_and_normalize_programs():
 
 
 def test_split_rows_candidates_keep_their_program_width_across_the_bucket():
-    """A tuned split_rows entry serves every row of its shape bucket with 8192-element programs (split counts for
-    the bucket's longest row: a split of the tuned row's own would widen the programs of longer rows)."""
+    """A tuned split_rows entry serves every row of its shape bucket with programs of its BLOCK_N (split counts
+    for the bucket's longest row: a split of the tuned row's own would widen the programs of longer rows), whether
+    the built-in config is the loop (256 rows) or the split itself (64 rows: fewer than the SMs) and its
+    neighbours."""
     from tritred_ops.runtime import split_row_chunks
 
     reg = get_registry()
     spec = reg.get("layer_norm").spec
-    tuned = Problem(op="layer_norm", dtype="float32", M=64, N=40000, K=1, stride_m=40000, stride_n=1)
-    split_rows = [c for c in tuning.candidates(spec, reg.launch_config(spec, tuned, FAKE_H200), tuned)
-                  if c.strategy == "split_rows"]
-    assert [(c.BLOCK_N, c.split, c.num_warps) for c in split_rows] == [(8192, 8, 8)]
-    for n in (32769, 40000, 60000, 65536):  # the bucket (32768, 65536]
-        assert split_row_chunks(split_rows[0], n)[0] == 8192
+    for M, want in ((256, {(8192, 8, 8)}), (64, {(8192, 8, 8), (4096, 16, 8), (16384, 4, 8), (8192, 8, 4),
+                                                (8192, 8, 16)})):
+        tuned = Problem(op="layer_norm", dtype="float32", M=M, N=40000, K=1, stride_m=40000, stride_n=1)
+        split_rows = [c for c in tuning.candidates(spec, reg.launch_config(spec, tuned, FAKE_H200), tuned)
+                      if c.strategy == "split_rows"]
+        assert {(c.BLOCK_N, c.split, c.num_warps) for c in split_rows} == want
+        for cfg in split_rows:
+            for n in (32769, 40000, 60000, 65536):  # the bucket (32768, 65536]
+                assert split_row_chunks(cfg, n)[0] == cfg.BLOCK_N
 
 
 def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):

@@ -96,6 +96,7 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
     batch_norm = spec.name == "batch_norm"  # (its Problem is (batch, spatial, channel), not rows)
+    split_rows = problem.inner and not batch_norm and "split_rows" in spec.strategies  # (a row over programs)
 
     def add(**changes: Any) -> None:
         fields = {**base.model_dump(exclude={"decided_by", "tuned"}), **changes}
@@ -105,6 +106,11 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
             fields["BLOCK_TAIL"] = 0  # (a tail base's loop and split neighbours: a tail is for single passes)
         if fields["strategy"] != "single_pass" or fields["BLOCK_TAIL"]:
             fields["threads_per_row"] = 0  # (likewise: rows over a few threads are single passes of one tile)
+        if split_rows and fields["strategy"] in ("split", "split_rows"):
+            # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry
+            # gives every row of its bucket programs of BLOCK_N elements (split is a lower bound on the programs:
+            # a smaller one would widen them for longer rows; this row's own launch is the same)
+            fields["split"] = rt.cdiv(rt.next_pow2(N), fields["BLOCK_N"])
         try:
             cfg = LaunchConfig(**fields)
             spec.check_takes(cfg)
@@ -142,7 +148,7 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
             add(threads_per_row=min(32, max(1, base.BLOCK_N // 32)))
     if base.strategy != "single_pass":
         add(num_stages=3 if base.num_stages == 1 else 1)
-    if base.strategy == "split":
+    if base.strategy == "split" and not split_rows:
         for s in (max(2, base.split // 2), base.split * 2):
             add(split=s)
     if problem.inner and not batch_norm and "num_programs" in spec.knobs and base.strategy != "split" \
@@ -154,13 +160,9 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
         # Normalize programs looping over several tiles of one channel block (its statistics merged once each).
         for per_sm in (4, 16):
             add(num_programs=per_sm * sm_count)
-    if problem.inner and "split_rows" in spec.strategies and N > 32768:
+    if split_rows and N > 32768:
         # Rows past one program's registers held by programs of 8192 elements on 8 warps together (split rows).
-        # split counts for the bucket's longest row (N rounded up to a power of two), so that a stored entry gives
-        # every row of its bucket 8192-element programs (split is a lower bound on the programs: a smaller one
-        # would widen them for longer rows).
-        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, split=rt.cdiv(rt.next_pow2(N), 8192), num_warps=8,
-            num_programs=0, num_stages=1)
+        add(strategy="split_rows", BLOCK_M=1, BLOCK_N=8192, num_warps=8, num_programs=0, num_stages=1)
     return list(out.values())
 
 
