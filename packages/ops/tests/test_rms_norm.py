@@ -32,9 +32,9 @@ def _ref(x, ns, w, eps=None):
 @pytest.mark.parametrize("cfg", BRANCHES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_branches_dtypes(cfg, dtype, force, device):
-"""Every forward branch (several rows a tile, a persistent pipelined grid, rows over 4 threads each, the loop with one
-    or two rows, each row over 4 programs, the last 4 wide) on 100-wide rows far from zero, with and without a weight,
-    eps given and None."""
+    """Every forward branch (several rows a tile, a persistent pipelined grid, rows over 4 threads each, the loop with
+    one or two rows, each row over 4 programs, the last 4 wide) on 100-wide rows far from zero, with and without a
+    weight, eps given and None."""
     if cfg is not None:
         force("rms_norm", **cfg)
     x = randn((6, 100), dtype, device, offset=5.0)
