@@ -329,6 +329,11 @@ def _bad_calls(device):
 OUT_OF_RANGE = 4
 
 
+#: Messages of an older torch (2.11, the GPU machine's image) and the ones tritred gives, those of the torch it is
+#: developed against (2.13).
+OLDER_TORCH = {"expected scalar type Long but found Float": "expected target dtype to be Long or Byte, but got Float"}
+
+
 def test_errors_as_torch(device):
     """Each call torch refuses is refused with torch's exception type and message, prefixed with the op's name."""
     for args, kwargs in _bad_calls(device)[OUT_OF_RANGE if device == "cuda" else 0:]:
@@ -340,7 +345,9 @@ def test_errors_as_torch(device):
         message = str(want.value).replace("torch.Size(", "").replace("cross_entropy_loss(): ", "")
         assert str(got.value).startswith("cross_entropy(): "), str(got.value)
         if want.type is not NotImplementedError:  # (torch names its CPU kernel)
-            assert message.split("\n")[0] in str(got.value), (args, kwargs, str(got.value), message)
+            first = message.split("\n")[0]
+            first = OLDER_TORCH.get(first, first)
+            assert first in str(got.value), (args, kwargs, str(got.value), message)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the device-side assert is CUDA's")

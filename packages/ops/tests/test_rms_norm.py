@@ -126,13 +126,14 @@ def test_split_rows_hold_a_row_in_several_programs(force, device, phase_spy):
 
 
 def test_long_rows_fewer_than_the_sms_are_split_rows(device, phase_spy):
-    """The built-in rule: one row of 5000 on the CPU's 2 fake SMs takes the split (a GPU's: fewer rows than SMs),
-    against float64."""
-    x = randn((1, 5000), torch.float32, device, offset=3.0)
-    w = randn((5000,), torch.float32, device)
-    out = tr.rms_norm(x, (5000,), w)
-    assert phase_spy[-1] in (2, 3)
-    assert_close(out, _ref(x, (5000,), w), n=5000, scale=4, what="few rows")
+    """The built-in rule: rows past the single pass (256 elements under the interpreter, 32768 compiled) that are
+    fewer than the SMs (the CPU's 2 fake SMs, a GPU's) take the split, against float64."""
+    n = 40000 if device == "cuda" else 5000
+    x = randn((1, n), torch.float32, device, offset=3.0)
+    w = randn((n,), torch.float32, device)
+    out = tr.rms_norm(x, (n,), w)
+    assert phase_spy[-1] == (3 if device == "cuda" else 2)
+    assert_close(out, _ref(x, (n,), w), n=n, scale=4, what="few rows")
 
 
 def test_loop_rows(device):

@@ -159,11 +159,12 @@ def test_every_branch(name, branch, force, device, monkeypatch):
 
 
 def test_branches_the_rules_take(device, monkeypatch):
-    """The built-in rules (the interpreter's small sizes): short rows in one tile, rows past it in two sweeps,
-    columns in one tile or two sweeps."""
+    """The built-in rules (the interpreter's small sizes, a GPU's larger ones): short rows in one tile, rows past it
+    in two sweeps, columns in one tile or two sweeps."""
     seen = _launches(monkeypatch)
-    for shape, dim, expect in [((3, 100), -1, ("_bwd_rows_kernel", True)), ((2, 200), -1, ("_bwd_rows_kernel", False)),
-                               ((5, 12), 0, ("_bwd_cols_kernel", True)), ((20, 12), 0, ("_bwd_cols_kernel", False))]:
+    long_row, long_col = ((2, 20000), (2000, 12)) if device == "cuda" else ((2, 200), (20, 12))
+    for shape, dim, expect in [((3, 100), -1, ("_bwd_rows_kernel", True)), (long_row, -1, ("_bwd_rows_kernel", False)),
+                               ((5, 12), 0, ("_bwd_cols_kernel", True)), (long_col, 0, ("_bwd_cols_kernel", False))]:
         x = randn(shape, torch.float32, device)
         dy = randn(shape, torch.float32, device)
         dx = _grad("softmax", x, dim, dy)
