@@ -38,6 +38,17 @@ def _scale(xh, w_ptr, cols, c_ok, HAS_W: tl.constexpr, WACC: tl.constexpr):
 
 
 @triton.jit
+def _to_out(y, y_ptr):
+    """``y`` ready to store at ``y_ptr``: a float64 product (a float64 weight) bound for a bfloat16 output is rounded
+    to float32 first, because the Triton interpreter's float64 -> bfloat16 conversion reinterprets bits (zeros and
+    NaN, Triton 3.6 and 3.9). Rounding twice can move a result that lies within 2^-24 (relative) of a bfloat16
+    rounding midpoint by one bfloat16 ulp from torch's single rounding; float16 and float32 outputs round once."""
+    if y.dtype == tl.float64 and y_ptr.dtype.element_ty == tl.bfloat16:
+        y = y.to(tl.float32)
+    return y
+
+
+@triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, eps, eps_lo,
                      HAS_W: tl.constexpr, STORE_RSTD: tl.constexpr, ACC: tl.constexpr, WACC: tl.constexpr,
                      SINGLE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -76,7 +87,7 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
             else:
                 w = tl.load(w_ptr + cols, mask=cols < N, other=0)
             y = y.to(WACC) * w.to(WACC)
-        tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, y, mask=mask)
+        tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, _to_out(y, y_ptr), mask=mask)
     elif SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
         c_ok = cols < N
@@ -87,7 +98,7 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy=EVICT).to(ACC)
         rstd = _rstd(tl.sum(x * x, 1), N, eps, eps_lo, ACC)
         y = _scale(x * rstd[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC)
-        tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask)
+        tl.store(y_row[:, None] + cols[None, :] * s_yn, _to_out(y, y_ptr), mask=mask)
     else:  # the sum of squares per lane over the chunks, then the normalizing sweep from the row's end
         ss_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         n_chunks = tl.cdiv(N, BLOCK_N)
@@ -105,7 +116,8 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_first").to(ACC)
             y = _scale(x * rstd[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC)
-            tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
+            tl.store(y_row[:, None] + cols[None, :] * s_yn, _to_out(y, y_ptr), mask=mask,
+                     eviction_policy="evict_first")
     if STORE_RSTD:
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 
@@ -147,4 +159,4 @@ def _split_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, part_ptr, count_ptr, R, N,
                 if part == 0:
                     tl.store(rstd_ptr + r, rstd)
             y = _scale(x * rstd, w_ptr, cols, ok, HAS_W, WACC)
-            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
+            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, _to_out(y, y_ptr), mask=ok)
