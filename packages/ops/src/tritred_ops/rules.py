@@ -42,6 +42,7 @@ import importlib
 from collections.abc import Callable
 
 from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, hookimpl
+from tritred_core.models import Strategy
 
 from .runtime.hints import unrolled_chunks
 from .runtime.launch import cdiv, next_pow2
@@ -455,7 +456,16 @@ def smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | N
 
 def few_rows(problem: Problem, caps: Caps) -> bool:
     """Fewer rows than SMs: a loop's grid of one program per row leaves SMs idle, so the long rows of the ops that
-    can split a row over programs (softmax and log_softmax's and layer_norm's ``split_rows``) take the split
-    whatever its barrier costs: bf16 softmax 8x2097152 ran on 8 of 132 SMs, where the split runs 256 programs a
-    row. Predicted from the grid alone: R programs on R SMs stream at most R / SMs of the device's bandwidth."""
+    can split a row over programs (softmax, log_softmax, layer_norm and rms_norm) take the split
+    (:func:`split_rows_config`) whatever its barrier costs: bf16 softmax 8x2097152 ran on 8 of 132 SMs, where the
+    split runs 256 programs a row. Predicted from the grid alone: R programs on R SMs stream at most R / SMs of the
+    device's bandwidth."""
     return problem.outputs < caps.sm_count
+
+
+def split_rows_config(problem: Problem, caps: Caps, strategy: Strategy = "split_rows") -> LaunchConfig:
+    """Each row held by programs of ``caps.split_chunk`` elements on ``caps.split_warps`` warps that meet at a
+    per-row barrier (one read of the row; ``runtime.launch_split_rows``). ``strategy``: the name the family's
+    launcher takes for it (softmax's rows: ``split``)."""
+    return LaunchConfig(strategy=strategy, BLOCK_M=1, BLOCK_N=caps.split_chunk,
+                        split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)

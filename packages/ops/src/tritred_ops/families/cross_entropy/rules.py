@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, itemsize, rows_config
-from ...runtime.launch import cdiv, next_pow2
+from ...rules import Caps, itemsize, rows_config, split_rows_config
+from ...runtime.launch import next_pow2
 from ..softmax.rules import l2_loop
 
 
@@ -44,8 +44,7 @@ def rows(problem: Problem, caps: Caps) -> LaunchConfig:
     grad = problem.direction == "backward"
     size = itemsize(problem)
     if grad and problem.dtype == "float32" and problem.N >= caps.split_rows:
-        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
-                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+        return split_rows_config(problem, caps)
     single_cap = caps.softmax_resident
     if caps.gpu and grad and size == 2:
         single_cap = 16384

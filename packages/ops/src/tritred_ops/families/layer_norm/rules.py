@@ -22,11 +22,12 @@ from ...rules import (
     rows_config,
     short_rows,
     smallest_unrolled_chunk,
+    split_rows_config,
     tail_rows,
     unrolled_loop,
     warps,
 )
-from ...runtime.launch import cdiv, next_pow2
+from ...runtime.launch import next_pow2
 
 
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
@@ -40,8 +41,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner and problem.N > single_cap and few_rows(problem, caps):
         # fewer rows than SMs: each row held by programs of caps.split_chunk elements (one read, a barrier)
-        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
-                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+        return split_rows_config(problem, caps)
     if problem.inner and caps.gpu:
         for rule in (tail_rows, odd_rows_loop, short_rows):
             cfg = rule(spec, problem, caps)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 from tritred_core.models import Strategy
 
-from ...rules import Caps, few_rows, itemsize, rows_config
-from ...runtime.launch import cdiv, next_pow2
+from ...rules import Caps, few_rows, itemsize, rows_config, split_rows_config
+from ...runtime.launch import next_pow2
 from ..layer_norm.rules import backward_config
 
 
@@ -28,8 +28,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         strategy: Strategy = "single_pass" if block_n >= problem.N else "multi_pass"
         return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4)
     if problem.N > caps.norm_resident and few_rows(problem, caps):  # (rows fewer than the SMs: layer_norm's rule)
-        return LaunchConfig(strategy="split_rows", BLOCK_M=1, BLOCK_N=caps.split_chunk,
-                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+        return split_rows_config(problem, caps)
     if caps.gpu:
         cfg = short_rows(problem)
         if cfg is not None:

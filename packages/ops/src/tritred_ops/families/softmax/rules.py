@@ -13,7 +13,16 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ... import rules as shared
-from ...rules import Caps, cols_config, few_rows, itemsize, odd_rows_loop, rows_config, tail_rows
+from ...rules import (
+    Caps,
+    cols_config,
+    few_rows,
+    itemsize,
+    odd_rows_loop,
+    rows_config,
+    split_rows_config,
+    tail_rows,
+)
 from ...runtime.launch import cdiv, next_pow2
 
 
@@ -39,8 +48,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner and "split_rows" in spec.strategies and problem.N >= caps.split_rows \
             and (problem.dtype == "float32" or few_rows(problem, caps)):
-        return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=caps.split_chunk,
-                            split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+        return split_rows_config(problem, caps, "split")
     if problem.inner and caps.gpu:
         for rule in (tail_rows, odd_rows_loop):
             cfg = rule(spec, problem, caps)
