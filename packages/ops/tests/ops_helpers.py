@@ -22,6 +22,16 @@ def h200_config(problem):
     return reg.launch_config(reg.get(problem.op).spec, problem, FAKE_H200)
 
 
+def h200_config_of(op: str, M: int, N: int, K: int = 1, dtype: str = "bfloat16", stride: int | None = None):
+    """:func:`h200_config` of ``op`` over an (M, N, K) view, N the reduced dim (K its stride: the kept inner dim),
+    rows ``stride`` apart (default: dense)."""
+    from tritred_core import Problem
+
+    stride_m, stride_n = (N * K if stride is None else stride), K
+    return h200_config(Problem(op=op, dtype=dtype, M=M, N=N, K=K, stride_m=stride_m, stride_n=stride_n,
+                               stride_k=1))
+
+
 def noncontiguous(shape, device):
     """Random float64 values of ``shape`` in a non-contiguous layout (transposed, or every other element of a
     1-d buffer; a 0-d tensor as is): the output gradients of the tests."""
