@@ -62,35 +62,25 @@ def test_eps_none_is_the_computation_dtypes_machine_epsilon(device):
             assert (out.double().cpu() - wrong).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("cfg", BRANCHES, ids=str)
 @pytest.mark.parametrize(("x_dtype", "w_dtype"), [(torch.bfloat16, torch.float32), (torch.float32, torch.float64),
                                                    (torch.float16, torch.bfloat16), (torch.float32, torch.int32),
                                                    (torch.bfloat16, torch.bool), (torch.bfloat16, torch.float64),
                                                    (torch.float16, torch.float64)])
-def test_weights_of_other_dtypes(x_dtype, w_dtype, device, monkeypatch):
+def test_weights_of_other_dtypes(x_dtype, w_dtype, cfg, force, device):
     """As torch (its composite path): the product in the promoted dtype of the computation and the weight, the
     output in the input's dtype (a float64 weight of a bfloat16 input gave zeros and NaN under the interpreter:
     kernels._to_out). Every forward branch."""
-    from tritred_core import LaunchConfig, get_registry, hookimpl
-
+    if cfg is not None:
+        force("rms_norm", **cfg)
     x = randn((5, 128), x_dtype, device, offset=1.0)
     w = randn((128,), w_dtype, device) if w_dtype != torch.bool else torch.rand(128, device=device) > 0.5
+    out = tr.rms_norm(x, (128,), w, 1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch_out = F.rms_norm(x.cpu(), (128,), w.cpu(), 1e-6)
-    reg = get_registry()
-    for cfg in BRANCHES:
-        class Forced:  # (the conftest's force fixture, one branch after the other)
-            @hookimpl
-            def tritred_launch_config(self, spec, problem, device, _cfg=cfg):  # noqa: ANN001
-                return LaunchConfig(**_cfg) if _cfg and spec.name == "rms_norm" else None
-
-        name = reg.register(Forced(), name="test-rms-norm-weights")
-        try:
-            out = tr.rms_norm(x, (128,), w, 1e-6)
-        finally:
-            reg.unregister(name)
-        assert out.dtype == torch_out.dtype == x_dtype
-        assert_close(out, _ref(x, (128,), w, 1e-6), n=16, scale=4, what=f"{x_dtype} {w_dtype} {cfg}")
+    assert out.dtype == torch_out.dtype == x_dtype
+    assert_close(out, _ref(x, (128,), w, 1e-6), n=16, scale=4, what=f"{x_dtype} {w_dtype} {cfg}")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
