@@ -38,6 +38,8 @@ from tritred_bench.models import GPT, ConvNet, build_variant, gpt_batch, image_b
 #: Inductor generates its own kernels for the ops around tritred's (CUDA).
 AOT_EAGER_TOL = (1e-5, 1e-6)
 INDUCTOR_TOL = (1e-4, 1e-5)
+#: AdamW's learning rate (the GPT cases)
+LR = 1e-3
 
 
 class _Counter(CompileCounterWithBackend):
@@ -82,10 +84,6 @@ def _check_compiled(make_model, batches, second_batches, backend: str, dynamic: 
             assert_losses_close(got2, want2, f"compiled ({backend}), second shape", rtol=rtol)
             assert_same_state(compiled_model, eager, f"compiled ({backend}), second shape", rtol=rtol,
                               atol_scale=atol_scale, param_atol=ADAM_SLACK * lr * (len(batches) + len(second_batches)))
-
-
-#: AdamW's learning rate
-LR = 1e-3
 
 
 def _adamw(model: torch.nn.Module) -> torch.optim.Optimizer:
