@@ -91,8 +91,8 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
     """``base`` and its neighbours, among the strategies and knobs ``spec`` declares: x0.5/x2 block sizes and
     warps, 1 or 3 stages, other split counts, persistent row grids of 2 or 4 programs per SM, single passes with or
     without a tail tile, rows with or without a few threads each (``threads_per_row``), rows held by several
-    programs (``split_rows``: softmax, log_softmax, layer_norm), and batch_norm's normalize programs looping over
-    several tiles."""
+    programs (``split_rows``: softmax, log_softmax, layer_norm, rms_norm, cross_entropy), and batch_norm's normalize
+    programs looping over several tiles."""
     out: dict[tuple[Any, ...], LaunchConfig] = {}
     N = max(problem.N, 1)
     batch_norm = spec.name == "batch_norm"  # (its Problem is (batch, spatial, channel), not rows)

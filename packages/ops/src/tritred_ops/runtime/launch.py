@@ -103,8 +103,8 @@ def split_row_chunks(cfg: LaunchConfig, N: int) -> tuple[int, int]:
 
 def launch_split_rows(rec: Any, kernel: Any, x: torch.Tensor, rows: int, split: int, num_programs: int,
                       args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-    """Launch a split-rows kernel (``split`` programs hold each row: softmax's and layer_norm's
-    ``_split_rows_kernel``).
+    """Launch a split-rows kernel (``split`` programs hold each row: the ``_split_rows_kernel`` of softmax,
+    layer_norm and rms_norm, cross_entropy's ``_xent_split_kernel``).
 
     On a GPU, one cooperative launch of a persistent grid: as many groups of ``split`` programs as the device
     holds at once (from the compiled kernel's registers, shared memory and warps), each group looping over rows,
