@@ -113,27 +113,6 @@ def test_nan_and_inf_must_propagate() -> None:
     assert "NaN positions" in _bad(results)[0].message
 
 
-def test_known_limitation_passes_only_its_own_symptom() -> None:
-    """tritred's prod (KNOWN_LIMITATIONS) on the inf case: NaN where the float64 reference is +-inf is reported as
-    known, never silently; the same NaN from another plugin's prod, or a wrong finite value, still fails."""
-    def nan_for_inf(x: torch.Tensor, dim: Any = None) -> torch.Tensor:
-        out = torch.prod(x, dim)
-        return torch.where(out.isinf(), math.nan, out)
-
-    def ours(rec: Reduction) -> Reduction:
-        return rec.model_copy(update={"spec": rec.spec.model_copy(update={"plugin": "tritred_ops"})})
-
-    rows = [ShapeCase((3, 40), -1)]
-    rec = ours(fake_reduction("prod", nan_for_inf, reference=torch.prod))
-    results = check_reduction(rec, "cpu", shapes=rows, cases=["inf"])
-    assert results and all(r.ok and r.known and "known limitation" in r.message for r in results)
-    assert not any(r.known for r in check_reduction(rec, "cpu", shapes=rows, cases=["random"]))
-    assert _bad(check_reduction(fake_reduction("prod", nan_for_inf, reference=torch.prod), "cpu", shapes=rows,
-                                cases=["inf"]))
-    wrong = ours(fake_reduction("prod", lambda x, dim=None: nan_for_inf(x, dim) + 1.0, reference=torch.prod))
-    assert _bad(check_reduction(wrong, "cpu", shapes=rows, cases=["inf"]))
-
-
 def test_large_mean_catches_cancellation() -> None:
     def naive_var(x: torch.Tensor, dim: Any = None) -> torch.Tensor:  # E[x^2] - E[x]^2 in float32
         n = x.shape[dim] if dim is not None else x.numel()

@@ -84,7 +84,6 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
     summary = Table(title=f"tritred check on {device} ({'full' if full else 'quick'})")
     for col in ("op", "dtype", "passed", "skipped", "worst abs err", "status"):
         summary.add_column(col, no_wrap=True, justify="right" if col in ("passed", "skipped") else "left")
-    known = [r for r in results if r.known]
     groups: dict[tuple[str, str], list[Any]] = {}
     for r in results:
         groups.setdefault((r.op, r.dtype), []).append(r)
@@ -93,8 +92,6 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
         passed = sum(r.ok for r in run)
         worst = max((r.max_abs_err for r in run if r.max_abs_err == r.max_abs_err), default=0.0)  # (failed too)
         status = "[green]ok[/]" if passed == len(run) else "[red]FAIL[/]"
-        if passed == len(run) and any(r.known for r in run):
-            status = f"[yellow]ok[/] ({sum(bool(r.known) for r in run)} known)"
         if not run:
             status = "[dim]skipped[/]"
         summary.add_row(op, dt, f"{passed}/{len(run)}", str(len(rs) - len(run)), f"{worst:.3g}", status)
@@ -105,8 +102,7 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
     con.print(summary)
     if show_all:
         for r in results:
-            verdict = "[dim]skip[/]" if r.skipped else "[yellow]known[/]" if r.known else "[green]ok[/]  " \
-                if r.ok else "[red]FAIL[/]"
+            verdict = "[dim]skip[/]" if r.skipped else "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
             con.print(f"{verdict} {_check_label(r)}: {_check_detail(r)}", markup=True, soft_wrap=True)
     else:  # failures, one line per (op, dtype, error): the first check of each group reproduces it
         seen: dict[tuple[str, str, str], list[Any]] = {}
@@ -116,12 +112,9 @@ def _print_check(results: list[Any], con: Console, show_all: bool, device: str, 
         for (_, _, detail), rs in seen.items():
             more = f" [dim](and {len(rs) - 1} more checks)[/]" if len(rs) > 1 else ""
             con.print(f"[red]FAIL[/] {_check_label(rs[0])}: {detail}{more}", markup=True, soft_wrap=True)
-    for r in known if not show_all else []:  # documented limitations: passed, but never silently
-        con.print(f"[yellow]known[/] {_check_label(r)}: {escape(r.known)}", markup=True, soft_wrap=True)
     failed = sum(not r.ok for r in results)
     total = sum(not r.skipped for r in results)
-    tail = f" ({len(known)} of them a known limitation, see above)" if known else ""
-    con.print(f"[{'red' if failed else 'green'}]{total - failed}/{total} checks passed{tail}[/]", markup=True)
+    con.print(f"[{'red' if failed else 'green'}]{total - failed}/{total} checks passed[/]", markup=True)
 
 
 def _check_label(r: Any) -> str:

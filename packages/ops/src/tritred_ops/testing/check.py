@@ -21,15 +21,6 @@ from .compare import OFFSET_ATOL, TORCH_ERROR_SLACK, Comparison, _dtype_name, _l
 #: The input transformations :func:`check_reduction` applies (``offset``/``nan``/``inf`` to floating inputs only).
 CASES: tuple[str, ...] = ("random", "strided", "offset", "nan", "inf")
 
-#: Documented limitations of tritred's own ops: (op, case) -> where the docs explain it. A check of such a pair
-#: whose only mismatches are the documented symptom, NaN where the float64 reference is +-inf, passes with
-#: ``known`` set (reported apart); any other mismatch fails as usual.
-KNOWN_LIMITATIONS: dict[tuple[str, str], str] = {
-    ("prod", "inf"): "docs/semantics.md, 'prod of long rows holding +-inf': NaN where a partial product of the "
-                     "finite values underflows to 0 before it meets the inf",
-}
-
-
 @dataclass(frozen=True)
 class ShapeCase:
     """An input shape and the ``dim`` passed to ``make_inputs`` (ops without a dim, e.g. layer_norm, ignore it)."""
@@ -71,8 +62,7 @@ class CheckResult:
     """One check of :func:`check_reduction`: an op, a dtype, a shape and a case.
 
     ``error`` holds the exception (``Type: message``) when ``impl`` or the harness raised; ``skipped`` marks checks
-    that do not apply (``make_inputs`` rejects the shape, dtype outside the spec) and count as ok; ``known`` names
-    the documented limitation (:data:`KNOWN_LIMITATIONS`) of a check that is ok only because of it.
+    that do not apply (``make_inputs`` rejects the shape, dtype outside the spec) and count as ok.
     """
 
     op: str
@@ -88,7 +78,6 @@ class CheckResult:
     max_rel_err: float = 0.0
     skipped: bool = False
     plugin: str | None = field(default=None, compare=False)
-    known: str = ""
 
 
 def _map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
@@ -189,11 +178,10 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
     name, dt = rec.spec.name, _dtype_name(dtype)
 
     def _result(ok: bool, message: str = "", error: str | None = None, cmp: Comparison | None = None,
-               skipped: bool = False, known: str = "") -> CheckResult:
+               skipped: bool = False) -> CheckResult:
         return CheckResult(op=name, dtype=dt, shape=sc.shape, case=case, ok=ok, error=error, message=message,
                            dim=sc.dim, seed=seed, max_abs_err=cmp.max_abs_err if cmp else 0.0,
-                           max_rel_err=cmp.max_rel_err if cmp else 0.0, skipped=skipped, plugin=rec.spec.plugin,
-                           known=known)
+                           max_rel_err=cmp.max_rel_err if cmp else 0.0, skipped=skipped, plugin=rec.spec.plugin)
 
     try:
         args, kwargs = rec.make_inputs(sc.shape, dtype, device=device, dim=sc.dim, seed=seed)
@@ -272,13 +260,8 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
     if case == "offset":
         atols = [_offset_atol(a, d) for a, d in zip(atols, tol_dtypes)]
     cmp = compare(out, values_ref, tol_dtypes, atol=atols, check_dtype=False)
-    known, note = "", ""
     if not cmp.ok:
-        known = KNOWN_LIMITATIONS.get((name, case), "") if rec.spec.plugin == "tritred_ops" else ""
-        if not known or not compare(_nan_to_ref_inf(out, values_ref), values_ref, tol_dtypes, atol=atols,
-                                    check_dtype=False).ok:
-            return _result(False, cmp.message, cmp=cmp)
-        note = f"known limitation: {cmp.message}"
+        return _result(False, cmp.message, cmp=cmp)
 
     # Inputs: untouched, unless the reference updates them in place too (batch_norm's running statistics).
     after = _flat_tensors(args, kwargs)
@@ -297,16 +280,7 @@ def _run_one(rec: Reduction, device: str | torch.device, dtype: torch.dtype, sc:
         c = compare(now, after64[i][1], now.dtype, atol=a, check_dtype=False)
         if not c.ok:
             return _result(False, f"in-place update of {label} differs from torch's: {c.message}", cmp=c)
-    return _result(True, note, cmp=cmp, known=known)
-
-
-def _nan_to_ref_inf(out: Any, ref: Any) -> Any:
-    """A tensor ``out`` with its NaN elements replaced by the reference's where the reference is +-inf (the
-    symptom of :data:`KNOWN_LIMITATIONS`); anything else as it is."""
-    if isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor) and out.is_floating_point():
-        r = ref.to(out.device, out.dtype)
-        return torch.where(out.isnan() & r.isinf(), r, out)
-    return out
+    return _result(True, cmp=cmp)
 
 
 def _offset_atol(atol: float | None, dtype: torch.dtype) -> float | None:

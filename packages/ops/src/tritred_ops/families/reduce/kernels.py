@@ -5,6 +5,9 @@
   reducing it once at the end (one chunk = single pass, several = multi pass). It also merges split partials.
 - ``_cols_kernel``: the kept axis K is the fast one (``dim=0`` of a matrix, a middle dim): a program owns BLOCK_K
   contiguous outputs of one m and sweeps N, so every load is a coalesced row segment: no transpose copy.
+
+A product whose slice holds +-inf or 0 is set exactly by :func:`_prod_specials` when the tree of partial products
+came out NaN.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0, LOOP_STAGES: tl.constexpr = 1,
                  ALIGN: tl.constexpr = 0, DIV: tl.constexpr = 1, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                 TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False):
+                 TAIL: tl.constexpr = 0, WAIT: tl.constexpr = False, MARK_IN: tl.constexpr = False,
+                 MARK_OUT: tl.constexpr = False):
     """Reduce rows of length N (row r = (m, k)) into out[m, k], or into partials[r, split] when SPLIT > 1.
 
     PERSIST > 0 (``num_programs`` of the config): a persistent grid of PERSIST programs, each looping over row
@@ -32,7 +36,8 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
     exactly UNROLL full chunks, the loop unrolled (``runtime.unrolled_chunks``). PART (other loops, unshifted):
     PART whole chunks per iteration, unrolled (``num_stages`` of a row loop's config), then the rest one by one.
     TAIL (single pass): the row's lanes past BLOCK_N in a second tile of TAIL lanes (``BLOCK_TAIL``).
-    WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``).
+    WAIT: a dependent launch (a split's merge, ``runtime.dependent_launch``). MARK_IN, MARK_OUT (products): the
+    input holds, or ``out`` receives, partials of a product (:func:`_prod_specials`); a split's always do.
     """
     wait_for_previous_launch(WAIT)
     N = restate_multiple(N, DIV)
@@ -41,11 +46,11 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                         divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL,
-                        PART, TAIL)
+                        PART, TAIL, MARK_IN, MARK_OUT or SPLIT > 1)
     else:
         _rows_block(x_ptr, out_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split, divisor,
                     divisor_lo, OP, IDENT, ACC, PRE, CAST, MEAN, SPLIT, SINGLE, BLOCK_M, BLOCK_N, ALIGN, UNROLL, PART,
-                    TAIL)
+                    TAIL, MARK_IN, MARK_OUT or SPLIT > 1)
 
 
 @triton.jit
@@ -90,7 +95,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
-                TAIL: tl.constexpr = 0):
+                TAIL: tl.constexpr = 0, MARK_IN: tl.constexpr = False, MARK_OUT: tl.constexpr = False):
     """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
     boundary below each row (see ``aligned_rows``), and the loop's chunks inside every row take no element mask."""
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
@@ -134,6 +139,13 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         for n0 in range(n_lo, n_end, BLOCK_N):
             acc = _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
         r = tile_reduce(acc, 1, OP)
+    if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
+        s_lo = tl.program_id(1).to(tl.int64) * n_per_split  # (this program's slice: the whole row unless split)
+        s_hi = tl.minimum(N, s_lo + n_per_split)
+        if SPLIT == 1:
+            s_lo, s_hi = tl.program_id(1).to(tl.int64) * 0, N
+        r = _prod_specials(r, x_ptr + m * s_xm + k * s_xk, row_ok, s_lo, s_hi, s_xn, PRE, CAST, ACC, BLOCK_N,
+                           MARK_IN, MARK_OUT)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
@@ -147,9 +159,10 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                  divisor, divisor_lo,
                  OP: tl.constexpr, IDENT: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  MEAN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 LOADS: tl.constexpr = 1, DIV: tl.constexpr = 1):
+                 LOADS: tl.constexpr = 1, DIV: tl.constexpr = 1, MARK_IN: tl.constexpr = False,
+                 MARK_OUT: tl.constexpr = False):
     """Reduce over N for BLOCK_K adjacent k of one m: tiles [BLOCK_N, BLOCK_K] load along the fast k axis.
-    DIV: K and the m and n strides are multiples of DIV.
+    DIV: K and the m and n strides are multiples of DIV. MARK_IN, MARK_OUT: as :func:`_rows_kernel`'s.
 
     Each loop iteration loads LOADS tiles before combining any (independent loads in flight per thread: a
     manual pipeline, since Triton's pipeliner does not stage these loads), with an evict-first hint: the input
@@ -175,9 +188,108 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                 x = tl.where(mask, x, IDENT)
             acc = combine(acc, x, OP)
     r = tile_reduce(acc, 0, OP)
+    if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
+        r = _prod_specials(r, x_col, k_ok, tl.program_id(1).to(tl.int64) * n_per_split, n_hi, s_xn, PRE, CAST, ACC,
+                           BLOCK_N, MARK_IN, MARK_OUT or SPLIT > 1)
     if SPLIT > 1:
         tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
         if MEAN:
             r = div_exact(r, tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC), ACC)
         tl.store(out_ptr + m * s_om + ks * s_ok, r, mask=k_ok)
+
+
+
+# Partials of a product that its next launch multiplies (a split's slices, a stage's temporary) mark a slice whose
+# finite values' product left float range: NaN with these payloads (1, 2: underflowed to +0 / -0; 3, 4:
+# overflowed to +inf / -inf), so that the next launch can tell them from a slice's exact 0 or inf.
+MARK32: tl.constexpr = 0x7FC00000
+MARK64: tl.constexpr = 0x7FF8000000000000
+
+
+@triton.jit
+def _bits(x, ACC: tl.constexpr):
+    """The bits of ``x`` (ACC: float32 or float64) as a signed integer of their width."""
+    if ACC == tl.float64:
+        b = x.to(tl.int64, bitcast=True)
+    else:
+        b = x.to(tl.int32, bitcast=True)
+    return b
+
+
+@triton.jit
+def _mark(code, ACC: tl.constexpr):
+    """The NaN that marks ``code`` (see MARK32) in ACC."""
+    if ACC == tl.float64:
+        m = (MARK64 + code.to(tl.int64)).to(tl.float64, bitcast=True)
+    else:
+        m = (MARK32 + code).to(tl.float32, bitcast=True)
+    return m
+
+
+@triton.jit
+def _prod_specials(r, x_lane, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+                   BLOCK_N: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr):
+    """Products ``r`` of the slices [n_lo, n_hi) at ``x_lane`` (one slice per lane, element stride ``s_xn``), set
+    exactly where the tree of partial products cannot say them.
+
+    Why: the partial products of a slice's finite values can underflow to 0 before they meet its inf (or overflow
+    to inf before they meet its 0), and 0 * inf makes NaN where the exact product is +-inf (or +-0). A slice whose
+    product came out NaN (rare) is read again, noting NaN, inf, 0 and the count of negative values (sign bits, so
+    -0.0 counts): NaN if it holds NaN or both an inf and a 0, else +-0 if it holds a 0, else +-inf if it holds an
+    inf. MARK_IN (the values are partials of another launch): the marks of partials that left float range count
+    as such a 0 or inf only against each other (both: NaN, the result's magnitude unknown). MARK_OUT (``r`` are
+    such partials): a product of finite values that came out 0 or +-inf is read again too, and marked if it left
+    float range. A product of finite values whose partial products both overflowed and underflowed stays NaN.
+    The common path costs a test of the results; the loads are masked to the lanes read again.
+    """
+    redo = r != r
+    if MARK_OUT:
+        redo = redo | (r == 0) | (tl.abs(r) == float("inf"))
+    redo = redo & ok
+    if tl.max(redo.to(tl.int32), 0) > 0:
+        # bits: 1 NaN, 2 inf, 4 zero, 8 underflowed partial, 16 overflowed partial
+        seen = tl.zeros([r.shape[0], BLOCK_N], tl.int32)
+        neg = tl.zeros([r.shape[0], BLOCK_N], tl.int32)
+        for n0 in range(n_lo, n_hi, BLOCK_N):
+            cols = n0 + tl.arange(0, BLOCK_N)
+            mask = redo[:, None] & (cols < n_hi)[None, :]
+            x = tl.load(x_lane[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
+            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), 1.0)
+            a = tl.abs(x)
+            b = _bits(x, ACC)
+            nan = a != a
+            if MARK_IN:  # (the marks carry their sign in the payload: the sign bit of a NaN is not kept)
+                if ACC == tl.float64:
+                    code = tl.where(nan, b - MARK64, 0).to(tl.int32)
+                else:
+                    code = tl.where(nan, b - MARK32, 0)
+                under = (code == 1) | (code == 2)
+                over = (code == 3) | (code == 4)
+                seen |= (under.to(tl.int32) << 3) | (over.to(tl.int32) << 4)
+                nan = nan & ~(under | over)
+                neg += ((code == 2) | (code == 4)).to(tl.int32)
+            seen |= nan.to(tl.int32) | ((a == float("inf")).to(tl.int32) << 1) | ((a == 0).to(tl.int32) << 2)
+            neg += ((b < 0) & (a == a)).to(tl.int32)
+        flags = tl.reduce(seen, 1, _or_fn)
+        minus = (tl.sum(neg, 1) & 1) == 1  # (int32 wrap-around keeps the parity)
+        one = tl.where(minus, -1.0, 1.0).to(ACC)
+        inf, zero = (flags & 2) != 0, (flags & 4) != 0
+        under, over = (flags & 8) != 0, (flags & 16) != 0
+        if MARK_OUT:  # a product of finite values: 0 or inf means it left float range
+            finite_only = (flags & 7) == 0
+            under = under | (finite_only & (r == 0))
+            over = over | (finite_only & (tl.abs(r) == float("inf")))
+        # NaN: a NaN, inf and 0, both marks, or finite values whose partial products under- and overflowed
+        unknown = ((flags & 1) != 0) | (inf & zero) | (under & over & ~inf & ~zero) | ~(inf | zero | under | over)
+        exact = tl.where(zero | (under & ~inf), one * 0.0, one * float("inf"))
+        if MARK_OUT:
+            code = tl.where(under, 1, 3) + minus.to(tl.int32)
+            exact = tl.where((inf | zero) | ~(under | over), exact, _mark(code, ACC))
+        r = tl.where(redo, tl.where(unknown, float("nan"), exact).to(ACC), r)
+    return r
+
+
+@triton.jit
+def _or_fn(a, b):
+    return a | b

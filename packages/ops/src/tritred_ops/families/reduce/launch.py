@@ -19,7 +19,7 @@ import torch
 from tritred_core import LaunchConfig, ReductionSpec
 
 from ... import runtime as rt
-from ...kernels.combine import MAX, MIN
+from ...kernels.combine import MAX, MIN, PROD
 from ...kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
 from ...kernels.rows import loop_evicts
 from ...runtime import UNSET, Recorder, Unset, find_plan
@@ -33,13 +33,19 @@ def _values_indices(name: str, values: torch.Tensor, indices: torch.Tensor) -> A
 
 
 def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: rt.View, out: torch.Tensor,
-                   cast: torch.dtype, acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig) -> None:
-    """Run one plain reduction of ``x`` (described by ``view``) into ``out`` with config ``cfg``."""
+                   cast: torch.dtype, acc: torch.dtype, mean_divisor: float, cfg: LaunchConfig,
+                   staged: tuple[bool, bool] = (False, False)) -> None:
+    """Run one plain reduction of ``x`` (described by ``view``) into ``out`` with config ``cfg``. ``staged``: (``x``
+    is, ``out`` is) a stage's temporary; a float product then passes its marks of partials out of float range
+    (``kernels._prod_specials``)."""
     (sxm, sxn, sxk), (som, _, sok) = view.strides
     R = view.M * view.K
     ident = identity(op, acc)
     consts = dict(OP=op, IDENT=ident, ACC=tl_dtype(acc), MEAN=mean_divisor > 0, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
+    marks = op == PROD and acc.is_floating_point
+    if marks:  # (other ops: no such arguments, no other compiled variants)
+        consts.update(MARK_IN=staged[0], MARK_OUT=staged[1])
     split, nps = rt.split_plan(cfg, view.N)
     target = rec.empty((R, split), acc, x.device) if split > 1 else out
     if rt.rows_layout(view):
@@ -67,7 +73,8 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: rt.
         block_m, block_n = rt.combine_blocks(R, split)
         rec.launch(_rows_kernel, (rt.cdiv(R, block_m), 1), target, out, R, split, view.K, view.K * split, 1, split,
                    som, sok, split, *f32_split(mean_divisor), PRE=tl_dtype(acc), CAST=tl_dtype(acc), SPLIT=1,
-                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **rt.dependent_launch(x.device), **consts)
+                   SINGLE=True, BLOCK_M=block_m, BLOCK_N=block_n, **rt.dependent_launch(x.device),
+                   **{**consts, **({"MARK_IN": True} if marks else {})})
 
 
 def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...], list[int], rt.View] | None:
@@ -88,25 +95,26 @@ def _first_stage(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[tuple[int, ...
 
 def _reduce_into(rec: Recorder, op: int, spec: ReductionSpec, x: torch.Tensor, dims: tuple[int, ...],
                  out: torch.Tensor, out_flat: torch.Tensor, cast: torch.dtype, acc: torch.dtype,
-                 mean_divisor: float) -> bool:
+                 mean_divisor: float, staged: bool = False) -> bool:
     """Reduce ``dims`` of ``x`` into ``out`` (``out_flat``: ``out`` viewed without its reduced dims, for strides
     only: the kernels get ``out`` itself, so the call stays replayable). Reduced dims that are not one strided
     axis go in stages through contiguous temporaries in the accumulation dtype, smallest strides first (sum over
     (0, 2, 3) of NCHW: each (n, c) row of H*W, then n of the (N, C) partials): every stage reads its input once,
     and only the last divides (mean) and rounds to the output dtype. False when not even a first stage exists
-    (the caller gathers)."""
+    (the caller gathers). ``staged``: ``x`` is a stage's temporary."""
     view = rt.canonical_view(x.shape, [list(x.stride()), rt.out_strides(out_flat, x.dim(), dims, False)], dims)
     if view is not None:  # one strided axis: straight into the output
-        _launch_reduce(rec, op, spec.name, x, view, out, cast, acc, mean_divisor, rt.decide(spec, x, view))
+        _launch_reduce(rec, op, spec.name, x, view, out, cast, acc, mean_divisor, rt.decide(spec, x, view),
+                       (staged, False))
         return True
     stage = _first_stage(x, dims)
     if stage is None:
         return False
     first, shape, view = stage
     temp = rec.empty(shape, acc, x.device)
-    _launch_reduce(rec, op, spec.name, x, view, temp, cast, acc, 0.0, rt.decide(spec, x, view))
+    _launch_reduce(rec, op, spec.name, x, view, temp, cast, acc, 0.0, rt.decide(spec, x, view), (staged, True))
     rest = tuple(d - sum(f < d for f in first) for d in dims if d not in first)  # temp's dims
-    return _reduce_into(rec, op, spec, temp, rest, out, out_flat, acc, acc, mean_divisor)
+    return _reduce_into(rec, op, spec, temp, rest, out, out_flat, acc, acc, mean_divisor, True)
 
 
 def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequence[int] | None, keepdim: bool,

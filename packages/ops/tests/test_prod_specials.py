@@ -1,0 +1,132 @@
+"""prod of slices holding +-inf, 0 or NaN among finite values whose partial products leave float range: the exact
+answer on every dispatch branch (rows, columns, split slices and their merge, stages), in every float dtype.
+
+The partial products of values in [0.02, 0.06] underflow float32 within ~40 elements and of values in [20, 60]
+overflow it within ~30, so a tree of partial products meets 0 * inf (NaN) unless the kernel keeps the infinities
+and zeros apart (``families.reduce.kernels._prod_specials``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritred_ops as tr
+from ops_helpers import seed
+from test_reduce import COL_CONFIGS, ROW_CONFIGS
+
+SPECIALS = (float("inf"), -float("inf"), 0.0, -0.0, float("nan"))
+
+
+def _exact(x: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """The exact product (rounded to x's dtype) of each slice holding a special value, from its specials alone:
+    NaN (a NaN, or an inf and a 0), else +-0 (a 0), else +-inf; the sign is the parity of the sign bits. Slices
+    of finite values only: their float64 product (0 or inf in float64 only where the exact product rounds to 0
+    or inf in x's dtype too)."""
+    xd = x.detach().cpu().double()
+    xd = xd.reshape(-1) if dim is None else xd.movedim(dim, -1)
+    a = xd.abs()
+    nan, inf, zero = a.isnan().any(-1), a.isinf().any(-1), (a == 0).any(-1)
+    minus = (torch.signbit(xd) & ~a.isnan()).sum(-1) % 2 == 1
+    one = torch.where(minus, -1.0, 1.0).double()
+    special = torch.where(zero, one * 0.0, one * float("inf"))
+    special = torch.where(nan | (inf & zero), float("nan"), special)
+    value = torch.where(nan | inf | zero, special, xd.prod(-1))
+    return value.to(x.dtype)
+
+
+def _rows(shape, dtype, big: bool, g: torch.Generator, specials: float = 0.6) -> torch.Tensor:
+    """Rows (last dim) of values in [0.02, 0.06] (``big``: [20, 60]) with random signs; a fraction ``specials`` of
+    the rows get one to three special values at random places, the others none."""
+    x = torch.rand(shape, generator=g, dtype=torch.float64) * 0.04 + 0.02
+    if big:
+        x = x * 1000
+    x = x * torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0).double()
+    flat = x.reshape(-1, shape[-1])
+    for r in range(flat.shape[0]):
+        if torch.rand((), generator=g) < specials:
+            for _ in range(int(torch.randint(1, 4, (), generator=g))):
+                pos = int(torch.randint(0, shape[-1], (), generator=g))
+                flat[r, pos] = SPECIALS[int(torch.randint(0, len(SPECIALS), (), generator=g))]
+    return x.to(dtype)
+
+
+def _check(out: torch.Tensor, ref: torch.Tensor, what: str) -> None:
+    o, r = out.cpu(), ref.cpu()
+    assert torch.equal(o.isnan(), r.isnan()), f"{what}: NaN positions differ\n{o}\n{r}"
+    ok = ~r.isnan()
+    assert torch.equal(o[ok].isinf(), r[ok].isinf()) and torch.equal(o[ok] == 0, r[ok] == 0), f"{what}\n{o}\n{r}"
+    assert torch.equal(torch.signbit(o[ok]), torch.signbit(r[ok])), f"{what}: signs differ\n{o}\n{r}"
+    torch.testing.assert_close(o[ok], r[ok], rtol=2e-3, atol=0, msg=what)  # (finite slices: ~1000 roundings)
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["underflow", "overflow"])
+def _row_id(c) -> str:
+    if c is None:
+        return "built-in"
+    return f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}-s{c.get('num_stages', 1)}"
+
+
+@pytest.mark.parametrize("cfg", [None, *ROW_CONFIGS], ids=_row_id)
+def test_row_branches(cfg, big, force, device):
+    if cfg is not None:
+        force("prod", **cfg)
+    g = torch.Generator().manual_seed(seed())
+    lengths = (100,) if cfg and cfg["strategy"] == "single_pass" else (300, 160)  # (160: num_stages loops)
+    for n in lengths:
+        x = _rows((6, n), torch.float32, big, g)
+        _check(tr.prod(x.to(device), 1), _exact(x, 1), f"prod {cfg} seed {g.initial_seed()}")
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["underflow", "overflow"])
+@pytest.mark.parametrize("cfg", COL_CONFIGS, ids=lambda c: f"cols-{c['strategy']}-s{c.get('num_stages', 1)}")
+def test_col_branches(cfg, big, force, device):
+    force("prod", **cfg)
+    g = torch.Generator().manual_seed(seed())
+    n = 100 if cfg["strategy"] == "single_pass" else 300
+    x = _rows((13, n), torch.float32, big, g).t()  # (n, 13) contiguous: prod over dim 0 reads columns
+    _check(tr.prod(x.contiguous().to(device), 0), _exact(x, 0), f"prod {cfg} seed {g.initial_seed()}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_dtypes(dtype, device):
+    """float16 products overflow on the first few values, bfloat16 keeps float32's range (both accumulate in
+    float32); float64 slices of tiny values (1e-30 times as small) underflow its range within 8 values."""
+    g = torch.Generator().manual_seed(seed())
+    x = _rows((8, 400), torch.float64, False, g)
+    if dtype == torch.float64:
+        x = torch.where(x.isfinite() & (x != 0), x * 1e-30, x)
+    x = x.to(dtype)
+    _check(tr.prod(x.to(device), -1), _exact(x, -1), f"prod {dtype} seed {g.initial_seed()}")
+
+
+def test_split_slices_out_of_range_meet_specials(force, device):
+    """A slice whose product underflowed meets another slice's inf in the merge (+-inf, not NaN); one that
+    overflowed meets another's 0 (+-0); the merge tells such partials from the slices' own 0 and inf."""
+    force("prod", strategy="split", BLOCK_M=1, BLOCK_N=16, split=4)
+    small = torch.full((2, 1000), 0.5)
+    small[0, 900] = float("inf")  # slices of 250: three underflow to 0, the last holds the inf
+    small[1, 10] = -float("inf")
+    big = torch.full((2, 1000), 3.0)
+    big[0, 999] = 0.0
+    big[1, 0] = -0.0
+    for x in (small, big):
+        _check(tr.prod(x.to(device), 1), _exact(x, 1), "split")
+    both = torch.cat([torch.full((750,), 0.5), torch.full((250,), 3.0)])[None]  # 2^-750 * 3^250: out of range
+    assert tr.prod(both.to(device), 1).cpu().isnan().all()  # (documented: neither 0 nor inf can be told)
+
+
+def test_stages_and_full_reduction(device):
+    """prod(x) of a sliced input goes in stages (a temporary per stage, split or not): its marks carry over."""
+    g = torch.Generator().manual_seed(seed())
+    for shape in ((40, 50), (3, 7000)):
+        base = _rows(shape, torch.float32, False, g, specials=0.0)
+        base.view(-1)[int(torch.randint(0, base.numel(), (), generator=g))] = float("inf")
+        x = base.to(device)[:, ::2]  # every other column: not one strided axis
+        _check(tr.prod(x), _exact(base[:, ::2], None), f"prod(x) {shape} seed {g.initial_seed()}")
+        _check(tr.prod(base.to(device)), _exact(base, None), f"prod(x) contiguous {shape} seed {g.initial_seed()}")
+
+
+def test_integer_products_unchanged(device):
+    """Integer products keep wrapping in int64 (no specials there): the same answer as torch."""
+    x = torch.randint(-3, 4, (5, 300))
+    assert torch.equal(tr.prod(x.to(device), 1).cpu(), torch.prod(x, 1))
