@@ -62,6 +62,11 @@ def calls():
     yield "sum columns short tiles", lambda: tr.sum(r(256, 2048, dtype=bf), 0)
     yield "amax columns split", lambda: tr.amax(r(16384, 64), 0)
     yield "prod staged dims", lambda: tr.prod(r(4, 6, 9), 1)
+    # prod's reread of NaN products (float32 and float64 bits), its marks of split slices, and stages of both
+    yield "prod rows single bfloat16", lambda: tr.prod(r(64, 1000, dtype=bf), -1)
+    yield "prod rows split, merge of marks", lambda: tr.prod(r(4, 100000), -1)
+    yield "prod columns float64", lambda: tr.prod(r(4096, 64, dtype=torch.float64), 0)
+    yield "prod of a sliced input in stages", lambda: tr.prod(r(64, 4000)[:, ::2])
     yield "mean two dims", lambda: tr.mean(r(4, 8, 6, 6), (0, 2, 3))
     yield "max rows", lambda: tr.max(r(64, 1000, dtype=bf), -1)
     yield "min rows loop two chunks per iteration", lambda: tr.min(torch.empty(1024, 20000, dtype=bf), -1)

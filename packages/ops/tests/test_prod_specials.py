@@ -59,13 +59,13 @@ def _check(out: torch.Tensor, ref: torch.Tensor, what: str) -> None:
     torch.testing.assert_close(o[ok], r[ok], rtol=2e-3, atol=0, msg=what)  # (finite slices: ~1000 roundings)
 
 
-@pytest.mark.parametrize("big", [False, True], ids=["underflow", "overflow"])
 def _row_id(c) -> str:
     if c is None:
         return "built-in"
     return f"rows-{c['strategy']}-{c.get('split', 1)}-p{c.get('num_programs', 0)}-s{c.get('num_stages', 1)}"
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["underflow", "overflow"])
 @pytest.mark.parametrize("cfg", [None, *ROW_CONFIGS], ids=_row_id)
 def test_row_branches(cfg, big, force, device):
     if cfg is not None:

@@ -144,8 +144,8 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         s_hi = tl.minimum(N, s_lo + n_per_split)
         if SPLIT == 1:
             s_lo, s_hi = tl.program_id(1).to(tl.int64) * 0, N
-        r = _prod_specials(r, x_ptr + m * s_xm + k * s_xk, row_ok, s_lo, s_hi, s_xn, PRE, CAST, ACC, BLOCK_N,
-                           MARK_IN, MARK_OUT)
+        r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn, PRE,
+                           CAST, ACC, MARK_IN, MARK_OUT)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
@@ -189,8 +189,10 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
             acc = combine(acc, x, OP)
     r = tile_reduce(acc, 0, OP)
     if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
-        r = _prod_specials(r, x_col, k_ok, tl.program_id(1).to(tl.int64) * n_per_split, n_hi, s_xn, PRE, CAST, ACC,
-                           BLOCK_N, MARK_IN, MARK_OUT or SPLIT > 1)
+        k_blocks = tl.cdiv(K, BLOCK_K)
+        r = _prod_specials(r, x_ptr, m * K + tl.program_id(0) % k_blocks * BLOCK_K, K, s_xm, s_xk, k_ok,
+                           tl.program_id(1).to(tl.int64) * n_per_split, n_hi, s_xn, PRE, CAST, ACC, MARK_IN,
+                           MARK_OUT or SPLIT > 1)
     if SPLIT > 1:
         tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
@@ -203,8 +205,8 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 # Partials of a product that its next launch multiplies (a split's slices, a stage's temporary) mark a slice whose
 # finite values' product left float range: NaN with these payloads (1, 2: underflowed to +0 / -0; 3, 4:
 # overflowed to +inf / -inf), so that the next launch can tell them from a slice's exact 0 or inf.
-MARK32: tl.constexpr = 0x7FC00000
-MARK64: tl.constexpr = 0x7FF8000000000000
+MARK32 = tl.constexpr(0x7FC00000)
+MARK64 = tl.constexpr(0x7FF8000000000000)
 
 
 @triton.jit
@@ -221,17 +223,17 @@ def _bits(x, ACC: tl.constexpr):
 def _mark(code, ACC: tl.constexpr):
     """The NaN that marks ``code`` (see MARK32) in ACC."""
     if ACC == tl.float64:
-        m = (MARK64 + code.to(tl.int64)).to(tl.float64, bitcast=True)
+        m = (code.to(tl.int64) + MARK64).to(tl.float64, bitcast=True)
     else:
-        m = (MARK32 + code).to(tl.float32, bitcast=True)
+        m = (code + MARK32).to(tl.float32, bitcast=True)
     return m
 
 
 @triton.jit
-def _prod_specials(r, x_lane, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-                   BLOCK_N: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr):
-    """Products ``r`` of the slices [n_lo, n_hi) at ``x_lane`` (one slice per lane, element stride ``s_xn``), set
-    exactly where the tree of partial products cannot say them.
+def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr,
+                   ACC: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr):
+    """Products ``r`` of the slices [n_lo, n_hi) of rows ``first + lane`` (row ``(m, k)`` at ``x_ptr + m * s_xm +
+    k * s_xk``, element stride ``s_xn``), set exactly where the tree of partial products cannot say them.
 
     Why: the partial products of a slice's finite values can underflow to 0 before they meet its inf (or overflow
     to inf before they meet its 0), and 0 * inf makes NaN where the exact product is +-inf (or +-0). A slice whose
@@ -241,53 +243,79 @@ def _prod_specials(r, x_lane, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.
     as such a 0 or inf only against each other (both: NaN, the result's magnitude unknown). MARK_OUT (``r`` are
     such partials): a product of finite values that came out 0 or +-inf is read again too, and marked if it left
     float range. A product of finite values whose partial products both overflowed and underflowed stays NaN.
-    The common path costs a test of the results; the loads are masked to the lanes read again.
+
+    The common path costs a test of the results. The rare one reads its lanes one at a time in 1-D chunks, each
+    lane's address computed from its row index there: the registers of the rare path count for every call
+    (ptxas, sm_90: 16384x4096 bfloat16 rows 20 registers without it; 58 with a [lanes, BLOCK_N] tile of flags,
+    25 this way, still 8 programs of 8 warps per SM; columns of 4096x4096 bfloat16 40 -> 100, this way 48).
     """
     redo = r != r
     if MARK_OUT:
         redo = redo | (r == 0) | (tl.abs(r) == float("inf"))
     redo = redo & ok
     if tl.max(redo.to(tl.int32), 0) > 0:
-        # bits: 1 NaN, 2 inf, 4 zero, 8 underflowed partial, 16 overflowed partial
-        seen = tl.zeros([r.shape[0], BLOCK_N], tl.int32)
-        neg = tl.zeros([r.shape[0], BLOCK_N], tl.int32)
-        for n0 in range(n_lo, n_hi, BLOCK_N):
-            cols = n0 + tl.arange(0, BLOCK_N)
-            mask = redo[:, None] & (cols < n_hi)[None, :]
-            x = tl.load(x_lane[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=mask, other=0)
-            x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), 1.0)
-            a = tl.abs(x)
-            b = _bits(x, ACC)
-            nan = a != a
-            if MARK_IN:  # (the marks carry their sign in the payload: the sign bit of a NaN is not kept)
-                if ACC == tl.float64:
-                    code = tl.where(nan, b - MARK64, 0).to(tl.int32)
-                else:
-                    code = tl.where(nan, b - MARK32, 0)
-                under = (code == 1) | (code == 2)
-                over = (code == 3) | (code == 4)
-                seen |= (under.to(tl.int32) << 3) | (over.to(tl.int32) << 4)
-                nan = nan & ~(under | over)
-                neg += ((code == 2) | (code == 4)).to(tl.int32)
-            seen |= nan.to(tl.int32) | ((a == float("inf")).to(tl.int32) << 1) | ((a == 0).to(tl.int32) << 2)
-            neg += ((b < 0) & (a == a)).to(tl.int32)
-        flags = tl.reduce(seen, 1, _or_fn)
-        minus = (tl.sum(neg, 1) & 1) == 1  # (int32 wrap-around keeps the parity)
-        one = tl.where(minus, -1.0, 1.0).to(ACC)
-        inf, zero = (flags & 2) != 0, (flags & 4) != 0
-        under, over = (flags & 8) != 0, (flags & 16) != 0
-        if MARK_OUT:  # a product of finite values: 0 or inf means it left float range
-            finite_only = (flags & 7) == 0
-            under = under | (finite_only & (r == 0))
-            over = over | (finite_only & (tl.abs(r) == float("inf")))
-        # NaN: a NaN, inf and 0, both marks, or finite values whose partial products under- and overflowed
-        unknown = ((flags & 1) != 0) | (inf & zero) | (under & over & ~inf & ~zero) | ~(inf | zero | under | over)
-        exact = tl.where(zero | (under & ~inf), one * 0.0, one * float("inf"))
-        if MARK_OUT:
-            code = tl.where(under, 1, 3) + minus.to(tl.int32)
-            exact = tl.where((inf | zero) | ~(under | over), exact, _mark(code, ACC))
-        r = tl.where(redo, tl.where(unknown, float("nan"), exact).to(ACC), r)
+        lane = tl.arange(0, r.shape[0])
+        for i in range(0, r.shape[0]):
+            if tl.max(((lane == i) & redo).to(tl.int32), 0) > 0:
+                row = first + i
+                off = row // K * s_xm + row % K * s_xk
+                r_i = tl.sum(tl.where(lane == i, r, 0.0), 0)
+                flags, neg = _slice_specials(x_ptr + off, n_lo, n_hi, s_xn, PRE, CAST, ACC, MARK_IN)
+                r = tl.where(lane == i, _exact_product(r_i, flags, neg, ACC, MARK_OUT), r)
     return r
+
+
+@triton.jit
+def _slice_specials(x_ptr, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
+                    MARK_IN: tl.constexpr):
+    """(flags, count of negative values) of the slice [n_lo, n_hi) at ``x_ptr``: flag bits 1 NaN, 2 inf, 4 zero,
+    8 an underflowed and 16 an overflowed partial (MARK_IN: the marks carry their sign in the payload, since the
+    sign bit of a NaN is not kept)."""
+    flags = tl.zeros([], tl.int32)
+    neg = tl.zeros([], tl.int32)
+    for n0 in range(n_lo, n_hi, 256):
+        cols = n0 + tl.arange(0, 256)
+        mask = cols < n_hi
+        x = tl.load(x_ptr + cols.to(tl.int64) * s_xn, mask=mask, other=0)
+        x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), 1.0)
+        a = tl.abs(x)
+        b = _bits(x, ACC)
+        nan = a != a
+        seen = tl.zeros([256], tl.int32)
+        negs = (b < 0) & ~nan
+        if MARK_IN:
+            if ACC == tl.float64:
+                code = tl.where(nan, b - MARK64, 0).to(tl.int32)
+            else:
+                code = tl.where(nan, b - MARK32, 0)
+            under = (code == 1) | (code == 2)
+            over = (code == 3) | (code == 4)
+            seen = (under.to(tl.int32) << 3) | (over.to(tl.int32) << 4)
+            nan = nan & ~(under | over)
+            negs = negs | (code == 2) | (code == 4)
+        seen |= nan.to(tl.int32) | ((a == float("inf")).to(tl.int32) << 1) | ((a == 0).to(tl.int32) << 2)
+        flags |= tl.reduce(seen, 0, _or_fn)
+        neg += tl.sum(negs.to(tl.int32), 0)  # (int32 wrap-around keeps the parity)
+    return flags, neg
+
+
+@triton.jit
+def _exact_product(r, flags, neg, ACC: tl.constexpr, MARK_OUT: tl.constexpr):
+    """The product of a slice from its tree product ``r`` and :func:`_slice_specials`' (flags, negative count)."""
+    one = tl.where((neg & 1) == 1, -1.0, 1.0).to(ACC)
+    inf, zero = (flags & 2) != 0, (flags & 4) != 0
+    under, over = (flags & 8) != 0, (flags & 16) != 0
+    if MARK_OUT:  # a product of finite values: 0 or inf means it left float range
+        finite_only = (flags & 7) == 0
+        under = under | (finite_only & (r == 0))
+        over = over | (finite_only & (tl.abs(r) == float("inf")))
+    # NaN: a NaN, inf and 0, both marks, or finite values whose partial products under- and overflowed
+    unknown = ((flags & 1) != 0) | (inf & zero) | (under & over & ~inf & ~zero) | ~(inf | zero | under | over)
+    exact = tl.where(zero | (under & ~inf), one * 0.0, one * float("inf"))
+    if MARK_OUT:
+        code = tl.where(under, 1, 3) + ((neg & 1) == 1).to(tl.int32)
+        exact = tl.where((inf | zero) | ~(under | over), exact, _mark(code, ACC))
+    return tl.where(unknown, float("nan"), exact).to(ACC)
 
 
 @triton.jit
