@@ -41,6 +41,72 @@ def test_bad_dim_type(device):
         tr.sum(torch.randn(3, device=device), "0")
 
 
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "var", "std", "var_mean", "std_mean", "logsumexp"])
+def test_dim_list_starting_with_a_bool(name, device):
+    """torch's parser tells an int list by its first element, which must not be a bool; a bool after it counts as
+    an int (``mean(x, [0, True])`` reduces dims 0 and 1)."""
+    x = torch.randn(3, 4, device=device)
+    for dim in ((True,), [False, 1]):
+        with pytest.raises(TypeError, match=rf"{name}\(\): argument 'dim' must be tuple of ints, but found element "
+                                            "of type bool at pos 0"):
+            getattr(tr, name)(x, dim)
+    out, ref = getattr(tr, name)(x, [0, True]), getattr(torch, name)(x.cpu(), [0, 1])
+    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        torch.testing.assert_close(o.cpu(), r)
+
+
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+def test_unbiased_none_and_tensor_correction(name, device):
+    """An explicit ``unbiased=None`` matches none of torch's overloads; a 0-d tensor ``correction`` that does not
+    require grad is read as its number, any other tensor is a TypeError."""
+    x = torch.randn(3, 5, device=device)
+    fn = getattr(tr, name)
+    for call in (lambda: fn(x, None, None), lambda: fn(x, 1, None, True), lambda: fn(x, 1, unbiased=None)):
+        with pytest.raises(TypeError, match=rf"{name}\(\).*'unbiased' must be bool, not NoneType"):
+            call()
+    for c in (torch.tensor(0), torch.tensor(2.5)):
+        out, ref = fn(x, 1, correction=c), getattr(torch, name)(x.cpu(), 1, correction=c)
+        for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+            torch.testing.assert_close(o.cpu(), r)
+    for c in (torch.tensor([1]), torch.tensor(1.0, requires_grad=True)):
+        with pytest.raises(TypeError, match=rf"{name}\(\): argument 'correction' must be Number, not Tensor"):
+            fn(x, 1, correction=c)
+
+
+def test_layer_norm_shape_that_is_a_tensor(device):
+    x = torch.randn(3, 4, device=device)
+    with pytest.raises(TypeError, match=r"layer_norm\(\): argument 'normalized_shape' \(position 2\) must be "
+                                        "tuple of ints, not Tensor"):
+        tr.layer_norm(x, torch.tensor([4]))
+
+
+def test_batch_norm_running_stats_that_require_grad(device):
+    """torch's autograd refuses them while grad mode is on (in eval too); nothing is updated. Under no_grad the
+    call runs. A 0-d tensor momentum is read as its number, as torch's parser does."""
+    x = torch.randn(3, 4, device=device)
+    for training in (False, True):
+        for name in ("running_mean", "running_var"):
+            stats = {"running_mean": torch.zeros(4, device=device), "running_var": torch.ones(4, device=device)}
+            stats[name].requires_grad_()
+            before = {k: v.detach().clone() for k, v in stats.items()}
+            with pytest.raises(RuntimeError, match=f"not differentiable with respect to argument '{name}'"):
+                tr.batch_norm(x, stats["running_mean"], stats["running_var"], training=training)
+            assert all(torch.equal(stats[k].detach(), before[k]) for k in stats)
+    rm = torch.zeros(4, device=device, requires_grad=True)
+    with torch.no_grad():
+        tr.batch_norm(x, rm, torch.ones(4, device=device), training=True)
+        ref_rm = torch.zeros(4, requires_grad=True)
+        torch.nn.functional.batch_norm(x.cpu(), ref_rm, torch.ones(4), training=True)
+    torch.testing.assert_close(rm.detach().cpu(), ref_rm.detach())
+    rm, rv = torch.zeros(4, device=device), torch.ones(4, device=device)
+    y = tr.batch_norm(x, rm, rv, training=True, momentum=torch.tensor(0.3))
+    ref_rm, ref_rv = torch.zeros(4), torch.ones(4)
+    ref = torch.nn.functional.batch_norm(x.cpu(), ref_rm, ref_rv, training=True, momentum=torch.tensor(0.3))
+    torch.testing.assert_close(y.cpu(), ref)
+    torch.testing.assert_close(rm.cpu(), ref_rm)
+    torch.testing.assert_close(rv.cpu(), ref_rv)
+
+
 def test_mean_of_integers(device):
     with pytest.raises(RuntimeError, match="mean.*Got: Long"):
         tr.mean(torch.arange(4, device=device))

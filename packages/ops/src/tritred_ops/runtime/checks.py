@@ -135,6 +135,16 @@ def as_index(value: object) -> int | None:
         return None
 
 
+def scalar_of(value: object) -> object:
+    """A 0-d tensor that does not require grad as the Python number it holds, as torch's argument parser reads a
+    Number or float argument (``var(x, 1, correction=torch.tensor(1))``, ``batch_norm(..., momentum=torch.tensor(
+    0.1))``); anything else as it is, for the caller's type check (a 1-d tensor or one that requires grad: torch's
+    TypeError)."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.requires_grad and not value.is_complex():
+        return value.item()
+    return value
+
+
 def torch_accepts(name: str, call: Callable[[], object]) -> bool:
     """Whether the installed torch accepts ``call`` (on meta tensors): for argument forms that torch releases
     disagree on (``logsumexp(x, None)``, ``prod(x, None)``). Asked once per process, cached."""
@@ -167,19 +177,28 @@ def float_arg(op: str, name: str, position: int, value: object) -> float:
 
 
 def dim_list(op: str, dim: object) -> list[int] | None:
-    """``dim`` (None, an int, or a sequence of ints) as an ``int[]?``, as torch's argument parser reads it (a bool
-    element counts as an int); TypeError as torch's for anything else. Its range is checked later, by
-    :func:`wrap_dims`, as torch's kernels do."""
+    """``dim`` (None, an int, or a sequence of ints) as an ``int[]?``, as torch's argument parser reads it: it
+    tells a list from its first element, which must not be a bool, and then reads a bool element after it as an
+    int (``sum(x, (True,))`` raises, ``mean(x, [0, True])`` reduces dims 0 and 1); TypeError as torch's for
+    anything else. Its range is checked later, by :func:`wrap_dims`, as torch's kernels do."""
     if dim is None:
         return None
     index = as_index(dim)
     if index is not None:
         return [index]
+    _first_not_bool(op, dim)
     if isinstance(dim, (tuple, list, torch.Size)):
         dims = [as_index(int(d) if isinstance(d, bool) else d) for d in dim]
         if all(d is not None for d in dims):
             return dims  # type: ignore[return-value]
     raise TypeError(f"{op}(): argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+
+
+def _first_not_bool(op: str, dim: object) -> None:
+    """TypeError, as torch's argument parser, for a dim list whose first element is a bool (the parser tells an
+    int list by its first element)."""
+    if isinstance(dim, (tuple, list, torch.Size)) and len(dim) and isinstance(dim[0], bool):
+        raise TypeError(f"{op}(): argument 'dim' must be tuple of ints, but found element of type bool at pos 0")
 
 
 def wrap_dim(op: str, dim: int, ndim: int) -> int:
@@ -201,7 +220,9 @@ def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int,
     if as_index(dim) is not None:
         dims = [wrap_dim(op, dim, ndim)]  # type: ignore[arg-type]
     elif isinstance(dim, (tuple, list, torch.Size)):
-        # (torch's int-list arguments take a bool element as an int: sum(x, (0, True)) is a sum over dims 0, 1)
+        # (torch's int-list arguments take a bool element after the first as an int: sum(x, (0, True)) is a sum
+        # over dims 0, 1)
+        _first_not_bool(op, dim)
         dims = [wrap_dim(op, int(d) if isinstance(d, bool) else d, ndim) for d in dim]
         if not dims:  # torch treats dim=() / [] as a full reduction
             return tuple(range(ndim))

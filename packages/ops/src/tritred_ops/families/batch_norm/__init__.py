@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import torch
 
-from ...runtime import grad_needed
+from ...runtime import grad_needed, scalar_of
 from .autograd import BatchNormFunction
 from .launch import batch_norm_call
 from .spec import SPEC
@@ -62,7 +62,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             ``r = (1 - momentum) * r + momentum * batch_stat`` with the unbiased batch variance. Required in eval.
         weight, bias: optional ``[C]`` affine parameters.
         training: use batch statistics (and update the running ones) instead of the running statistics.
-        momentum: float in the update above. eps: added to the variance inside the square root.
+        momentum: float (or a 0-d tensor, as torch) in the update above. eps: added to the variance inside the
+            square root.
 
     Autograd: gradients of input, weight and bias as torch's (training: through the batch statistics; eval: the
     running ones), in their tensors' dtypes, computed in fp32 (fp64 for fp64 inputs); not twice differentiable.
@@ -77,12 +78,18 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         ValueError: training with one value per channel (B * prod(spatial) == 1) or with eps <= 0 (a NaN eps
             passes, as in torch); only one of running_mean and running_var given.
         RuntimeError: running_mean missing in eval, parameters with the wrong number of elements, non-float
-            dtypes, tensors on different devices, not on CUDA (outside the interpreter).
+            dtypes, tensors on different devices, not on CUDA (outside the interpreter); running statistics that
+            require grad while grad mode is on (torch's "not differentiable with respect to argument").
         IndexError: a 0-d input, or a non-empty 1-D one (no channel dim; an empty 1-D input gives an empty
             output, as torch).
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
     """
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if isinstance(stat, torch.Tensor) and stat.requires_grad and torch.is_grad_enabled():  # (torch's autograd)
+            raise RuntimeError(f"The function 'native_batch_norm' is not differentiable with respect to argument "
+                               f"'{name}'. This input cannot have requires_grad True.")
+    momentum = scalar_of(momentum)  # type: ignore[assignment]
     if torch.compiler.is_compiling():  # dynamo: the registered op (no mutation), the running stats copied back
         y, _, _, new_mean, new_var = torch.ops.tritred.batch_norm(
             input, running_mean, running_var, weight, bias, training,

@@ -35,6 +35,7 @@ Backward = Callable[..., tuple[Tensor | None, Tensor | None, Tensor | None]]
 
 def _shape(normalized_shape: Sequence[int] | int) -> list[int]:
     """``normalized_shape`` as the registered ops take it: a list of ints (an int is one dim)."""
+    launch.shape_type("layer_norm", normalized_shape)
     return [normalized_shape] if isinstance(normalized_shape, (int, torch.SymInt)) else list(normalized_shape)
 
 

@@ -44,11 +44,18 @@ def _preload_affine(dtype: torch.dtype, single: bool, align: int, num_warps: int
 UNROLL_SECOND = 6
 
 
+def shape_type(op: str, normalized_shape: object) -> None:
+    """TypeError, as torch's argument parser, for a tensor ``normalized_shape`` (its elements would read as ints)."""
+    if isinstance(normalized_shape, torch.Tensor):
+        raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, not Tensor")
+
+
 def check_args(op: str, input: torch.Tensor, normalized_shape: Sequence[int] | int, weight: torch.Tensor | None,
                bias: torch.Tensor | None, weight_dtype: bool = True) -> tuple[int, ...]:
     """torch's argument checks of layer_norm (shapes, dtypes, devices; ``input`` already a tensor): the normalized
     shape as a tuple. Shared with the registered op's fake implementation (symbolic sizes pass as they are).
     ``weight_dtype``: weight and bias must have the input's dtype (torch's CUDA kernel; rms_norm takes others)."""
+    shape_type(op, normalized_shape)
     if isinstance(normalized_shape, (int, torch.SymInt)):
         normalized_shape = (normalized_shape,)
     sizes = [s if isinstance(s, torch.SymInt) else rt.as_index(s) for s in normalized_shape]  # as torch: ints

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from ... import runtime as rt
+from ...runtime import UNSET, Unset
 from .autograd import stats_autograd
 from .launch import stats_call
 from .specs import SPECS
@@ -29,10 +30,11 @@ _ARGS_DOC = """
             the CPU under ``TRITON_INTERPRET=1``).
         dim: int, tuple or list of ints, or None (all dims; ``()`` too, as torch). ``{name}(input, True)``, a
             bool in dim's place, is torch's legacy ``unbiased`` form over all dims.
-        unbiased: legacy alias: True is ``correction=1``, False ``correction=0``.
+        unbiased: legacy alias: True is ``correction=1``, False ``correction=0`` (not given: neither).
         keepdim: keep reduced dims with size 1.
-        correction: the divisor is ``max(N - correction, 0)`` (default 1, Bessel). A divisor of 0 gives inf
-            (or NaN when the deviations are 0), as torch does.
+        correction: a number, or a 0-d tensor that does not require grad (as torch); the divisor is
+            ``max(N - correction, 0)`` (default 1, Bessel). A divisor of 0 gives inf (or NaN when the deviations
+            are 0), as torch does.
 
     Returns:
 {returns}
@@ -41,8 +43,8 @@ _ARGS_DOC = """
         RuntimeError: integer or bool input, a repeated dim, or a tensor that is neither on CUDA nor on the CPU
             under the Triton interpreter (``TRITON_INTERPRET=1`` set before importing tritred_ops).
         TypeError: an input that is not a Tensor; both ``unbiased`` and ``correction``; an ``unbiased`` that is
-            not a bool; a ``correction`` that is not a number; a ``keepdim`` that is not a bool; a dim that is
-            not an int or a sequence of ints.
+            not a bool (``None`` included); a ``correction`` that is not a number; a ``keepdim`` that is not a
+            bool; a dim that is not an int or a sequence of ints (or whose first element is a bool).
         IndexError: dim out of range.
         NotImplementedError: complex input.
 
@@ -59,36 +61,49 @@ _ARGS_DOC = """
 """
 
 
-def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`."""
+    u = _unbiased("var", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
+        return stats_autograd("var", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["var"], input, dim, u, keepdim, correction)[0]
 
 
-def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation over ``dim`` — mirrors :func:`torch.std`."""
+    u = _unbiased("std", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
+        return stats_autograd("std", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["std"], input, dim, u, keepdim, correction)[0]
 
 
-def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Variance and mean over ``dim`` in one sweep — mirrors :func:`torch.var_mean`."""
+    u = _unbiased("var_mean", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
+        return stats_autograd("var_mean", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["var_mean"], input, dim, u, keepdim, correction)
 
 
-def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | None = None,
+def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard deviation and mean over ``dim`` in one sweep — mirrors :func:`torch.std_mean`."""
+    u = _unbiased("std_mean", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
+        return stats_autograd("std_mean", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["std_mean"], input, dim, u, keepdim, correction)
+
+
+def _unbiased(name: str, unbiased: object) -> bool | None:
+    """``unbiased`` as the launchers take it (None: not given); TypeError, as torch's overloads, for an explicit
+    ``unbiased=None`` (``var(x, 1, None)``)."""
+    if unbiased is None:
+        raise TypeError(f"{name}() received an invalid combination of arguments: 'unbiased' must be bool, not "
+                        "NoneType")
+    return None if isinstance(unbiased, Unset) else unbiased  # type: ignore[return-value]
 
 
 #: Each function's Returns section (``{returns}`` in :data:`_ARGS_DOC`).

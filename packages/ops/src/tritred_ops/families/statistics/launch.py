@@ -127,11 +127,12 @@ def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool 
     if unbiased is not None and correction is not None:
         raise TypeError(f"{name}() received an invalid combination of arguments: "
                         "got both 'unbiased' and 'correction'")
-    if correction is None:
-        correction = 0 if unbiased is False else 1
-    if not isinstance(correction, (int, float)):  # bool is an int for torch too: correction=True is 1
-        raise TypeError(f"{name}(): argument 'correction' must be Number, not {type(correction).__name__}")
-    return dim, float(correction)
+    value = rt.scalar_of(correction)
+    if value is None:
+        value = 0 if unbiased is False else 1
+    if not isinstance(value, (int, float)):  # bool is an int for torch too: correction=True is 1
+        raise TypeError(f"{name}(): argument 'correction' must be Number, not {type(value).__name__}")
+    return dim, float(value)
 
 
 def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | None,
