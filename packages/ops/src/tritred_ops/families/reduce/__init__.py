@@ -88,6 +88,10 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     Shapes/dtypes as :func:`sum` (integer and bool products are int64 and wrap around like torch's); an empty
     reduction returns 1. Raises as :func:`sum`.
 
+    Special values: a slice holding a NaN, or both an inf and a 0, gives NaN; else one holding a 0 gives +-0 and
+    one holding an inf gives +-inf (the sign: the parity of the sign bits), also where the finite values' partial
+    products underflow or overflow first (docs/semantics.md; torch's result there depends on its order).
+
     Gradient (torch's ``prod_backward``): ``grad * result / input`` when the input holds no zero; else each
     element's product of the others in its slice (exclusive cumulative products from both ends: exact with one
     zero, 0 with several), in the output's dtype (float32 for float16/bfloat16), returned in the input's.
