@@ -56,7 +56,8 @@ def _check(out: torch.Tensor, ref: torch.Tensor, what: str) -> None:
     ok = ~r.isnan()
     assert torch.equal(o[ok].isinf(), r[ok].isinf()) and torch.equal(o[ok] == 0, r[ok] == 0), f"{what}\n{o}\n{r}"
     assert torch.equal(torch.signbit(o[ok]), torch.signbit(r[ok])), f"{what}: signs differ\n{o}\n{r}"
-    torch.testing.assert_close(o[ok], r[ok], rtol=2e-3, atol=0, msg=what)  # (finite slices: ~1000 roundings)
+    rtol = 8e-3 if o.dtype == torch.bfloat16 else 2e-3  # (finite slices: one rounding of the output, ~1000 of
+    torch.testing.assert_close(o[ok], r[ok], rtol=rtol, atol=0, msg=what)  # the float32 accumulator)
 
 
 def _row_id(c) -> str:
