@@ -12,6 +12,7 @@ import pytest
 import torch
 import tritred_ops as tr
 from nn_helpers import randomize, spy_ops
+from torch.nn.utils import parametrize
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -222,6 +223,29 @@ def test_instance_forward_left_alone(caplog):
     tr.patch(model)
     assert type(model.ln) is torch.nn.LayerNorm and type(model.shared) is tr.nn.LayerNorm
     assert "ln (LayerNorm) left alone: its forward is set on the instance" in caplog.text
+
+
+def test_parametrized_left_alone(device, caplog):
+    """A parametrized module keeps parametrize's class (its removal strips that class again); patched first and
+    parametrized after, both work."""
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return w * 2
+
+    caplog.set_level(logging.DEBUG, logger="tritred")
+    x = torch.randn(3, 4, device=device)
+    for patch_first in (False, True):
+        ln = torch.nn.LayerNorm(4).to(device)
+        if patch_first:
+            tr.patch(ln)
+        parametrize.register_parametrization(ln, "weight", Double())
+        tr.patch(ln)
+        assert "left alone: parametrized" in caplog.text
+        y = ln(x)
+        parametrize.remove_parametrizations(ln, "weight")
+        assert type(ln) is (tr.nn.LayerNorm if patch_first else torch.nn.LayerNorm)
+        assert sorted(ln.state_dict()) == ["bias", "weight"]
+        torch.testing.assert_close(ln(x), y)
 
 
 @pytest.mark.parametrize("training", [True, False])

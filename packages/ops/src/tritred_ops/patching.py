@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import torch
+from torch.nn.utils import parametrize
 
 from . import nn as tnn
 from .nn.transformers_norms import form_of
@@ -142,7 +143,9 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
 
     Idempotent: patching a patched model changes nothing. A module whose ``forward`` was set on the instance
     (``module.forward = ...``, as accelerate's hooks do) is skipped, logged: the instance attribute would hide the
-    class's forward. :func:`unpatch` undoes it.
+    class's forward. So is a parametrized module (``torch.nn.utils.parametrize``): its class is parametrize's own,
+    which ``remove_parametrizations`` must find and strip again (patch first, then parametrize: both work).
+    :func:`unpatch` undoes it.
 
     Raises:
         TypeError: ``model`` not a Module; ``include``/``exclude`` not of the forms above.
@@ -160,6 +163,10 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
         if "forward" in module.__dict__:
             logger.debug("tritred_ops.patch: %s (%s) left alone: its forward is set on the instance", name or
                          "<model>", cls.__name__)
+            continue
+        if parametrize.is_parametrized(module):
+            logger.debug("tritred_ops.patch: %s (%s) left alone: parametrized (patch before registering "
+                         "parametrizations)", name or "<model>", cls.__name__)
             continue
         module.__class__ = target
         done[cls.__name__] += 1

@@ -84,6 +84,7 @@ def _softmax_forward(mode: int) -> Any:
     def impl(self: Tensor, dim: int, half_to_float: bool) -> Tensor:
         if half_to_float:  # torch.softmax(half, dim, dtype=torch.float32) on CUDA: computed from the half input
             _need(self.dtype == torch.float16, "half_to_float with a non-half input")
+            _need(self.device.type != "cpu", "half_to_float on the CPU (torch's CPU kernel refuses it)")
             return softmax_forward(mode, self, dim, torch.float32)
         _dtypes(self, FLOATS)
         return softmax_forward(mode, self, dim, None)
