@@ -127,6 +127,13 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     took 113 registers: 4 programs per SM). The rare partial tiles (edges of B and S) get the two-pass
     statistics of :func:`chunk_stats`. Groups and partial tiles merge once at the end.
 
+    Channels-fast tiles (BLOCK_K > 1: channels-last, and 2-D (N, C) inputs) have one element per group, so that
+    state was three registers per loaded element: 150 registers for float32, 174 for bfloat16 (ptxas, sm_90,
+    16384x1024 and 65536x256), one program of 8 warps per SM, ~8 KB of loads in flight per SM where HBM needs
+    ~25 KB. Each of their tiles gets its own per-channel two-pass statistics instead (:func:`chunk_stats`,
+    reduced over the tile's rows: one cross-warp exchange per tile), merged into the channel's (Chan): 77 and
+    116 registers, three and two programs per SM.
+
     All of it on ``x - shift``, the channel's first element (:func:`stats_shift`): group means and deviations of
     values near zero stay exact where a channel sits far from 0 (mean 1e4, spread 0.1: the group means of raw
     values rounded at 1e-3, 8x torch's float32 error in y; found by an adversarial run). The partial means and
@@ -152,6 +159,7 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     mean_p = tl.zeros([BLOCK_K], ACC)
     m2_p = tl.zeros([BLOCK_K], ACC)
     cnt_p = tl.zeros([BLOCK_K], ACC)
+    tot_p = tl.zeros([BLOCK_K], ACC)
     if PREFETCH:  # (no slice is empty: the range's first tile exists)
         x_next = _edge_tile(lanes, bi * BLOCK_M, si * BLOCK_N, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
     for t in range(t_lo, t_hi):
@@ -170,35 +178,45 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
             if not PREFETCH:
                 x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0)
-            xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
-            # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
-            # a power of two: the same rounding as a sum divided by GROUP).
-            mean_x = tl.sum(xg * (1.0 / GROUP), 1)
-            d = xg - mean_x[:, None, :]
-            full += 1
-            inv = div_exact(1.0, full, ACC)
-            delta = mean_x - mean_g
-            mean_g += delta * inv
-            # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
-            m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
-            tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
+            if BLOCK_K > 1:  # channels-fast: the tile's own statistics per channel, merged into the channel's
+                x = x_raw.to(ACC) - shift[None, :]
+                tot_p += tl.sum(x, 0)
+                n_c = tl.zeros([BLOCK_K], ACC) + BLOCK_M * BLOCK_N
+                mean_t, corr_t, m2_t = chunk_stats(x, c_ok[None, :], 0, n_c, EVEN=True)
+                mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
+            else:
+                xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
+                # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
+                # a power of two: the same rounding as a sum divided by GROUP).
+                mean_x = tl.sum(xg * (1.0 / GROUP), 1)
+                d = xg - mean_x[:, None, :]
+                full += 1
+                inv = div_exact(1.0, full, ACC)
+                delta = mean_x - mean_g
+                mean_g += delta * inv
+                # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
+                m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
+                tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
         else:  # an edge of B or S
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
             if not PREFETCH:
                 x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
             x = tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0)
-            tot_g += tl.sum(tl.reshape(x, [G, GROUP, BLOCK_K]), 1)
+            tot_p += tl.sum(x, 0)
             n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
             mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
             mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
         bi, si = _next_tile(bi, si, s_chunks)
-    mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
-    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
+    if BLOCK_K > 1:
+        mean, m2, cnt = mean_p, m2_p, cnt_p
+    else:
+        mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
+        mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
-    tl.store(psum_ptr + offs, tl.sum(tot_g, 0), mask=c_ok)
+    tl.store(psum_ptr + offs, tl.sum(tot_g, 0) + tot_p, mask=c_ok)
 
 
 @triton.jit
