@@ -79,6 +79,17 @@ def test_random_cases_build_and_run() -> None:
         assert r.measurements["eager"].status == "ok", (r.case.label, r.measurements["eager"].message)
 
 
+def test_every_draw_is_a_valid_torch_call() -> None:
+    """Twenty seeds of 100 cases, on meta tensors: torch takes each drawn case's arguments (a prod over a tuple of
+    dims, which torch.prod does not take, once slipped through)."""
+    reg = get_registry().reductions(strict=False)
+    for seed in range(20):
+        for i, c in enumerate(random_cases(seed, 100)):
+            if c.op in reg:
+                args, kwargs = build_inputs(reg[c.op], c, "meta", seed=i)
+                torch_op(reg[c.op])(*args, **kwargs)
+
+
 @CPU_ONLY
 def test_unregistered_ops_are_skipped_with_a_note() -> None:
     report = run([Case("no_such_norm", (4, 8), "float32")], providers=["eager"], device="cpu", quick=True,

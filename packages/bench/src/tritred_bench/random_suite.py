@@ -68,6 +68,7 @@ HUGE = (999_983, 1_000_000, 1 << 20, (1 << 20) + 1, 1_572_864, 1 << 21, 3 * (1 <
 _SAME_SIZE = ("softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm")
 _REDUCE = ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean")
 _INT_DIM = ("max", "min")  # a single int dim (or none at all)
+_ONE_DIM = (*_INT_DIM, "prod")  # one dim of a feature map: torch.prod takes no tuple of dims
 _SOFTMAX = ("softmax", "log_softmax", "logsumexp")
 _NORM = ("layer_norm", "rms_norm")
 _ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -180,7 +181,7 @@ def _reduce_op(rng: random.Random, op: str) -> _Draw:
         kinds.append((_vocab, 1))
     draw = _pick(rng, kinds)
     if draw.kind == "feature_map":
-        if op in _INT_DIM:
+        if op in _ONE_DIM:
             draw.dim = rng.choice((1, -1))
         else:
             draw.dim = rng.choice(((0, 2, 3), (2, 3), 1, (1, 2, 3)))

@@ -73,8 +73,8 @@ def _reduce_inputs(spec: ReductionSpec) -> Callable[..., Args]:
     def make(shape: Sequence[int], dtype: torch.dtype, device: str | torch.device = "cpu", dim: Any = -1,
              seed: int = 0) -> Args:
         x = random_tensor(shape, dtype, device, seed)
-        if dim is None and spec.name in ("max", "min"):  # torch.max(x) is the all-reduce; max(x, dim=None) a TypeError
-            return (x,), {}
+        if dim is None and spec.name in ("max", "min", "prod"):
+            return (x,), {}  # torch.max(x), torch.prod(x): the all-reduce; dim=None a TypeError (prod: some torch)
         return (x,), {"dim": dim}
     return make
 
