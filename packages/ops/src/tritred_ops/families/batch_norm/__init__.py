@@ -85,11 +85,10 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
             bool (as torch: no ``training=1``).
     """
-    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-        if isinstance(stat, torch.Tensor) and stat.requires_grad and torch.is_grad_enabled():  # (torch's autograd)
-            raise RuntimeError(f"The function 'native_batch_norm' is not differentiable with respect to argument "
-                               f"'{name}'. This input cannot have requires_grad True.")
-    momentum = scalar_of(momentum)  # type: ignore[assignment]
+    if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
+        _stats_need_no_grad(running_mean, running_var)
+    if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
+        momentum = scalar_of(momentum)  # type: ignore[assignment]
     if torch.compiler.is_compiling():  # dynamo: the registered op (no mutation), the running stats copied back
         y, _, _, new_mean, new_var = torch.ops.tritred.batch_norm(
             input, running_mean, running_var, weight, bias, training,
@@ -102,3 +101,11 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
         return BatchNormFunction.apply(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
     return batch_norm_call(SPEC, input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _stats_need_no_grad(running_mean: object, running_var: object) -> None:
+    """torch's autograd error for running statistics that require grad while grad mode is on."""
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if getattr(stat, "requires_grad", False) and torch.is_grad_enabled():
+            raise RuntimeError(f"The function 'native_batch_norm' is not differentiable with respect to argument "
+                               f"'{name}'. This input cannot have requires_grad True.")
