@@ -449,3 +449,19 @@ def test_max_min_with_indices_of_rows_beyond_zero_with_masked_lanes(name, src, c
     ref = getattr(torch, name)(x, -1)
     out = getattr(tr, name)(x.to(device), -1)
     assert torch.equal(out.values.cpu(), ref.values) and torch.equal(out.indices.cpu(), ref.indices)
+
+
+def test_overflowing_tile_variance_is_inf_not_nan(device):
+    """A tile whose squared deviations overflow float32: M2 = sum(d^2) - c * (c / n) was inf - inf (NaN); it is
+    inf, as torch's. batch_norm of 1e30-scale channels (channels-fast tiles, 2-D) then normalizes by an inf
+    variance as torch does (no NaN), and its running variance is inf; var_mean of one short row likewise."""
+    g = torch.Generator().manual_seed(seed())
+    x = 1e30 * torch.randn(100, 40, generator=g)
+    rm, rv = torch.zeros(40, device=device), torch.ones(40, device=device)
+    y = tr.batch_norm(x.to(device), rm, rv, None, None, True, 0.1, 1e-5)
+    ref_rm, ref_rv = torch.zeros(40), torch.ones(40)
+    ref = torch.nn.functional.batch_norm(x, ref_rm, ref_rv, None, None, True, 0.1, 1e-5)
+    assert torch.equal(y.cpu().isnan(), ref.isnan()) and not y.isnan().any()
+    assert torch.equal(rv.cpu().isinf(), ref_rv.isinf()) and rv.isinf().all()
+    var, mean = tr.var_mean(torch.tensor([1e38, -1e38, 2e38, 0], device=device))
+    assert var.item() == float("inf") and mean.item() == pytest.approx(5e37)

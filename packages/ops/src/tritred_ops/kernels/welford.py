@@ -186,7 +186,8 @@ def chunk_stats(x, mask, axis: tl.constexpr, n, EVEN: tl.constexpr = False, CORR
     if CORRECT:
         c, ss = tl.reduce((d, d * d), axis, add_pair)  # one cross-warp exchange for both sums
         corr = div_exact(c, n_safe, x.dtype)
-        m2 = ss - c * corr
+        # (ss overflowed: c * corr, at most ss in exact arithmetic, may overflow too; inf - inf would be NaN)
+        m2 = tl.where(ss == float("inf"), ss, ss - c * corr)
     else:
         m2 = tl.sum(d * d, axis)
         corr = tl.zeros_like(mean)  # (a constant: the callers' "+ corr" folds away)
