@@ -19,7 +19,10 @@ assert not os.environ.get("TRITON_INTERPRET"), "run without TRITON_INTERPRET"
 
 import torch  # noqa: E402
 from triton.runtime import driver  # noqa: E402
-from tritred_ops.testing import Sm90Driver  # noqa: E402
+from tritred_ops.testing import Sm90Driver, registers  # noqa: E402
+
+#: Registers per thread of each launch of the call being compiled (printed with its line).
+REGS: list[int | None] = []
 
 
 def _patch() -> None:
@@ -34,6 +37,7 @@ def _patch() -> None:
 
     def compile_only(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
         compiled = kernel.warmup(*args, grid=grid, **kwargs)
+        REGS.append(registers(compiled.asm["cubin"]) if "cubin" in compiled.asm else None)
         if compiled.metadata.launch_pdl:  # a dependent launch must wait before its first global memory access
             ptx = compiled.asm["ptx"]
             wait = ptx.find("griddepcontrol.wait")
@@ -140,6 +144,13 @@ def calls():
     yield "layer_norm float32 two rows", lambda: tr.layer_norm(r(64, 5120), (5120,), r(5120), r(5120))
     yield "batch_norm channels-last", lambda: tr.batch_norm(
         r(8, 16, 14, 14).to(memory_format=torch.channels_last), None, None, None, None, True, 0.1, 1e-5)
+    # channels-fast statistics of 64-channel tiles on 8 warps, four tiles a program (a one-tile range is a
+    # specialization of its own; test_compiles_for_sm90.py holds their registers)
+    yield "batch_norm 2-D statistics bfloat16", lambda: tr.batch_norm(
+        torch.empty(65536, 256, dtype=bf), torch.zeros(256), torch.ones(256), None, None, True, 0.1, 1e-5)
+    yield "batch_norm 2-D statistics float32", lambda: tr.batch_norm(
+        torch.empty(16384, 1024), torch.zeros(1024), torch.ones(1024), None, None, True, 0.1, 1e-5)
+    yield "batch_norm 2-D backward sums bfloat16", lambda: _bn_backward(torch.empty(65536, 256, dtype=bf), True)
     # batch_norm backward (through autograd: the forward's launches keep the batch statistics) and its registered op
     yield "batch_norm backward training, sums then dx", lambda: _bn_backward(r(16, 8, 32, 32, dtype=bf), True)
     yield "batch_norm backward training, one tile", lambda: _bn_backward(r(8, 16, 7, 7, dtype=bf), True, affine=False)
@@ -315,9 +326,10 @@ def main() -> int:
     failed = 0
     for name, call in calls():
         t0 = time.time()
+        REGS.clear()
         try:
             call()
-            print(f"ok     {name} ({time.time() - t0:.1f} s)", flush=True)
+            print(f"ok     {name} ({time.time() - t0:.1f} s) registers={REGS}", flush=True)
         except Exception:  # noqa: BLE001 (report every failing call, then fail)
             failed += 1
             print(f"FAILED {name}:\n{traceback.format_exc()}", flush=True)

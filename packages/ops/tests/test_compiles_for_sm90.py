@@ -8,7 +8,9 @@ support in a branch. Triton compiles for sm_90 without a GPU; the script does it
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +26,18 @@ def test_every_launched_kernel_variant_compiles_for_sm90():
     report = done.stdout + done.stderr[-4000:]
     assert done.returncode == 0, report
     assert report.count("ok ") >= 51, report  # every call of the list ran (and compiled)
+    # Occupancy of the channels-fast batch_norm statistics (8 warps a program): per-lane state once held one
+    # program per SM (150-174 registers), too few loads in flight for HBM. (call, launch, programs per SM)
+    for call, launch, programs in (("batch_norm 2-D statistics bfloat16", 0, 2),
+                                   ("batch_norm 2-D statistics float32", 0, 3),
+                                   ("batch_norm 2-D backward sums bfloat16", 3, 3)):
+        line = re.search(rf"^ok +{re.escape(call)} \(.*registers=(\[.*\])$", report, re.M)
+        assert line, report
+        regs = ast.literal_eval(line.group(1))[launch]
+        assert regs is not None and _programs_per_sm(regs, 8) >= programs, (call, regs)
+
+
+def _programs_per_sm(regs: int, warps: int) -> int:
+    """Programs of ``warps`` warps that an H200 SM holds by registers: 65536, allocated per warp in steps of 256."""
+    per_warp = -(-regs * 32 // 256) * 256
+    return 65536 // (per_warp * warps)

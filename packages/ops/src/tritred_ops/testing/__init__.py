@@ -30,7 +30,8 @@ statistics): those must end up as torch's in-place update left them, within the 
 reference raises for an input, ``impl`` must raise a compatible exception.
 
 :class:`Sm90Driver` stands in for Triton's active driver so that kernels compile for an H200 (sm_90) without a GPU
-(``kernel.warmup``): what only compiling shows, checked on any machine.
+(``kernel.warmup``): what only compiling shows, checked on any machine; :func:`registers` reads a compiled kernel's
+registers per thread from its cubin (occupancy without a GPU).
 """
 
 from .check import (
@@ -44,7 +45,7 @@ from .check import (
     fresh_seed,
 )
 from .compare import OFFSET_ATOL, TOLERANCES, TORCH_ERROR_SLACK, Comparison, compare, tolerance
-from .sm90 import Sm90Driver
+from .sm90 import Sm90Driver, registers
 
 __all__ = [
     "CASES",
@@ -61,5 +62,6 @@ __all__ = [
     "check_reduction",
     "compare",
     "fresh_seed",
+    "registers",
     "tolerance",
 ]

@@ -15,6 +15,7 @@ Use it in a process without ``TRITON_INTERPRET`` (the interpreter replaces the J
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import torch
@@ -40,3 +41,32 @@ class Sm90Driver:
 
     def is_active(self) -> bool:
         return True
+
+
+def registers(cubin: bytes) -> int | None:
+    """The registers per thread of the kernel in ``cubin`` (``compiled.asm["cubin"]``, the ELF that Triton's ptxas
+    wrote), as ``ptxas -v`` prints them; None when the cubin records none. Read from the ``EIATTR_REGCOUNT``
+    attribute of its ``.nv.info`` section: occupancy on the H200 without a GPU (65536 registers per SM, allocated
+    per warp in steps of 256)."""
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+
+    def section(k: int) -> tuple[int, int, int]:  # (name offset, file offset, size)
+        name, _, _, _, off, size = struct.unpack_from("<IIQQQQ", cubin, shoff + k * shentsize)
+        return name, off, size
+
+    names = section(shstrndx)[1]
+    for k in range(shnum):
+        name, off, size = section(k)
+        if not cubin[names + name:].startswith(b".nv.info"):
+            continue
+        p = off
+        while p + 4 <= off + size:
+            fmt, attr, n = cubin[p], cubin[p + 1], struct.unpack_from("<H", cubin, p + 2)[0]
+            if fmt == 0x04:  # EIFMT_SVAL: a u16 size, then the value
+                if attr == 0x2F and n >= 8:  # EIATTR_REGCOUNT: (function symbol index, registers)
+                    return int(struct.unpack_from("<I", cubin, p + 8)[0])
+                p += 4 + n
+            else:  # EIFMT_NVAL / BVAL / HVAL: four bytes in all
+                p += 4
+    return None
