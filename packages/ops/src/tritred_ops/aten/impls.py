@@ -322,7 +322,7 @@ def _statistic(name: str) -> Any:
     def impl(self: Tensor, dim: Sequence[int] | None = None, *, correction: float | None = None,
              keepdim: bool = False) -> Any:
         _dtypes(self, FLOATS)  # (torch: complex inputs too; integers raise, its error from its kernel)
-        out, mean = stats_call(spec, self, _dims(dim), None, keepdim, correction)
+        out, mean = stats_call(spec, self, _dims(dim), UNSET, keepdim, correction)
         return (out, mean) if pair else out
     return impl
 

@@ -64,46 +64,33 @@ _ARGS_DOC = """
 def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`."""
-    u = None if unbiased is UNSET else _unbiased("var", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("var", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["var"], input, dim, u, keepdim, correction)[0]
+        return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
 
 
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation over ``dim`` — mirrors :func:`torch.std`."""
-    u = None if unbiased is UNSET else _unbiased("std", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("std", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["std"], input, dim, u, keepdim, correction)[0]
+        return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
 
 
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Variance and mean over ``dim`` in one sweep — mirrors :func:`torch.var_mean`."""
-    u = None if unbiased is UNSET else _unbiased("var_mean", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("var_mean", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["var_mean"], input, dim, u, keepdim, correction)
+        return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
 
 
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard deviation and mean over ``dim`` in one sweep — mirrors :func:`torch.std_mean`."""
-    u = None if unbiased is UNSET else _unbiased("std_mean", unbiased)
     if _compiling() or rt.grad_needed(input):
-        return stats_autograd("std_mean", input, dim, u, keepdim, correction)  # type: ignore[no-any-return]
-    return stats_call(SPECS["std_mean"], input, dim, u, keepdim, correction)
-
-
-def _unbiased(name: str, unbiased: object) -> bool | None:
-    """A given ``unbiased`` as the launchers take it; TypeError, as torch's overloads, for an explicit
-    ``unbiased=None`` (``var(x, 1, None)``)."""
-    if unbiased is None:
-        raise TypeError(f"{name}() received an invalid combination of arguments: 'unbiased' must be bool, not "
-                        "NoneType")
-    return unbiased  # type: ignore[return-value]
+        return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
 
 
 #: Each function's Returns section (``{returns}`` in :data:`_ARGS_DOC`).

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ... import runtime as rt
+from ...runtime import UNSET, Unset
 from .backward import stats_backward
 from .launch import parse_correction, stats_call
 from .specs import SPECS
@@ -46,7 +47,7 @@ def _define(name: str) -> Any:
     torch_op = getattr(torch, name)
 
     def impl(input: Tensor, dim: Sequence[int] | None, correction: float, keepdim: bool) -> Any:
-        out, mean = stats_call(spec, input, dim, None, keepdim, correction)
+        out, mean = stats_call(spec, input, dim, UNSET, keepdim, correction)
         return (out, mean) if pair else out
 
     def fake(input: Tensor, dim: Sequence[int] | None, correction: float, keepdim: bool) -> Any:
@@ -79,7 +80,7 @@ def _define(name: str) -> Any:
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
 
 
-def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | None, keepdim: bool,
+def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
                    correction: float | None) -> Any:
     """A statistic under ``torch.compile`` (``torch.ops.tritred.<name>``) or with autograd (its Function): the
     statistic, or (statistic, mean) for var_mean/std_mean."""

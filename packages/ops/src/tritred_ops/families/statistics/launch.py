@@ -15,7 +15,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import Recorder, find_plan
+from ...runtime import UNSET, Recorder, Unset, find_plan
 from .kernels import _stats_cols_kernel, _stats_combine_kernel, _stats_rows_kernel
 
 
@@ -113,18 +113,19 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: rt.View, out_stride: 
         **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
-def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | None,
+def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool | Unset,
                       correction: float | None) -> tuple[int | Sequence[int] | None, float]:
     """(dim, correction as a float) from torch's argument forms: ``var(x, True)`` (the legacy ``unbiased``),
-    ``unbiased=``, ``correction=`` (default 1); TypeError as torch's."""
+    ``unbiased=`` (UNSET: not given), ``correction=`` (default 1); TypeError as torch's."""
     if isinstance(dim, bool):  # torch's legacy overload var(input, unbiased)
-        if unbiased is not None:
+        if unbiased is not UNSET:
             raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
-        dim, unbiased = None, dim
-    if unbiased is not None and not isinstance(unbiased, bool):  # torch takes no var(x, 1, 1)
+        unbiased, dim = dim, None
+    # (torch takes no var(x, 1, 1), nor an explicit unbiased=None: no overload matches)
+    if unbiased is not UNSET and not isinstance(unbiased, bool):
         raise TypeError(f"{name}() received an invalid combination of arguments: 'unbiased' must be bool, "
                         f"not {type(unbiased).__name__}")
-    if unbiased is not None and correction is not None:
+    if unbiased is not UNSET and correction is not None:
         raise TypeError(f"{name}() received an invalid combination of arguments: "
                         "got both 'unbiased' and 'correction'")
     value = rt.scalar_of(correction)
@@ -135,7 +136,7 @@ def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool 
     return dim, float(value)
 
 
-def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | None,
+def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | None, unbiased: bool | Unset,
                keepdim: bool, correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The host path of var, std, var_mean and std_mean: (the statistic, the mean; var/std's is the first)."""
     name = spec.name
