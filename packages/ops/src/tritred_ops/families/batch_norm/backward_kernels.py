@@ -51,6 +51,25 @@ def _count(B, S, ACC: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT: tl.constexpr, G: tl.constexpr, GROUP: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """A tile's dy (and, DOT, dy * xm) added to :func:`_sums_kernel`'s sums: per GROUP of lanes (NCHW), or per
+    channel over the tile's rows (channels-fast, BLOCK_K > 1: both sums in one cross-warp exchange)."""
+    if BLOCK_K > 1:
+        if DOT:
+            s_t, d_t = tl.reduce((dy, dy * xm), 0, add_pair)
+            dot_p += d_t
+        else:
+            s_t = tl.sum(dy, 0)
+        sum_p += s_t
+    else:
+        sum_g += tl.sum(tl.reshape(dy, [G, GROUP, BLOCK_K]), 1)
+        if DOT:
+            dot_g += tl.sum(tl.reshape(dy * xm, [G, GROUP, BLOCK_K]), 1)
+    return sum_g, dot_g, sum_p, dot_p
+
+
+@triton.jit
 def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot_ptr, B, S, C,
                  s_b, s_s, s_c, g_b, g_s, g_c, d_b, d_s, d_c, tiles_per_split, eps, eps_lo,
                  ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -99,14 +118,7 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
                 xm = x - mean[None, :]
             else:
                 xm = dy
-            if BLOCK_K > 1:  # channels-fast: the tile's sums per channel (see the docstring)
-                s_t, d_t = tl.reduce((dy, dy * xm), 0, add_pair)
-                sum_p += s_t
-                dot_p += d_t
-            else:
-                sum_g += tl.sum(tl.reshape(dy, [G, GROUP, BLOCK_K]), 1)
-                if DOT:
-                    dot_g += tl.sum(tl.reshape(dy * xm, [G, GROUP, BLOCK_K]), 1)
+            sum_g, dot_g, sum_p, dot_p = _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT, G, GROUP, BLOCK_K)
             if WRITE_DX:
                 tl.store(d_lanes + (b0l * d_b + s0l * d_s), dy * scale[None, :], mask=c_ok[None, :])
         else:  # an edge of B or S
@@ -117,14 +129,7 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
                 xm = tl.where(mask, x - mean[None, :], 0.0)  # (0, not 0 * -mean: an inf running mean in eval)
             else:
                 xm = dy
-            if BLOCK_K > 1:
-                s_t, d_t = tl.reduce((dy, dy * xm), 0, add_pair)
-                sum_p += s_t
-                dot_p += d_t
-            else:
-                sum_g += tl.sum(tl.reshape(dy, [G, GROUP, BLOCK_K]), 1)
-                if DOT:
-                    dot_g += tl.sum(tl.reshape(dy * xm, [G, GROUP, BLOCK_K]), 1)
+            sum_g, dot_g, sum_p, dot_p = _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT, G, GROUP, BLOCK_K)
             if WRITE_DX:
                 tl.store(d_lanes + (b0l * d_b + s0l * d_s), dy * scale[None, :], mask=mask)
         bi, si = _next_tile(bi, si, s_chunks)

@@ -110,6 +110,17 @@ def _invstd(var, eps, ACC: tl.constexpr):
 
 
 @triton.jit
+def _add_tile(x, mask, n, mean, m2, cnt, tot, EVEN: tl.constexpr):
+    """A [lanes, channels] tile ``x`` of ``n`` valid lanes (``mask``; EVEN: all of them) merged into the channels'
+    running (mean, M2, count) by its own two-pass statistics (:func:`chunk_stats`, Chan's merge), and its plain
+    sum added to ``tot``."""
+    n_c = tl.zeros_like(mean) + n
+    mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c, EVEN=EVEN)
+    mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_c)
+    return mean, m2, cnt, tot + tl.sum(x, 0)
+
+
+@triton.jit
 def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s_s, s_c, tiles_per_split,
                   ACC: tl.constexpr, SPLIT: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV_S: tl.constexpr = 1,
@@ -179,11 +190,8 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             if not PREFETCH:
                 x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0)
             if BLOCK_K > 1:  # channels-fast: the tile's own statistics per channel, merged into the channel's
-                x = x_raw.to(ACC) - shift[None, :]
-                tot_p += tl.sum(x, 0)
-                n_c = tl.zeros([BLOCK_K], ACC) + BLOCK_M * BLOCK_N
-                mean_t, corr_t, m2_t = chunk_stats(x, c_ok[None, :], 0, n_c, EVEN=True)
-                mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
+                mean_p, m2_p, cnt_p, tot_p = _add_tile(x_raw.to(ACC) - shift[None, :], c_ok[None, :],
+                                                       BLOCK_M * BLOCK_N, mean_p, m2_p, cnt_p, tot_p, True)
             else:
                 xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
                 # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
@@ -201,11 +209,9 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
             if not PREFETCH:
                 x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
-            x = tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0)
-            tot_p += tl.sum(x, 0)
-            n_c = tl.zeros([BLOCK_K], ACC) + tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N)
-            mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
-            mean_p, m2_p, cnt_p = chan_fn(mean_p, m2_p, cnt_p, mean_t + corr_t, m2_t, n_c)
+            mean_p, m2_p, cnt_p, tot_p = _add_tile(tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0), mask,
+                                                   tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N),
+                                                   mean_p, m2_p, cnt_p, tot_p, False)
         bi, si = _next_tile(bi, si, s_chunks)
     if BLOCK_K > 1:
         mean, m2, cnt = mean_p, m2_p, cnt_p
