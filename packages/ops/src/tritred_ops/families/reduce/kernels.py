@@ -140,12 +140,16 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             acc = _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
         r = tile_reduce(acc, 1, OP)
     if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
-        s_lo = tl.program_id(1).to(tl.int64) * n_per_split  # (this program's slice: the whole row unless split)
-        s_hi = tl.minimum(N, s_lo + n_per_split)
-        if SPLIT == 1:
-            s_lo, s_hi = tl.program_id(1).to(tl.int64) * 0, N
-        r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn, PRE,
-                           CAST, ACC, MARK_IN, MARK_OUT)
+        if SPLIT > 1:  # this program's slice
+            s_lo = tl.program_id(1).to(tl.int64) * n_per_split
+            s_hi = tl.minimum(N, s_lo + n_per_split)
+        else:
+            # The whole row, as an int64 0 and N (sm_90, bf16 rows of 1000: the slice end n_per_split cost 6
+            # registers more, a Python 0, which makes the reread's offsets int32, 9 more)
+            s_lo = tl.program_id(1).to(tl.int64) * 0
+            s_hi = N
+        r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn,
+                           PRE, CAST, ACC, MARK_IN, MARK_OUT)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
