@@ -64,10 +64,12 @@ def gpt_config(**changes: object) -> tuple[GPTConfig, int]:
 RTOL, ATOL_SCALE = 1e-4, 1e-5
 #: Adam's parameters after n steps: each step moves an element by about lr * m / sqrt(v), a ratio that amplifies
 #: the relative rounding error of gradients near zero (their absolute error is ~ an ulp of the largest gradient):
-#: two correct runs differ there by a fraction of lr per step (H200, torch 2.11, the GPT's 3 AdamW steps at lr
-#: 1e-3: up to 1.3e-5, against 9e-7 allowed by ATOL_SCALE). 1 % of lr * steps allows that; a wrong gradient moves
-#: the loss, the gradients (checked at ATOL_SCALE) and whole parameter tensors by far more.
-ADAM_SLACK = 1e-2
+#: two correct runs differ there by a fraction of lr per step. Measured on the H200 (torch 2.11, Inductor against
+#: eager, lr 1e-3): up to 1.3e-5 after the GPT's 3 AdamW steps, and 3.4e-5 after 3 steps whose last one starts a
+#: fresh AdamW (its first step moves every element by ~lr * g / |g|, the most sensitive ratio), against 9e-7
+#: allowed by ATOL_SCALE. 3 % of lr * steps allows that with a margin of 2.6; a wrong gradient moves the loss, the
+#: gradients (checked at ATOL_SCALE) and whole parameter tensors by far more.
+ADAM_SLACK = 3e-2
 
 
 def assert_close_scaled(actual: torch.Tensor, expected: torch.Tensor, what: str, rtol: float = RTOL,

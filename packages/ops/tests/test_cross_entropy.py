@@ -331,7 +331,8 @@ OUT_OF_RANGE = 4
 
 #: Messages of an older torch (2.11, the GPU machine's image) and the ones tritred gives, those of the torch it is
 #: developed against (2.13).
-OLDER_TORCH = {"expected scalar type Long but found Float": "expected target dtype to be Long or Byte, but got Float"}
+OLDER_TORCH = {f"expected scalar type Long but found {t}": f"expected target dtype to be Long or Byte, but got {t}"
+               for t in ("Float", "Int", "Short", "Char", "Bool", "Double", "Half", "BFloat16")}
 
 
 def test_errors_as_torch(device):
