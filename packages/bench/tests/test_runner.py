@@ -96,6 +96,45 @@ def test_wrong_or_failing_provider_is_not_timed(monkeypatch: pytest.MonkeyPatch,
     assert r.best_peer() == "eager" and r.speedup("wrong") is None
 
 
+def test_a_lost_device_stops_the_run_keeping_the_cases_so_far(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                               device: str) -> None:
+    """After a case that ends the CUDA context (a peer's illegal memory access), the run stops: the cases measured
+    are kept, ``stopped`` names the case and the first provider that failed on it, and the JSON keeps it."""
+    import tritred_bench.runner as runner
+    from tritred_bench import read_json
+
+    monkeypatch.setitem(PROVIDERS, "raises", _Raises)
+    cases = [c for c in load_suite("quick")[0] if c.op in ("sum", "amax")][:3]
+    assert len(cases) == 3
+    # the device check itself, on a fake CUDA device whose synchronization fails as after an illegal access
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: (_ for _ in ()).throw(
+        RuntimeError("CUDA error: an illegal memory access was encountered")))
+    seen, real = [], runner.device_lost
+
+    def lost_after_second(dev: Any, result: CaseResult, index: int, total: int) -> str:
+        seen.append(result.case)
+        return real(torch.device("cuda"), result, index, total) if index == 1 else ""
+    monkeypatch.setattr(runner, "device_lost", lost_after_second)
+    report = run(cases, providers=["eager", "raises"], device=device, quick=True, progress=False, copy_gbps=1.0)
+    assert [r.case for r in report.results] == cases[:2] == seen
+    assert report.stopped.startswith(f"the CUDA context was lost at case 1 ({cases[1].label}; first failed there: "
+                                     "raises: RuntimeError: no kernel for this)")
+    assert report.stopped.endswith("the run stopped after 2 of 3 cases")
+    back = read_json(write_json(report, tmp_path / "r.json"))
+    assert back.stopped == report.stopped and len(back.results) == 2
+
+
+def test_a_working_device_does_not_stop_the_run(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+    import tritred_bench.runner as runner
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty"))
+    result = CaseResult(case=load_suite("quick")[0][0], bytes=1)
+    assert runner.device_lost(torch.device("cuda"), result, 0, 1) == "" and calls == ["sync", "empty"]
+    assert runner.device_lost(torch.device("cpu"), result, 0, 1) == ""
+
+
 def test_build_inputs_follow_case_params(device: str) -> None:
     reg = get_registry()
     from tritred_bench import Case

@@ -87,6 +87,8 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
         print_memory(report, console)
     for line in skip_notes(report):
         console.print(f"[dim]skipped[/] {escape(line)}", markup=True, highlight=False)
+    if report.stopped:
+        console.print(f"[red]stopped[/] {escape(report.stopped)}", markup=True, highlight=False)
     if show_failures:
         for r in report.results:
             for m in r.measurements.values():

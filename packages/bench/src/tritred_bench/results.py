@@ -96,7 +96,8 @@ class CaseResult:
 @dataclass
 class BenchReport:
     """A whole run: where and how it ran (``pass_``: forward, backward or both), the copy bandwidth it is
-    normalized by, and one result per case."""
+    normalized by, and one result per case. ``stopped``: why the run ended before its last case (the device
+    lost: see :func:`tritred_bench.runner.run`), empty when it ran them all."""
 
     device: str
     backend: str
@@ -109,6 +110,7 @@ class BenchReport:
     versions: dict[str, str | None] = field(default_factory=dict)
     pass_: str = "forward"
     memory: bool = False
+    stopped: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``write_json``)."""
@@ -116,6 +118,7 @@ class BenchReport:
             "meta": {"device": self.device, "backend": self.backend, "copy_gbps": self.copy_gbps,
                      "providers": self.providers, "suite": self.suite, "started": self.started,
                      "timing": self.timing, "versions": self.versions, "pass": self.pass_, "memory": self.memory,
+                     "stopped": self.stopped,
                      "bytes": f"{BYTES_RULE.get(self.pass_, '')}; pct_copy = GB/s / copy_gbps * 100"},
             "cases": [r.to_dict() for r in self.results],
         }

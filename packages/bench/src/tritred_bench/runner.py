@@ -237,6 +237,9 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
         pass_: ``forward`` (default), ``both`` (a training step: forward + backward) or ``backward`` (the step's
             median minus the forward's): :data:`PASSES`.
         memory: also measure each provider's peak extra memory during the timed call (CUDA only).
+
+    A case after which the CUDA device no longer works (a kernel's illegal memory access or device-side assert)
+    ends the run: the report keeps the cases so far and says why in ``stopped`` (:func:`device_lost`).
     """
     if pass_ not in PASSES:
         raise ValueError(f"unknown pass {pass_!r}; known: {', '.join(PASSES)}")
@@ -288,9 +291,13 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
             cr = CaseResult(case=case, bytes=0, error=msg)
             cr.measurements = {n: Measurement(n, "failed", message=msg) for n in names}
             return cr
-        finally:
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+
+    def _record(i: int, case: Case) -> bool:
+        """Run case ``i`` into the report; False when the device is lost and the run must stop."""
+        result = _one_case(i, case)
+        report.results.append(result)
+        report.stopped = device_lost(dev, result, i, len(cases))
+        return not report.stopped
 
     if progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -300,9 +307,33 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
             task = bar.add_task("", total=len(cases))
             for i, case in enumerate(cases):
                 bar.update(task, description=case.label)
-                report.results.append(_one_case(i, case))
+                if not _record(i, case):
+                    break
                 bar.advance(task)
     else:
         for i, case in enumerate(cases):
-            report.results.append(_one_case(i, case))
+            if not _record(i, case):
+                break
     return report
+
+
+def device_lost(dev: torch.device, result: CaseResult, index: int, total: int) -> str:
+    """Empty while ``dev`` still works after a case (its memory cache emptied); else why the run stops there.
+
+    An illegal memory access or a device-side assert in any provider's kernel ends the process's CUDA context:
+    every later CUDA call fails, so the remaining cases could only fail. The run stops, keeping the cases measured
+    so far, and names the case and the first provider that failed on it (each provider's first call is followed by a
+    synchronization, so an asynchronous error surfaces at the provider whose kernel raised it).
+    """
+    if dev.type != "cuda":
+        return ""
+    try:
+        torch.cuda.synchronize(dev)
+        torch.cuda.empty_cache()
+        return ""
+    except RuntimeError as e:  # (torch.AcceleratorError is a RuntimeError)
+        first = next((m for m in result.measurements.values() if m.status == "failed"), None)
+        who = f"first failed there: {first.provider}: {first.message}" if first is not None else \
+            f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        return (f"the CUDA context was lost at case {index} ({result.case.label}; {who}); the run stopped after "
+                f"{index + 1} of {total} cases")

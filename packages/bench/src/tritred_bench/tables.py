@@ -40,7 +40,8 @@ def read_json(path: str | Path) -> BenchReport:
                              copy_gbps=float(meta.get("copy_gbps") or 0.0), providers=list(meta["providers"]),
                              suite=str(meta.get("suite", "")), started=str(meta.get("started", "")),
                              timing=str(meta.get("timing", "")), versions=dict(meta.get("versions") or {}),
-                             pass_=str(meta.get("pass") or "forward"), memory=bool(meta.get("memory")))
+                             pass_=str(meta.get("pass") or "forward"), memory=bool(meta.get("memory")),
+                             stopped=str(meta.get("stopped") or ""))
         for c in cases:
             result = CaseResult(case=Case.from_dict(c["case"]), bytes=int(c.get("bytes") or 0),
                                 config=c.get("tritred_config"), error=str(c.get("error") or ""),
@@ -60,7 +61,8 @@ def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
     """One report holding every case of ``reports``, in order.
 
     The metadata is the first report's; the providers are every report's, in order of first appearance; the
-    copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run). Reports of
+    copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run); ``stopped``
+    joins the parts' reasons. Reports of
     different passes (forward, backward, both) are not merged: ValueError.
     """
     if not reports:
@@ -74,7 +76,8 @@ def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
     merged = BenchReport(device=first.device, backend=first.backend, copy_gbps=copy, providers=providers,
                          suite=",".join(dict.fromkeys(r.suite for r in reports if r.suite)), started=first.started,
                          timing=first.timing, versions=dict(first.versions), pass_=first.pass_,
-                         memory=any(r.memory for r in reports))
+                         memory=any(r.memory for r in reports),
+                         stopped="; ".join(r.stopped for r in reports if r.stopped))
     for r in reports:
         merged.results.extend(r.results)
     return merged

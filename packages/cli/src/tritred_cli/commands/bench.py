@@ -62,7 +62,8 @@ def bench_cmd(
                                                     "storage + a same-size output; default 2048 on CUDA, 0.25 "
                                                     "under the interpreter).")] = None,
 ) -> None:
-    """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check.
+    """Benchmark tritred against its peers on a suite; exit 1 if tritred failed a case's correctness check or
+    the device was lost (a kernel's illegal memory access: the run stops there, keeping the cases measured).
 
     --pass both times a training step (backward: the step minus the forward); --suite random --seed S --count N
     draws N realistic cases from seed S. --latency times tiny calls (host-bound) against torch eager instead;
@@ -132,8 +133,8 @@ def bench_cmd(
     for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
         if path is not None:
             con.print(f"wrote {writer(report, path)}")
-    if any(r.measurements.get("tritred") is not None and r.measurements["tritred"].status == "failed"
-           for r in report.results):
+    if report.stopped or any(r.measurements.get("tritred") is not None and r.measurements["tritred"].status == "failed"
+                             for r in report.results):
         raise typer.Exit(1)
 
 
