@@ -156,6 +156,11 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
 #: BACKWARD_CHUNK-element chunks. Elements per thread of a single pass: 32 bytes of each of x and dy (two 16-byte
 #: vectors), at most 32 warps; so 16384 2-byte or 8192 4-byte elements on 32 warps.
 BACKWARD_RESIDENT_BYTES = 32768
+#: Elements of x (and of dy) a thread holds in the single pass (float64: half). Registers go with elements, not
+#: bytes: the float32 1024-wide rows' 8 a thread on 4 warps take 56 registers (ptxas, sm_90a; 36 warps per SM) and
+#: ran at ~92 % of copy in the H200's training steps, where bfloat16 4096-wide rows at 16 a thread took 84
+#: (layer_norm: 16 warps per SM, ~15 %) and 64 (rms_norm: 32 warps, ~36 %).
+BACKWARD_ELEMENTS = 8
 BACKWARD_CHUNK = 4096
 #: Most elements of the dw (and of the db) partials: programs x N, so that very long rows take fewer programs.
 BACKWARD_PARTIALS = 1 << 24
@@ -173,8 +178,11 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
     thread on 32 warps) would spill more: it loops.
 
     - Rows of up to ``BACKWARD_RESIDENT_BYTES``: a single pass (x and dy read once, dx written once), each thread
-      32 bytes of x and of dy (bf16 16, float32 8 elements), at least 4 warps' worth of rows a program (bf16 1024:
-      two rows on 4 warps; 256: eight).
+      ``BACKWARD_ELEMENTS`` elements of x and of dy (8: bf16 one 16-byte vector, float32 two; float64 4), at least
+      4 warps' worth of rows a program (1024: one row on 4 warps; 256: four), at most 32 warps (bf16 16384: 16
+      elements a thread). Registers per SM then hold 32-36 warps: bf16 4096 on 16 warps takes 57 registers
+      (layer_norm; rms_norm 64), two programs per SM, where 16 elements a thread on 8 warps took 84 (two programs:
+      16 warps).
     - Longer rows: the loop over chunks of 8 KB of a row (2-byte rows: ``BACKWARD_CHUNK`` elements), two rows a
       tile (16 KB of x; 2-byte on 32 warps: 64 registers; 4-byte on 16: 80; one program per SM, 32 KB of x and dy
       in flight): two sweeps over the program's rows,
@@ -189,7 +197,10 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
       programs as the device holds at once (the compiled kernel's occupancy, read by the launcher), at most
       ``BACKWARD_PARTIALS / N``; the interpreter's ``caps.programs``.
 
-    Not measured on a GPU yet: the sizes above come from register counts and the forward's measurements.
+    Measured (H200 training steps, 2026-12-05, docs/performance.md): the float32 1024-wide rows' config, 8 elements
+    a thread on 4 warps, at ~92 % of copy; bf16 4096-wide rows at 16 elements a thread at ~15 % (layer_norm) and
+    ~36 % (rms_norm). The 8 elements for 2-byte rows follow from those figures and the register counts; they are
+    not measured yet.
     """
     N, R = max(problem.N, 1), max(problem.outputs, 1)
     size = itemsize(problem)
@@ -210,7 +221,7 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
                                 BLOCK_N=block_n, num_warps=4, num_programs=programs)
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=4,
                             num_programs=programs)
-    per_thread = max(4, 32 // size)
+    per_thread = BACKWARD_ELEMENTS if size <= 4 else BACKWARD_ELEMENTS // 2
     block_n = next_pow2(N)
     if block_n * size > BACKWARD_RESIDENT_BYTES:  # (tiles of 16 KB of x: two rows of 8 KB chunks)
         chunk = min(BACKWARD_CHUNK, 8192 // size)
