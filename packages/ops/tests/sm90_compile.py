@@ -172,7 +172,7 @@ def calls():
     yield "layer_norm backward single, two accumulators", lambda: _backward(bf, 64, (4096,))
     yield "layer_norm backward 16384-wide rows on 32 warps", lambda: _backward(bf, 8, (16384,))
     yield "layer_norm backward float32 1024", lambda: _backward(f32, 64, (1024,))
-    yield "layer_norm backward two rows a program, odd width", lambda: _backward(bf, 64, (1000,))
+    yield "layer_norm backward odd width", lambda: _backward(bf, 64, (1000,))
     yield "layer_norm backward loop", lambda: _backward(f32, 4, (65536,))
     yield "layer_norm backward loop, two 2-byte rows a tile", lambda: _backward(bf, 4, (32768,))
     yield "layer_norm backward dx only, expanded dy", lambda: _backward(bf, 64, (2048,), (True, False, False),
