@@ -62,8 +62,7 @@ def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
 
     The metadata is the first report's; the providers are every report's, in order of first appearance; the
     copy bandwidth is the mean of the parts' (each case keeps the % of copy computed in its own run); ``stopped``
-    joins the parts' reasons. Reports of
-    different passes (forward, backward, both) are not merged: ValueError.
+    joins the parts' reasons. Reports of different passes (forward, backward, both) are not merged: ValueError.
     """
     if not reports:
         raise ValueError("no report to merge")
