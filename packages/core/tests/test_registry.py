@@ -33,7 +33,7 @@ def test_fresh_registry_has_only_core(registry: Registry) -> None:
     assert registry.reductions() == {}
     infos = registry.plugins()
     assert [i.name for i in infos] == ["tritred_core"]
-    assert infos[0].hooks == ("tritred_launch_config",)  # the validating wrapper
+    assert infos[0].hooks == ()  # (the winning config is validated by Registry.launch_config, not by a hook)
     assert infos[0].error is None
 
 
@@ -329,8 +329,35 @@ def test_plugin_exception_propagates(registry: Registry, toys: Any, spec: Reduct
 
     registry.register(toys.BuiltinHeuristic(), name="builtin")
     registry.register(toys.ConfigPlugin(boom), name="buggy")
-    with pytest.raises(ZeroDivisionError, match="heuristic bug"):
+    with pytest.raises(ZeroDivisionError, match="heuristic bug") as info:
         registry.launch_config(spec, toys.toy_problem(), FAKE_H200)
+    if hasattr(info.value, "add_note"):  # (Python 3.11+: the plugin is named in a note)
+        assert info.value.__notes__ == ["raised by plugin 'buggy''s tritred_launch_config for toy"]
+
+
+@pytest.mark.parametrize("tryfirst", [False, True])
+def test_a_wrapper_of_the_hook_cannot_bypass_validation(registry: Registry, toys: Any, spec: ReductionSpec,
+                                                        tryfirst: bool) -> None:
+    """A plugin's hook wrapper runs outside the others (pluggy: later registered, further out): the config it
+    hands back is validated after the hook returns, and a float field it set is read as the int it means."""
+    class Wrap:
+        def __init__(self, update: dict[str, Any]) -> None:
+            self.update = update
+
+        @hookimpl(wrapper=True, tryfirst=tryfirst)
+        def tritred_launch_config(self, spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> Any:
+            config = yield
+            return config.model_copy(update=self.update)
+
+    registry.register(toys.BuiltinHeuristic(), name="builtin")
+    base = registry.launch_config(spec, toys.toy_problem(N=300), FAKE_H200)
+    name = registry.register(Wrap({"strategy": "single_pass", "BLOCK_N": 16}), name="wrap")
+    with pytest.raises(InvalidLaunchConfigError, match="(?s)or a wrapper of the launch-config hook.*BLOCK_N"):
+        registry.launch_config(spec, toys.toy_problem(N=300), FAKE_H200)
+    registry.unregister(name)
+    registry.register(Wrap({"BLOCK_N": float(base.BLOCK_N)}), name="wrap")
+    got = registry.launch_config(spec, toys.toy_problem(N=300), FAKE_H200)
+    assert got.BLOCK_N == base.BLOCK_N and type(got.BLOCK_N) is int
 
 
 def test_tryfirst_plugin_beats_plain_plugin(registry: Registry, toys: Any, spec: ReductionSpec) -> None:
@@ -349,12 +376,14 @@ def test_tryfirst_plugin_beats_plain_plugin(registry: Registry, toys: Any, spec:
 
 
 class FakeDist:
+    name = "fake-dist"
     version = "9.9.9"
 
 
 class FakeEntryPoint:
-    def __init__(self, name: str, load: Any) -> None:
+    def __init__(self, name: str, load: Any, value: str | None = None) -> None:
         self.name = name
+        self.value = value or f"{name}.plugin"
         self.dist = FakeDist()
         self._load = load
         self.loads = 0
@@ -475,3 +504,23 @@ def test_get_registry_creates_one_lazily(monkeypatch: pytest.MonkeyPatch) -> Non
         assert reg.reductions() == {}
     finally:
         set_registry(previous)
+
+
+def test_an_entry_point_name_taken_by_another_distribution(monkeypatch: pytest.MonkeyPatch, toys: Any,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Two distributions declare one entry-point name (a third party's ``tritred_ops = "mypkg"`` beside
+    tritred's own): the one whose object lives in the module of that name is loaded, whatever the discovery
+    order; the other is not loaded, and is logged and listed with the reason."""
+    real = FakeEntryPoint("toy_pkg", lambda: toys.ReductionsPlugin(toys.make_reduction("toy_real")), "toy_pkg.plugin")
+    shadow = FakeEntryPoint("toy_pkg", lambda: toys.ReductionsPlugin(toys.make_reduction("toy_shadow")),
+                            "aaa_shadow:plugin")
+    _fake_entry_points(monkeypatch, shadow, real)
+    reg = Registry(autoload=True)
+    with caplog.at_level(logging.WARNING, logger="tritred"):
+        assert list(reg.reductions()) == ["toy_real"]
+    assert real.loads == 1 and shadow.loads == 0
+    assert "plugin name 'toy_pkg' of fake-dist (aaa_shadow:plugin) is taken by toy_pkg.plugin" in caplog.text
+    infos = {i.name: i for i in reg.plugins()}
+    assert infos["toy_pkg"].error is None
+    assert infos["toy_pkg (fake-dist)"].error == ("entry point 'toy_pkg' = 'aaa_shadow:plugin': the name is taken by "
+                                                  "'toy_pkg.plugin'")

@@ -63,33 +63,35 @@ class PluginInfo(BaseModel):
     error: str | None = None
 
 
-class _CoreValidation:
-    """Core-owned wrapper around the launch-config hook: validates whatever plugin won (a valid LaunchConfig, of a
-    strategy and knobs the spec declares, that fits the problem)."""
+class _Core:
+    """The core's entry in the plugin listing (``tritred_core``, the name its module would have as an entry point):
+    it implements no hook. The winning launch config is validated by :meth:`Registry.launch_config` after the hook
+    returns, outside every hook wrapper (a wrapper registered later runs outside earlier ones and could otherwise
+    change the config after it was checked)."""
 
-    @hookspecs.hookimpl(wrapper=True)
-    def tritred_launch_config(
-        self, spec: ReductionSpec, problem: Problem, device: DeviceInfo
-    ) -> Any:
-        config = yield
-        if config is None:
-            raise InvalidLaunchConfigError(
-                f"no plugin returned a launch config for {spec.name} on {problem!r}"
-            )
-        if not isinstance(config, LaunchConfig):
-            raise InvalidLaunchConfigError(
-                f"plugin {getattr(config, 'decided_by', None) or '?'} returned {type(config).__name__} "
-                f"instead of a LaunchConfig for {spec.name}"
-            )
-        try:
-            # validated again: ``model_copy(update=...)`` and ``model_construct`` skip the model's validators, and a
-            # combination they forbid (threads_per_row with a tail tile) would leave elements unread
-            LaunchConfig.model_validate(config.model_dump())
-            spec.check_takes(config)  # a strategy or knob the op's kernels do not have
-            config.check_fits(problem)
-        except ValueError as e:
-            raise InvalidLaunchConfigError(f"plugin {config.decided_by!r} returned an invalid config: {e}") from e
-        return config
+
+def _validated(spec: ReductionSpec, problem: Problem, config: Any) -> LaunchConfig:
+    """``config`` as the hook returned it, checked (a valid LaunchConfig, of a strategy and knobs the spec
+    declares, that fits the problem) and re-validated field by field; raises InvalidLaunchConfigError."""
+    if config is None:
+        raise InvalidLaunchConfigError(f"no plugin returned a launch config for {spec.name} on {problem!r}")
+    if not isinstance(config, LaunchConfig):
+        raise InvalidLaunchConfigError(
+            f"plugin {getattr(config, 'decided_by', None) or '?'} returned {type(config).__name__} "
+            f"instead of a LaunchConfig for {spec.name}"
+        )
+    try:
+        # validated again, and the validated copy used: ``model_copy(update=...)`` and ``model_construct`` skip the
+        # model's validators (a float BLOCK_N, a combination they forbid: threads_per_row with a tail tile)
+        checked = LaunchConfig.model_validate(config.model_dump(warnings=False))
+        spec.check_takes(checked)  # a strategy or knob the op's kernels do not have
+        checked.check_fits(problem)
+    except ValueError as e:
+        raise InvalidLaunchConfigError(
+            f"plugin {config.decided_by!r} (or a wrapper of the launch-config hook) returned an invalid config for "
+            f"{spec.name}: {e}"
+        ) from e
+    return checked
 
 
 def _tag_launch_config_results(pm: pluggy.PluginManager, plugin_name: str) -> None:
@@ -111,6 +113,12 @@ def _tag_launch_config_results(pm: pluggy.PluginManager, plugin_name: str) -> No
                 raise InvalidLaunchConfigError(
                     f"plugin {plugin_name!r} built an invalid LaunchConfig: {e}"
                 ) from e
+            except Exception as e:  # a bug in the plugin: its own exception, noted with the plugin's name
+                if hasattr(e, "add_note"):  # (Python 3.11+)
+                    spec = kwargs.get("spec", args[0] if args else None)
+                    e.add_note(f"raised by plugin {plugin_name!r}'s tritred_launch_config for "
+                               f"{getattr(spec, 'name', '?')}")
+                raise
             if isinstance(result, LaunchConfig):
                 if result.decided_by is None:
                     result = result.model_copy(update={"decided_by": plugin_name})
@@ -135,7 +143,7 @@ class Registry:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.pm.register(_CoreValidation(), name="tritred_core")  # (module names, as the entry points)
+        self.pm.register(_Core(), name="tritred_core")  # (module names, as the entry points)
         if os.environ.get(TRACE_ENV, "") not in ("", "0"):
             self.pm.trace.root.setwriter(lambda msg: print(msg, end="", file=sys.stderr))
             self.pm.enable_tracing()
@@ -144,6 +152,7 @@ class Registry:
         self._lock = threading.RLock()
         self._versions: dict[str, str | None] = {"tritred_core": _dist_version("tritred-core")}
         self._errors: dict[str, str] = {}
+        self._entry_values: dict[str, str] = {}  # entry point name -> its object reference, as first loaded
         self._reductions: dict[str, Reduction] | None = None
         self._duplicates: list[str] = []
         self._states: dict[str, Any] = {}  # owner -> the object of :meth:`state`
@@ -192,10 +201,22 @@ class Registry:
             self._loaded = True
             if not self._autoload:
                 return
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                if self.pm.has_plugin(ep.name) or ep.name in self._errors:
-                    continue
+            # An entry point's name is its plugin's name, by convention the top-level module that holds it
+            # (``tritred_ops = "tritred_ops.plugin"``). Where two distributions declare one name, the entry point
+            # whose object lives in that module is loaded first; the other is not loaded, and is reported.
+            eps = sorted(entry_points(group=ENTRY_POINT_GROUP),
+                         key=lambda ep: ep.value.split(":")[0].split(".")[0] != ep.name)
+            for ep in eps:
                 version = ep.dist.version if ep.dist is not None else None
+                if self.pm.has_plugin(ep.name) or ep.name in self._errors:
+                    if self._entry_values.get(ep.name, ep.value) != ep.value:  # two distributions, one name
+                        dist = getattr(ep.dist, "name", None) or "?"
+                        log.warning("tritred: plugin name %r of %s (%s) is taken by %s: not loaded", ep.name, dist,
+                                    ep.value, self._entry_values[ep.name])
+                        self._errors.setdefault(f"{ep.name} ({dist})", f"entry point {ep.name!r} = {ep.value!r}: "
+                                                f"the name is taken by {self._entry_values[ep.name]!r}")
+                    continue
+                self._entry_values[ep.name] = ep.value
                 try:
                     plugin = ep.load()
                     self.register(plugin, name=ep.name, version=version)
@@ -283,9 +304,10 @@ class Registry:
             if registered is not None and registered.spec.model_copy(update={"plugin": None, "version": None}) == spec:
                 spec = registered.spec
         try:
-            return self.pm.hook.tritred_launch_config(spec=spec, problem=problem, device=device)  # type: ignore[no-any-return]
+            config = self.pm.hook.tritred_launch_config(spec=spec, problem=problem, device=device)
         except ValidationError as e:  # a plugin built an invalid LaunchConfig
             raise InvalidLaunchConfigError(f"a launch-config hook failed validation for {spec.name}: {e}") from e
+        return _validated(spec, problem, config)
 
 
 def _dist_version(dist: str) -> str | None:
