@@ -150,6 +150,19 @@ def test_skipped_checks() -> None:
         check_reduction(rec, "cpu", cases=["bogus"])
 
 
+def test_a_broken_input_builder_fails_the_check() -> None:
+    """An exception other than the "does not apply" ones (a bug in make_inputs) fails the check: it must not
+    pass by skipping every case."""
+    def broken(shape: Any, dtype: Any, device: Any = "cpu", dim: Any = -1, seed: int = 0) -> Any:
+        return (torch.randn(shape, devce=device).to(dtype),), {"dim": dim}  # (a typo: TypeError)
+
+    rec = fake_reduction("broken_inputs", lambda x, dim=None: torch.sum(x, dim))
+    rec = rec.model_copy(update={"make_inputs": broken})
+    results = check_reduction(rec, "cpu", shapes=SMALL[:1], cases=["random"])
+    assert results and not any(r.ok or r.skipped for r in results)
+    assert results[0].error == "harness" and "make_inputs raised TypeError" in results[0].message
+
+
 def _bn_inputs(shape: Any, dtype: Any, device: Any = "cpu", dim: Any = None, seed: int = 0) -> Any:
     g = torch.Generator().manual_seed(seed)
     c = shape[1]

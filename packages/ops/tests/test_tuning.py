@@ -139,16 +139,72 @@ def test_tune_stores_the_fastest_and_the_heuristic_uses_it(cache_file, device):
 
 def test_unreadable_cache_is_ignored(cache_file):
     cache_file.write_text("{not json")
-    assert tuning.lookup("softmax", _problem(), FAKE_H200) is None
+    assert tuning.lookup(_spec("softmax"), _problem(), FAKE_H200) is None
 
 
 def test_entry_that_does_not_fit_is_skipped(cache_file):
     problem = _problem(N=3000)
     key = tuning.cache_key(FAKE_H200, "softmax", problem)
     cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "single_pass", "BLOCK_N": 16}}}}))
-    assert tuning.lookup("softmax", problem, FAKE_H200) is None  # single_pass with BLOCK_N < N
+    assert tuning.lookup(_spec("softmax"), problem, FAKE_H200) is None  # single_pass with BLOCK_N < N
     cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "multi_pass", "BLOCK_N": 512,
                                                                    "num_warps": 8}}}}))
     caches().clear()
-    hit = tuning.lookup("softmax", problem, FAKE_H200)
+    hit = tuning.lookup(_spec("softmax"), problem, FAKE_H200)
     assert hit is not None and hit.tuned and hit.BLOCK_N == 512
+
+
+@pytest.mark.parametrize("text", ['{"entries": null}', '{"entries": [1]}', "[1, 2]", '"entries"',
+                                  '{"entries": {"k": 1, "k2": {"config": null}}}'])
+def test_malformed_cache_is_ignored_and_ops_still_run(cache_file, text, device):
+    """A cache file of valid JSON but the wrong form (hand-edited, another tool's) means "nothing tuned": the ops
+    run on their rules, never raise."""
+    cache_file.write_text(text)
+    assert tuning.lookup(_spec("softmax"), _problem(), FAKE_H200) is None
+    x = torch.randn(4, 8, device=device)
+    torch.testing.assert_close(tr.sum(x, 1), x.sum(1))
+
+
+def test_entry_of_a_strategy_the_op_does_not_take_is_skipped(cache_file):
+    """An entry the op's spec does not take (another version's, or hand-edited: sum has no split_rows) is ignored,
+    as one that does not fit, instead of failing every call of its bucket."""
+    problem = Problem(op="sum", dtype="float32", M=6, N=3000, K=1, stride_m=3000, stride_n=1)
+    key = tuning.cache_key(FAKE_H200, "sum", problem)
+    cache_file.write_text(json.dumps({"entries": {key: {"config": {"strategy": "split_rows", "BLOCK_N": 1024,
+                                                                   "split": 4}}}}))
+    assert tuning.lookup(_spec("sum"), problem, FAKE_H200) is None
+
+
+def test_tune_forces_its_candidates_past_a_tryfirst_plugin(cache_file, device):
+    """A user's tryfirst plugin for the op does not take the tuner's candidates' place: each candidate is the
+    config that runs (else the stored "best" would be the plugin's config, never timed as itself)."""
+    from tritred_core import LaunchConfig, hookimpl
+
+    class First:
+        asked = 0
+
+        @hookimpl(tryfirst=True)
+        def tritred_launch_config(self, spec, problem, device):  # noqa: ANN001
+            if spec.name != "softmax":
+                return None
+            First.asked += 1
+            return LaunchConfig(strategy="multi_pass", BLOCK_N=64)
+
+    reg = get_registry()
+    name = reg.register(First(), name="first")
+    try:
+        _, trials, best = tuning.tune(reg.get("softmax"), (6, 300), torch.float32, -1, torch.device(device),
+                                      save=False)
+    finally:
+        reg.unregister(name)
+    assert len(trials) > 1 and all(t.ms is not None for t in trials), [t.error for t in trials]
+    assert First.asked == 1  # the call's own config (the first candidate's base), never a candidate's place
+    assert best is not None and best == trials[0].config
+
+
+def test_a_cache_path_that_is_a_directory_is_a_clear_error(tmp_path, monkeypatch, device):
+    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path))
+    caches().clear()
+    with pytest.raises(ValueError, match="is a directory"):
+        tuning.tune(get_registry().get("sum"), (4, 8), torch.float32, -1, torch.device(device))
+    caches().clear()

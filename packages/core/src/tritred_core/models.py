@@ -242,7 +242,9 @@ class Reduction(BaseModel):
 
     - ``impl(*args, **kwargs)``: the op itself, called like the torch op it mirrors.
     - ``reference(*args, **kwargs)``: a torch implementation to compare against (the CLI's ``check``).
-    - ``make_inputs(shape, dtype, device, dim, seed) -> (args, kwargs)``: a random call of the op.
+    - ``make_inputs(shape, dtype, device, dim, seed) -> (args, kwargs)``: a random call of the op. ValueError or
+      IndexError (a shape or dim the op does not take) and NotImplementedError (a dtype) say the case does not
+      apply: the conformance checks skip it. Any other exception is a failure of the check.
     - ``problem(*args, **kwargs) -> Problem``: the canonical problem of a call (``tritred explain``).
     - ``byte_count(*args, **kwargs) -> int``: bytes read once + written once by a call (the bench).
     """

@@ -97,7 +97,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
     rule = _rules().get(spec.name)
     if rule is None:
         return None
-    tuned = lookup(spec.name, problem, device)
+    tuned = lookup(spec, problem, device)
     if tuned is not None:
         return tuned
     return rule(spec, problem, Caps(device))

@@ -66,23 +66,29 @@ def _load() -> dict[str, Any]:
             return {}
         try:
             data = json.loads(path.read_text())
-            return dict(data.get("entries", {}))
-        except (OSError, ValueError, AttributeError) as e:
+            entries = data.get("entries", {}) if isinstance(data, dict) else None
+            if not isinstance(entries, dict):
+                raise ValueError("not a tritred tuning cache (an object whose 'entries' is an object)")
+        except (OSError, ValueError) as e:
             log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
             return {}
+        # (entries that are not objects, hand-edited: ignored one by one)
+        return {k: v for k, v in entries.items() if isinstance(v, dict) and isinstance(v.get("config"), dict)}
     return caches().tuning.get_or_make(str(cache_path()), read)
 
 
-def lookup(op: str, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
-    """The tuned config for this call's bucket, if one was stored and still fits the problem."""
-    entry = _load().get(cache_key(device, op, problem))
+def lookup(spec: ReductionSpec, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
+    """The tuned config for this call's bucket, if one was stored, the op takes its strategy and knobs (an entry
+    written by another version, or edited by hand, may not) and it still fits the problem."""
+    entry = _load().get(cache_key(device, spec.name, problem))
     if entry is None:
         return None
     try:
         config = LaunchConfig(**{**entry["config"], "tuned": True, "decided_by": None})
+        spec.check_takes(config)
         config.check_fits(problem)
     except (ValueError, TypeError, KeyError) as e:
-        log.debug("tritred: tuned entry for %s does not apply: %s", op, e)
+        log.debug("tritred: tuned entry for %s does not apply: %s", spec.name, e)
         return None
     return config
 
@@ -181,7 +187,7 @@ class _Force:
     def __init__(self, op: str, config: LaunchConfig) -> None:
         self.op, self.config = op, config
 
-    @hookimpl
+    @hookimpl(tryfirst=True)  # (asked before the plugins: a tryfirst plugin of the op would win every candidate)
     def tritred_launch_config(self, spec: Any, problem: Problem, device: DeviceInfo) -> LaunchConfig | None:
         return self.config if spec.name == self.op else None
 
@@ -224,6 +230,10 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
         name = reg.register(_Force(rec.spec.name, cfg), name=f"tritred-tune-{i}")
         trial = functools.partial(Trial, config=cfg, current=i == 0)  # (the first candidate is the call's own)
         try:
+            used = reg.launch_config(rec.spec, problem, info)
+            if used.decided_by != name:  # (a plugin's hook wrapper changed it: what would run is not the candidate)
+                trials.append(trial(ms=None, error=f"not run: plugin {used.decided_by!r} decided the call instead"))
+                continue
             a1, k1 = fresh()
             check = compare(rec.impl(*a1, **k1), expected, dtype, relative_to_max=True)
             if not check.ok:
@@ -240,11 +250,16 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     if save and best is not None:
         path = cache_path()
         data: dict[str, Any] = {"entries": {}}
+        if path.is_dir():
+            raise ValueError(f"the tuning cache {str(path)!r} ($TRITRED_TUNE_CACHE) is a directory, not a file")
         if path.exists():
             try:
                 data = json.loads(path.read_text())
+                if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+                    raise ValueError("not a tritred tuning cache")
             except ValueError:
                 log.warning("tritred: overwriting unreadable tuning cache %s", path)
+                data = {"entries": {}}
         data.setdefault("entries", {})[key] = {
             "config": best.model_dump(exclude={"decided_by", "tuned"}), "ms": trials[0].ms,
             "shape": list(shape), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),

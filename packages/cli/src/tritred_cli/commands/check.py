@@ -18,8 +18,9 @@ def check_cmd(
     ops: Annotated[list[str] | None, typer.Argument(help="Reductions to check (default: all).")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", "-t", help="Dtypes (repeat or comma-separate).")]
     = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Base seed: check i of each op uses seed + i "
-                                              "(default: a fresh one, printed with any failure).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, max=2**62, help="Base seed: check i of each op "
+                                              "uses seed + i (default: a fresh one, printed with any failure).")]
+    = None,
     full: Annotated[bool, typer.Option("--full/--quick", help="--full: every dtype of each spec on six shapes "
                                        "(on CUDA each dtype/layout compiles its kernels: minutes; on the CPU "
                                        "interpreter 10+ minutes for all ops on two cores); --quick (default, the "
