@@ -313,3 +313,9 @@ def test_tune_dry_run_and_errors(cli: Callable[..., Any], tmp_path: Path, monkey
         r = cli("tune", "softmax", "--shape", "4096x32768", "--dtype", "bfloat16")
         assert r.exit_code == 2 and "8x512" in r.output, r.output
     assert cli("tune", "mean", "--shape", "4x4", "--dtype", "int64").exit_code == 2
+    # arguments the op refuses: one line naming the op, exit 2 (checked on meta tensors before any candidate runs)
+    for args, why in ((("sum", "--dim", "5"), "Dimension out of range"), (("sum", "--dim", "0,0"), "appears multiple"),
+                      (("sum", "--shape", "0x8"), "launches no kernel"), (("softmax", "--dim", "none"), "'dim' must")):
+        shape = () if "--shape" in args else ("--shape", "4x8")
+        r = cli("tune", *args, *shape, "--dry-run")
+        assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output

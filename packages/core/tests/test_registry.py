@@ -524,3 +524,19 @@ def test_an_entry_point_name_taken_by_another_distribution(monkeypatch: pytest.M
     assert infos["toy_pkg"].error is None
     assert infos["toy_pkg (fake-dist)"].error == ("entry point 'toy_pkg' = 'aaa_shadow:plugin': the name is taken by "
                                                   "'toy_pkg.plugin'")
+
+
+def test_a_misspelt_hook_is_refused(registry: Registry, monkeypatch: pytest.MonkeyPatch, toys: Any) -> None:
+    """A hookimpl that matches no hookspec would never be called: registering it fails, naming the hook; loaded
+    from an entry point, it is a load error."""
+    class Typo:
+        @hookimpl
+        def tritred_launch_configs(self, spec: Any, problem: Any, device: Any) -> None: ...
+
+    with pytest.raises(RegistryError, match="(?s)'typo'.*tritred_launch_configs"):
+        registry.register(Typo(), name="typo")
+    assert "typo" not in [i.name for i in registry.plugins()]
+    _fake_entry_points(monkeypatch, FakeEntryPoint("typo_plugin", lambda: Typo()))
+    reg = Registry(autoload=True)
+    infos = {i.name: i for i in reg.plugins()}
+    assert "tritred_launch_configs" in (infos["typo_plugin"].error or "") and infos["typo_plugin"].hooks == ()

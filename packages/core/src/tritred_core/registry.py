@@ -164,6 +164,11 @@ class Registry:
             registered = self.pm.register(plugin, name=name)
             if registered is None:  # pluggy returns None for a blocked name
                 raise RegistryError(f"plugin {name!r} is blocked")
+            try:  # a hookimpl of no hookspec (a misspelt hook name) would never be called
+                self.pm.check_pending()
+            except pluggy.PluginValidationError as e:
+                self.pm.unregister(name=registered)
+                raise RegistryError(f"plugin {registered!r}: {e}") from e
             self._versions[registered] = version
             _tag_launch_config_results(self.pm, registered)
             self._invalidate()
