@@ -319,3 +319,17 @@ def test_tune_dry_run_and_errors(cli: Callable[..., Any], tmp_path: Path, monkey
         shape = () if "--shape" in args else ("--shape", "4x8")
         r = cli("tune", *args, *shape, "--dry-run")
         assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output
+
+
+def test_random_suite_arguments_are_usage_errors(cli: Callable[..., Any]) -> None:
+    """--suite random's own arguments checked before anything is drawn: an unknown op, a dtype the suite or the op
+    does not take, a count past the cap, a budget that is not a positive number: one line, exit 2 (exit 1 says
+    tritred failed a case)."""
+    for args, why in ((("nosuchop",), "unknown reduction 'nosuchop'"),
+                      (("sum", "--dtype", "bogus"), "--dtype 'bogus'"),
+                      (("softmax", "--dtype", "int8"), "softmax does not take it"),
+                      (("sum", "--count", "1000000000"), "at most 100000 cases"),
+                      (("sum", "--budget-mb", "-5"), "positive number"),
+                      (("sum", "--budget-mb", "nan"), "positive number")):
+        r = cli("bench", *args, "--suite", "random", *(() if "--count" in args else ("--count", "1")))
+        assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, (args, r.output)

@@ -17,10 +17,20 @@ from typing import Annotated, Any
 
 import typer
 
-from ..common import UsageError, clean_errors, interpreting, make_console, prepare_backend, split_values
+from ..common import (
+    UsageError,
+    clean_errors,
+    interpreting,
+    load_registry,
+    make_console,
+    prepare_backend,
+    split_values,
+)
 
 #: Cases larger than this run for minutes or more under the Triton interpreter (bench warns).
 INTERPRETER_ELEMENTS = 1 << 20
+#: Most cases of one --suite random run (the cases are drawn up front).
+RANDOM_MAX_COUNT = 100_000
 
 
 @clean_errors
@@ -88,7 +98,22 @@ def bench_cmd(
     if suite == "random":
         if count < 1 or first < 0:
             raise UsageError("--count must be at least 1 and --first at least 0")
-        from tritred_bench.random_suite import random_name
+        if count > RANDOM_MAX_COUNT:
+            raise UsageError(f"--count {count}: at most {RANDOM_MAX_COUNT} cases a run (--first F --count N runs a "
+                             "seed's cases in parts)")
+        if budget_mb is not None and not 0 < budget_mb < math.inf:
+            raise UsageError(f"--budget-mb must be a positive number, not {budget_mb}")
+        from tritred_bench.random_suite import DTYPES, OP_WEIGHTS, random_name
+
+        reg = load_registry()
+        for name in ops or []:
+            reg.get(name)  # (an unknown op: a usage error naming the registered ones)
+        for dt in split_values(dtype):
+            refused = [name for name in (ops or list(OP_WEIGHTS)) if name in reg.reductions()
+                       and dt not in reg.get(name).spec.dtypes]
+            if dt not in DTYPES + ("float64",) or (ops and refused):
+                raise UsageError(f"--dtype {dt!r}: the random suite draws {', '.join(DTYPES)} or float64"
+                                 + (f", and {', '.join(refused)} does not take it" if ops and refused else ""))
 
         budget = None if budget_mb is None else int(budget_mb * 2**20)
         cases, _about = tb.load_suite("random", seed=seed, count=count, ops=list(ops or []) or None,
