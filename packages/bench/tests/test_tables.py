@@ -54,6 +54,26 @@ def test_json_round_trip(quick_report: Any, tmp_path: Any) -> None:
         read_json(tmp_path / "bad.json")
 
 
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.update(meta=[]), "field 'meta' must be a JSON object"),
+    (lambda d: d["meta"].update(providers="eager"), "field 'providers' must be a JSON array"),
+    (lambda d: d["cases"][0]["providers"]["tritred"].update(ms="fast"), "cases[0].providers.tritred.ms"),
+    (lambda d: d["cases"][0]["providers"]["tritred"].update(pct_copy=[1]), "cases[0].providers.tritred.pct_copy"),
+    (lambda d: d["cases"][0]["providers"]["eager"].update(ms=-1.0), "cases[0].providers.eager.ms"),
+    (lambda d: d["cases"][0]["providers"].update(tritred=3), "cases[0].providers.tritred must be an object"),
+])
+def test_a_malformed_report_names_the_file_and_the_field(quick_report: Any, tmp_path: Any, edit: Any,
+                                                         field: str) -> None:
+    """A hand-edited report is refused as a whole, before anything is printed or written, naming the field."""
+    data = quick_report.to_dict()
+    edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="edited.json' is not a `tritred bench --json` report") as info:
+        read_json(path)
+    assert field in str(info.value)
+
+
 def test_merge_summarize_and_markdown() -> None:
     a = _report(_result("sum", "bfloat16", 1.0, 2.0, 1.25, 90.0), _result("var", "bfloat16", 1.0, 4.0, None, 60.0))
     b = _report(_result("sum", "float32", 2.0, 1.0, 4.0, 95.0), copy=4200.0)

@@ -35,26 +35,54 @@ def read_json(path: str | Path) -> BenchReport:
         raise FileNotFoundError(f"report file {str(path)!r} does not exist")
     try:
         data = json.loads(path.read_text())
-        meta, cases = data["meta"], data["cases"]
+        meta, cases = _typed(data, "meta", dict), _typed(data, "cases", list)
+        providers = _typed(meta, "providers", list)
+        if not all(isinstance(p, str) for p in providers):
+            raise ValueError(f"meta.providers must be a list of names, got {providers!r}")
         report = BenchReport(device=str(meta.get("device", "")), backend=str(meta.get("backend", "")),
-                             copy_gbps=float(meta.get("copy_gbps") or 0.0), providers=list(meta["providers"]),
+                             copy_gbps=_number(meta.get("copy_gbps"), "meta.copy_gbps") or 0.0, providers=providers,
                              suite=str(meta.get("suite", "")), started=str(meta.get("started", "")),
                              timing=str(meta.get("timing", "")), versions=dict(meta.get("versions") or {}),
                              pass_=str(meta.get("pass") or "forward"), memory=bool(meta.get("memory")),
                              stopped=str(meta.get("stopped") or ""))
-        for c in cases:
-            result = CaseResult(case=Case.from_dict(c["case"]), bytes=int(c.get("bytes") or 0),
+        for i, c in enumerate(cases):
+            where = f"cases[{i}]"
+            if not isinstance(c, dict):
+                raise ValueError(f"{where} must be an object")
+            result = CaseResult(case=Case.from_dict(_typed(c, "case", dict)), bytes=int(c.get("bytes") or 0),
                                 config=c.get("tritred_config"), error=str(c.get("error") or ""),
                                 backward_config=c.get("tritred_backward_config"))
-            for name, m in c["providers"].items():
-                result.measurements[name] = Measurement(name, str(m["status"]), ms=m.get("ms"), gbps=m.get("gbps"),
-                                                        pct_copy=m.get("pct_copy"), message=str(m.get("message", "")),
-                                                        step_ms=m.get("step_ms"), forward_ms=m.get("forward_ms"),
-                                                        peak_bytes=m.get("peak_bytes"))
+            for name, m in _typed(c, "providers", dict).items():
+                at = f"{where}.providers.{name}"
+                if not isinstance(m, dict):
+                    raise ValueError(f"{at} must be an object")
+                nums = {k: _number(m.get(k), f"{at}.{k}")
+                        for k in ("ms", "gbps", "pct_copy", "step_ms", "forward_ms", "peak_bytes")}
+                peak = nums.pop("peak_bytes")
+                result.measurements[name] = Measurement(name, str(m["status"]), message=str(m.get("message", "")),
+                                                        peak_bytes=None if peak is None else int(peak), **nums)
             report.results.append(result)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"{str(path)!r} is not a `tritred bench --json` report: {type(e).__name__}: {e}") from e
     return report
+
+
+def _typed(d: Any, key: str, kind: type) -> Any:
+    """``d[key]``, which must be a ``kind`` (ValueError naming the field otherwise)."""
+    if not isinstance(d, dict) or key not in d:
+        raise ValueError(f"missing field {key!r}")
+    if not isinstance(d[key], kind):
+        raise ValueError(f"field {key!r} must be a JSON {'object' if kind is dict else 'array'}, got {d[key]!r}")
+    return d[key]
+
+
+def _number(v: Any, field: str) -> float | None:
+    """A report's numeric field (a time, a rate, bytes): None, or a number >= 0 (not a bool, string or list)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+        raise ValueError(f"{field} must be a number >= 0 or null, got {v!r}")
+    return float(v)
 
 
 def merge_reports(reports: Sequence[BenchReport]) -> BenchReport:
