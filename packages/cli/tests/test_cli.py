@@ -333,3 +333,15 @@ def test_random_suite_arguments_are_usage_errors(cli: Callable[..., Any]) -> Non
                       (("sum", "--budget-mb", "nan"), "positive number")):
         r = cli("bench", *args, "--suite", "random", *(() if "--count" in args else ("--count", "1")))
         assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, (args, r.output)
+
+
+def test_torch_dtype_aliases(cli: Callable[..., Any]) -> None:
+    """torch's aliases (half, float, double; with or without ``torch.``) name the same dtypes as the specs."""
+    from tritred_cli.common import dtype_name
+
+    assert [dtype_name(d) for d in ("half", "torch.float", "double", "bfloat16", "bogus")] == [
+        "float16", "float32", "float64", "bfloat16", "bogus"]
+    r = cli("explain", "sum", "--shape", "4x8", "--dtype", "half", "--device", "h200")
+    assert r.exit_code == 0 and "float16" in r.output, r.output
+    r = cli("check", "sum", "--dtype", "double", "--case", "random")
+    assert r.exit_code == 0 and "float64" in r.output, r.output

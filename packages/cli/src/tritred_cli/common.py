@@ -91,6 +91,16 @@ def split_values(values: list[str] | None) -> list[str]:
     return out
 
 
+def dtype_name(text: str) -> str:
+    """A dtype as the specs name it: ``torch.`` dropped and torch's aliases resolved (``half`` -> ``float16``,
+    ``float`` -> ``float32``, ``double`` -> ``float64``, ``long`` -> ``int64``); other text unchanged."""
+    import torch
+
+    name = text.strip().removeprefix("torch.")
+    dt = getattr(torch, name, None)
+    return str(dt).removeprefix("torch.") if isinstance(dt, torch.dtype) else name
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """``4096x32768`` (or ``4096,32768``; ``scalar`` or ``""`` for 0-d) -> ``(4096, 32768)``."""
     t = text.strip().lower()

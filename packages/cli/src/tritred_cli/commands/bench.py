@@ -20,6 +20,7 @@ import typer
 from ..common import (
     UsageError,
     clean_errors,
+    dtype_name,
     interpreting,
     load_registry,
     make_console,
@@ -83,8 +84,9 @@ def bench_cmd(
     prepare_backend()
     import tritred_bench as tb
 
+    dtypes = [dtype_name(d) for d in split_values(dtype)]  # (torch's aliases too: half, float, double)
     if saved:
-        show_saved_reports(list(saved), list(ops or []) or None, split_values(dtype) or None, markdown_out,
+        show_saved_reports(list(saved), list(ops or []) or None, dtypes or None, markdown_out,
                                   json_out, csv_out, plot_out, make_console())
         return
     if markdown_out is not None:
@@ -108,7 +110,7 @@ def bench_cmd(
         reg = load_registry()
         for name in ops or []:
             reg.get(name)  # (an unknown op: a usage error naming the registered ones)
-        for dt in split_values(dtype):
+        for dt in dtypes:
             refused = [name for name in (ops or list(OP_WEIGHTS)) if name in reg.reductions()
                        and dt not in reg.get(name).spec.dtypes]
             if dt not in DTYPES + ("float64",) or (ops and refused):
@@ -117,13 +119,13 @@ def bench_cmd(
 
         budget = None if budget_mb is None else int(budget_mb * 2**20)
         cases, _about = tb.load_suite("random", seed=seed, count=count, ops=list(ops or []) or None,
-                                      dtypes=split_values(dtype) or None, budget=budget,
+                                      dtypes=dtypes or None, budget=budget,
                                       device="cuda" if on_cuda else "cpu", first=first)
         suite = random_name(seed, count, first)
         input_seed = seed + first  # case i's inputs use seed + i, whichever part of the suite it runs in
     else:
         cases, _about = tb.load_suite(suite)
-    cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=split_values(dtype) or None)
+    cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=dtypes or None)
     if not cases:
         raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
     if latency:

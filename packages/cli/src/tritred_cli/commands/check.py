@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..common import UsageError, clean_errors, interpreting, load_registry, make_console, split_values
+from ..common import UsageError, clean_errors, dtype_name, interpreting, load_registry, make_console, split_values
 
 
 @clean_errors
@@ -43,11 +43,10 @@ def check_cmd(
     from tritred_ops import testing
 
     device = "cpu" if interpreting() else "cuda"
-    dtypes = split_values(dtype)
+    dtypes = [dtype_name(d) for d in split_values(dtype)]
     for d in dtypes:  # a dtype no selected op takes would check nothing and pass: a usage error instead
-        if not any(d.removeprefix("torch.") in reg.get(n).spec.dtypes for n in names):
+        if not any(d in reg.get(n).spec.dtypes for n in names):
             raise UsageError(f"no reduction of {', '.join(names)} supports --dtype {d!r}")
-    dtypes = [d.removeprefix("torch.") for d in dtypes]
     shapes = testing.DEFAULT_SHAPES if full else testing.QUICK_SHAPES
     cases = split_values(case) or None
     if cases:

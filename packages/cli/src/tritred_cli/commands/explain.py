@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..common import UsageError, clean_errors, load_registry, log, make_console, parse_dim, parse_shape
+from ..common import UsageError, clean_errors, dtype_name, load_registry, log, make_console, parse_dim, parse_shape
 
 
 def _device_info(device: str) -> Any:
@@ -73,10 +73,11 @@ def explain_cmd(
     rec = reg.get(op)
     import torch
 
-    dt = getattr(torch, dtype.removeprefix("torch."), None)
+    dtype = dtype_name(dtype)
+    dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         raise UsageError(f"bad --dtype {dtype!r}: expected a torch dtype name like bfloat16")
-    if dtype.removeprefix("torch.") not in rec.spec.dtypes:
+    if dtype not in rec.spec.dtypes:
         raise UsageError(f"{op} does not support {dtype}; supported: {', '.join(rec.spec.dtypes)}")
     normalize = rec.spec.family == "normalize"
     if normalize and dim is not None:  # (their dims come from the op: normalized_shape, channels)

@@ -9,7 +9,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..common import UsageError, clean_errors, load_registry, make_console, parse_dim, parse_shape, prepare_backend
+from ..common import (
+    UsageError,
+    clean_errors,
+    dtype_name,
+    load_registry,
+    make_console,
+    parse_dim,
+    parse_shape,
+    prepare_backend,
+)
 
 #: The largest input ``tune`` takes without CUDA (the interpreter's timings mean nothing; the mechanism shows on
 #: small shapes).
@@ -39,8 +48,9 @@ def tune_cmd(
     import torch
     from tritred_ops import tuning
 
-    dt = getattr(torch, dtype.removeprefix("torch."), None)
-    if not isinstance(dt, torch.dtype) or dtype.removeprefix("torch.") not in rec.spec.dtypes:
+    dtype = dtype_name(dtype)
+    dt = getattr(torch, dtype, None)
+    if not isinstance(dt, torch.dtype) or dtype not in rec.spec.dtypes:
         raise UsageError(f"bad --dtype {dtype!r} for {op}; supported: {', '.join(rec.spec.dtypes)}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dims = parse_shape(shape)
