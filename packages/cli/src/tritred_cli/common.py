@@ -101,6 +101,17 @@ def dtype_name(text: str) -> str:
     return str(dt).removeprefix("torch.") if isinstance(dt, torch.dtype) else name
 
 
+def meta_call(rec: Any, op: str, shape: str, dim: str | None, dims: tuple[int, ...], dtype: Any,
+              d: Any) -> tuple[Any, dict[str, Any], Any]:
+    """``(args, kwargs, problem)`` of a call of ``rec`` on meta tensors (nothing allocated or launched); the op's
+    refusal of the shape or dim (``shape``, ``dim``: the options as given) as a one-line UsageError."""
+    try:
+        args, kwargs = rec.make_inputs(dims, dtype, device="meta", dim=d)
+        return args, kwargs, rec.problem(*args, **kwargs)
+    except (IndexError, RuntimeError, TypeError, ValueError) as e:
+        raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """``4096x32768`` (or ``4096,32768``; ``scalar`` or ``""`` for 0-d) -> ``(4096, 32768)``."""
     t = text.strip().lower()

@@ -58,17 +58,23 @@ def cache_key(device: DeviceInfo, op: str, problem: Problem) -> str:
                      shape_bucket(problem)))
 
 
+def _read_file(path: Path) -> dict[str, Any]:
+    """The cache file as a JSON object with an ``entries`` object (an empty one for a missing file); OSError, or
+    ValueError for a file of another form."""
+    if not path.exists():
+        return {"entries": {}}
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.setdefault("entries", {}), dict):
+        raise ValueError("not a tritred tuning cache (an object whose 'entries' is an object)")
+    return data  # type: ignore[no-any-return]
+
+
 def _load() -> dict[str, Any]:
     """The cache file's entries, read once per process (``caches().tuning``; re-read after a tune)."""
     def read() -> dict[str, Any]:
         path = cache_path()
-        if not path.exists():
-            return {}
         try:
-            data = json.loads(path.read_text())
-            entries = data.get("entries", {}) if isinstance(data, dict) else None
-            if not isinstance(entries, dict):
-                raise ValueError("not a tritred tuning cache (an object whose 'entries' is an object)")
+            entries = _read_file(path)["entries"]
         except (OSError, ValueError) as e:
             log.warning("tritred: ignoring unreadable tuning cache %s: %s", path, e)
             return {}
@@ -249,18 +255,14 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
     best = trials[0].config if trials and trials[0].ms is not None else None
     if save and best is not None:
         path = cache_path()
-        data: dict[str, Any] = {"entries": {}}
         if path.is_dir():
             raise ValueError(f"the tuning cache {str(path)!r} ($TRITRED_TUNE_CACHE) is a directory, not a file")
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-                if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
-                    raise ValueError("not a tritred tuning cache")
-            except ValueError:
-                log.warning("tritred: overwriting unreadable tuning cache %s", path)
-                data = {"entries": {}}
-        data.setdefault("entries", {})[key] = {
+        try:
+            data = _read_file(path)
+        except ValueError:
+            log.warning("tritred: overwriting unreadable tuning cache %s", path)
+            data = {"entries": {}}
+        data["entries"][key] = {
             "config": best.model_dump(exclude={"decided_by", "tuned"}), "ms": trials[0].ms,
             "shape": list(shape), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }

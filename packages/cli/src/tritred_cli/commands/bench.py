@@ -105,17 +105,15 @@ def bench_cmd(
                              "seed's cases in parts)")
         if budget_mb is not None and not 0 < budget_mb < math.inf:
             raise UsageError(f"--budget-mb must be a positive number, not {budget_mb}")
-        from tritred_bench.random_suite import DTYPES, OP_WEIGHTS, random_name
+        from tritred_bench.random_suite import DTYPES, random_name
 
         reg = load_registry()
-        for name in ops or []:
-            reg.get(name)  # (an unknown op: a usage error naming the registered ones)
+        specs = [reg.get(name).spec for name in ops or []]  # (an unknown op: a usage error naming the known ones)
         for dt in dtypes:
-            refused = [name for name in (ops or list(OP_WEIGHTS)) if name in reg.reductions()
-                       and dt not in reg.get(name).spec.dtypes]
-            if dt not in DTYPES + ("float64",) or (ops and refused):
+            refused = [spec.name for spec in specs if dt not in spec.dtypes]
+            if dt not in DTYPES + ("float64",) or refused:
                 raise UsageError(f"--dtype {dt!r}: the random suite draws {', '.join(DTYPES)} or float64"
-                                 + (f", and {', '.join(refused)} does not take it" if ops and refused else ""))
+                                 + (f", and {', '.join(refused)} does not take it" if refused else ""))
 
         budget = None if budget_mb is None else int(budget_mb * 2**20)
         cases, _about = tb.load_suite("random", seed=seed, count=count, ops=list(ops or []) or None,

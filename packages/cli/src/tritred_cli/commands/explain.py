@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..common import UsageError, clean_errors, dtype_name, load_registry, log, make_console, parse_dim, parse_shape
+from ..common import (
+    UsageError,
+    clean_errors,
+    dtype_name,
+    load_registry,
+    log,
+    make_console,
+    meta_call,
+    parse_dim,
+    parse_shape,
+)
 
 
 def _device_info(device: str) -> Any:
@@ -83,11 +93,7 @@ def explain_cmd(
     if normalize and dim is not None:  # (their dims come from the op: normalized_shape, channels)
         raise UsageError(f"--dim does not apply to {op}: a normalize op takes its dims from its own arguments")
     shp, d = parse_shape(shape), parse_dim("-1" if dim is None else dim)
-    try:
-        args, kwargs = rec.make_inputs(shp, dt, device="meta", dim=d)
-        problem = rec.problem(*args, **kwargs)
-    except (IndexError, RuntimeError, TypeError, ValueError) as e:
-        raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
+    args, kwargs, problem = meta_call(rec, op, shape, dim, shp, dt, d)
     info = _device_info(device)
     config = reg.launch_config(rec.spec, problem, info)
     nbytes = None

@@ -15,6 +15,7 @@ from ..common import (
     dtype_name,
     load_registry,
     make_console,
+    meta_call,
     parse_dim,
     parse_shape,
     prepare_backend,
@@ -59,11 +60,7 @@ def tune_cmd(
         raise UsageError(f"--shape {shape}: without CUDA the candidates run under the Triton interpreter, where "
                          f"timings mean nothing and a shape over {INTERPRETER_MAX_NUMEL} elements takes minutes to "
                          "hours; try a small one (--shape 8x512 --dry-run) to see the mechanism")
-    try:  # the call's arguments checked on meta tensors first, as explain does: a usage error, not a traceback
-        margs, mkwargs = rec.make_inputs(dims, dt, device="meta", dim=parse_dim(dim))
-        rec.problem(*margs, **mkwargs)
-    except (IndexError, RuntimeError, TypeError, ValueError) as e:
-        raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
+    meta_call(rec, op, shape, dim, dims, dt, parse_dim(dim))  # (the op's refusal: a usage error, not a traceback)
     problem, trials, best = tuning.tune(rec, dims, dt, parse_dim(dim), device, save=not dry_run)
     con = make_console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
