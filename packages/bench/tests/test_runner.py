@@ -106,14 +106,18 @@ def test_a_lost_device_stops_the_run_keeping_the_cases_so_far(monkeypatch: pytes
     monkeypatch.setitem(PROVIDERS, "raises", _Raises)
     cases = [c for c in load_suite("quick")[0] if c.op in ("sum", "amax")][:3]
     assert len(cases) == 3
-    # the device check itself, on a fake CUDA device whose synchronization fails as after an illegal access
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: (_ for _ in ()).throw(
-        RuntimeError("CUDA error: an illegal memory access was encountered")))
     seen, real = [], runner.device_lost
 
     def lost_after_second(dev: Any, result: CaseResult, index: int, total: int) -> str:
+        """The device check itself, after the second case, on a fake CUDA device whose synchronization fails as
+        after an illegal access (patched here only: on a GPU the providers' own synchronizations stay real)."""
         seen.append(result.case)
-        return real(torch.device("cuda"), result, index, total) if index == 1 else ""
+        if index != 1:
+            return ""
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "synchronize", lambda dev=None: (_ for _ in ()).throw(
+                RuntimeError("CUDA error: an illegal memory access was encountered")))
+            return real(torch.device("cuda"), result, index, total)
     monkeypatch.setattr(runner, "device_lost", lost_after_second)
     report = run(cases, providers=["eager", "raises"], device=device, quick=True, progress=False, copy_gbps=1.0)
     assert [r.case for r in report.results] == cases[:2] == seen

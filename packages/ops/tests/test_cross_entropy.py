@@ -325,7 +325,8 @@ def _bad_calls(device):
 
 #: The first calls of :func:`_bad_calls`: class indices out of range. On CUDA they are refused by a device-side
 #: assert, as torch's own loss kernels refuse them (no host synchronization), which ends the process's CUDA
-#: context: test_out_of_range_targets_assert_on_the_device runs one in a child process.
+#: context: test_out_of_range_targets_assert_on_the_device runs one in a child process. (The last call, an input
+#: of no classes, is refused on the host on CUDA too: no kernel runs.)
 OUT_OF_RANGE = 4
 
 

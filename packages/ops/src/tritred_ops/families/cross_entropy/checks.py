@@ -165,8 +165,8 @@ def _scalar_name(dtype: torch.dtype) -> str:
 
 def target_values(target: torch.Tensor, C: int, ignore_index: int) -> None:
     """IndexError, as torch's CPU kernels raise it, for a class index outside [0, C) that is not ``ignore_index``
-    (the first one in the target's order). Reads the values: CPU tensors only (on CUDA the targets are checked
-    on the device, without a host synchronization)."""
+    (the first one in the target's order). Reads the values: CPU tensors, and inputs of no classes on CUDA (there
+    no kernel runs; with classes the targets are checked on the device, without a host synchronization)."""
     bad = (target != ignore_index) & ((target < 0) | (target >= C))
     if bool(bad.any()):
         value = int(target[bad].reshape(-1)[0])

@@ -59,7 +59,9 @@ def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: 
     target = rt.check_tensor(NAME, "target", target)
     weight = rt.check_tensor(NAME, "weight", weight) if weight is not None else None
     rt.check_runnable(NAME, x)
-    if not call.prob and x.device.type == "cpu":
+    if not call.prob and (x.device.type == "cpu" or (call.C == 0 and call.rows)):
+        # (on CUDA the kernel checks the targets on the device; with no classes no kernel runs, so any target
+        # but ignore_index is out of bounds, read here: torch's CPU IndexError instead of a silent NaN)
         target_values(target, call.C, ignore_index)
     rec = Recorder(x, target, weight)
     loss = rec.empty(call.loss_shape, call.loss_dtype, x.device)
