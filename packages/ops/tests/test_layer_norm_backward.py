@@ -234,7 +234,7 @@ def test_inference_takes_no_autograd_path(device, monkeypatch):
         raise AssertionError("autograd path taken")
     x = randn((4, 16), torch.float32, device)
     w = randn((16,), torch.float32, device).requires_grad_()
-    monkeypatch.setattr(ln_autograd.LayerNormFunction, "apply", refuse)
+    monkeypatch.setattr(ln_autograd.LayerNormFunction, "forward", staticmethod(refuse))
     monkeypatch.setattr(ln_autograd, "forward", refuse)
     with torch.no_grad():
         tr.layer_norm(x, (16,), w)

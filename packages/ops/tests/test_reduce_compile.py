@@ -90,8 +90,9 @@ def test_inference_fast_path_has_no_op_boundary(monkeypatch, device):
     launcher only; with grad, every call goes through its Function (so the spies can see it)."""
     used: list[str] = []
     for fn in FUNCTIONS:
-        real = fn.apply
-        monkeypatch.setattr(fn, "apply", lambda *a, _real=real, _n=fn.__name__: used.append(_n) or _real(*a))
+        real = fn.forward
+        monkeypatch.setattr(fn, "forward", staticmethod(
+            lambda *a, _real=real, _n=fn.__name__: used.append(_n) or _real(*a)))
 
     class Ops(torch.utils._python_dispatch.TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -151,8 +151,9 @@ def test_inference_fast_path_has_no_op_boundary(monkeypatch, device):
     """No Function and no registered op without grad; every call through its Function with grad."""
     used: list[str] = []
     for fn in FUNCTIONS.values():
-        real = fn.apply
-        monkeypatch.setattr(fn, "apply", lambda *a, _real=real, _n=fn.__name__: used.append(_n) or _real(*a))
+        real = fn.forward
+        monkeypatch.setattr(fn, "forward", staticmethod(
+            lambda *a, _real=real, _n=fn.__name__: used.append(_n) or _real(*a)))
 
     class Ops(torch.utils._python_dispatch.TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

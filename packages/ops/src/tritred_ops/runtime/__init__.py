@@ -6,12 +6,14 @@
 - :mod:`.caches`: the ops state kept per registry (views, configs, plans ...), each kind bounded;
 - :mod:`.launch`: the launch decision (:func:`decide`, asking the ``tritred_launch_config`` hook) and grids;
 - :mod:`.hints`: per-launch kernel knobs derived from a view and a config (divisibility, shifted tiles, tails);
-- :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key.
+- :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key;
+- :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
 here (``tritred_ops.host`` is the short list a plugin needs).
 """
 
+from .autograd import apply_function
 from .checks import (
     ALL_DTYPES,
     FLOATS,
@@ -95,6 +97,7 @@ __all__ = [
     "Recorder",
     "Unset",
     "View",
+    "apply_function",
     "as_index",
     "canonical_view",
     "cdiv",

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import torch
 
-from ...runtime import grad_needed, scalar_of
+from ...runtime import apply_function, grad_needed, scalar_of
 from .autograd import BatchNormFunction
 from .launch import batch_norm_call
 from .spec import SPEC
@@ -99,7 +99,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
                 running_var.copy_(new_var)
         return y
     if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
-        return BatchNormFunction.apply(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
+        return apply_function(BatchNormFunction, input, running_mean, running_var, weight, bias, training, momentum,
+                              eps)[0]
     return batch_norm_call(SPEC, input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 

@@ -68,5 +68,5 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     if torch.compiler.is_compiling():
         return autograd.compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
-        return autograd.CrossEntropyFunction.apply(input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
+        return rt.apply_function(autograd.CrossEntropyFunction, input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
     return forward(SPEC, input, target, weight, index, red, smoothing, False, False)[0]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from tritred_core import ReductionSpec
 
-from ...runtime import grad_needed
+from ...runtime import apply_function, grad_needed
 from .launch import layer_norm_call
 
 #: ``split_rows``: rows held by several programs meeting at a barrier (one read); the built-in choice for long rows
@@ -62,7 +62,7 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         y, mean, rstd = torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
                                                      float(eps))
     elif grad_needed(input, weight, bias):
-        y, mean, rstd = _autograd.LayerNormFunction.apply(input, normalized_shape, weight, bias, eps)
+        y, mean, rstd = apply_function(_autograd.LayerNormFunction, input, normalized_shape, weight, bias, eps)
     else:
         return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats)
     return (y, mean, rstd) if store_stats else (y, None, None)
@@ -102,5 +102,5 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
     if torch.compiler.is_compiling():
         return torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
     if grad_needed(input, weight, bias):
-        return _autograd.LayerNormFunction.apply(input, normalized_shape, weight, bias, eps)[0]
+        return apply_function(_autograd.LayerNormFunction, input, normalized_shape, weight, bias, eps)[0]
     return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, False)[0]

@@ -56,7 +56,7 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
     if _compiling():
         return torch.ops.tritred.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
     if rt.grad_needed(input):
-        return ag.SumFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
+        return rt.apply_function(ag.SumFunction, input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["sum"], SUM, input, dim, keepdim, dtype)
 
 
@@ -74,7 +74,7 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     if _compiling():
         return torch.ops.tritred.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
     if rt.grad_needed(input):
-        return ag.MeanFunction.apply(input, dim, keepdim, dtype)  # type: ignore[no-any-return]
+        return rt.apply_function(ag.MeanFunction, input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["mean"], SUM, input, dim, keepdim, dtype)
 
 
@@ -100,7 +100,7 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     if _compiling():
         return torch.ops.tritred.prod(input, d, keepdim, dtype)
     if rt.grad_needed(input):
-        return ag.ProdFunction.apply(input, d, keepdim, dtype)  # type: ignore[no-any-return]
+        return rt.apply_function(ag.ProdFunction, input, d, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["prod"], PROD, input, d, keepdim, dtype)
 
 
@@ -132,7 +132,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     if _compiling():
         return torch.ops.tritred.amax(input, rt.dim_list("amax", dim), keepdim)
     if rt.grad_needed(input):
-        return ag.AmaxFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
+        return rt.apply_function(ag.AmaxFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
 
 
@@ -141,7 +141,7 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     if _compiling():
         return torch.ops.tritred.amin(input, rt.dim_list("amin", dim), keepdim)
     if rt.grad_needed(input):
-        return ag.AminFunction.apply(input, dim, keepdim)  # type: ignore[no-any-return]
+        return rt.apply_function(ag.AminFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)
 
 
@@ -185,7 +185,7 @@ def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: boo
     if isinstance(dim, Unset):
         if compiling:
             return getattr(torch.ops.tritred, f"{name}_all")(input)
-        return (ag.MaxAllFunction if name == "max" else ag.MinAllFunction).apply(input)
+        return rt.apply_function(ag.MaxAllFunction if name == "max" else ag.MinAllFunction, input)
     keep = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
     if compiling:
         index = rt.as_index(dim)
@@ -193,5 +193,5 @@ def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: boo
             raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
         values, indices = getattr(torch.ops.tritred, name)(input, index, keep)
     else:
-        values, indices = (ag.MaxFunction if name == "max" else ag.MinFunction).apply(input, dim, keep)
+        values, indices = rt.apply_function(ag.MaxFunction if name == "max" else ag.MinFunction, input, dim, keep)
     return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))

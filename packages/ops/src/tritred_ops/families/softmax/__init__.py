@@ -61,7 +61,7 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
     if torch.compiler.is_compiling():  # an opaque registered op: fake implementation, registered autograd
         return torch.ops.tritred.softmax(input, dim, dtype)
     if rt.grad_needed(input):
-        return SoftmaxFunction.apply(input, dim, dtype)
+        return rt.apply_function(SoftmaxFunction, input, dim, dtype)
     return softmax_call(SPECS["softmax"], 0, input, dim, dtype)  # inference: the replayed fast path
 
 
@@ -70,7 +70,7 @@ def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype 
     if torch.compiler.is_compiling():
         return torch.ops.tritred.log_softmax(input, dim, dtype)
     if rt.grad_needed(input):
-        return LogSoftmaxFunction.apply(input, dim, dtype)
+        return rt.apply_function(LogSoftmaxFunction, input, dim, dtype)
     return softmax_call(SPECS["log_softmax"], 1, input, dim, dtype)
 
 
@@ -104,5 +104,5 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     if torch.compiler.is_compiling():
         return torch.ops.tritred.logsumexp(input, logsumexp_dims(dim), keepdim)
     if rt.grad_needed(input):
-        return LogsumexpFunction.apply(input, dim, keepdim)
+        return rt.apply_function(LogsumexpFunction, input, dim, keepdim)
     return logsumexp_call(SPECS["logsumexp"], input, dim, keepdim)

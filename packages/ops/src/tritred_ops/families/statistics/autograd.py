@@ -87,4 +87,4 @@ def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, k
     dim, corr = parse_correction(name, dim, unbiased, correction)
     if _compiling():
         return getattr(torch.ops.tritred, name)(input, rt.dim_list(name, dim), corr, keepdim)
-    return FUNCTIONS[name].apply(input, dim, corr, keepdim)
+    return rt.apply_function(FUNCTIONS[name], input, dim, corr, keepdim)
