@@ -5,6 +5,8 @@ dispatch."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -129,15 +131,25 @@ def test_compile_probabilities_and_no_grad(device):
         assert_close(compiled(x, q), F.cross_entropy(x.double(), q.double(), reduction="sum"), n=5, scale=5)
 
 
+class _Allocation(NamedTuple):
+    shape: torch.Size
+    dtype: torch.dtype
+    nbytes: int
+    ptr: int
+
+
 def _allocation_spy(monkeypatch):
-    """Every tensor allocated through torch.empty / empty_like / empty_strided from now on (shape, dtype)."""
+    """Every tensor allocated through torch.empty / empty_like / empty_strided from now on, as (shape, dtype,
+    bytes, pointer): no reference to the tensor. (A compiled plan built while the spy is in place binds it and
+    calls it on every later replay: a spy that kept the tensors would keep each replay's gradient buffer alive,
+    and autograd would then copy the buffer into x.grad instead of taking it.)"""
     seen = []
     for name in ("empty", "empty_like", "empty_strided"):
         real = getattr(torch, name)
 
         def spy(*a, _real=real, **k):
             t = _real(*a, **k)
-            seen.append(t)
+            seen.append(_Allocation(t.shape, t.dtype, t.numel() * t.element_size(), t.data_ptr()))
             return t
         monkeypatch.setattr(torch, name, spy)
     return seen
@@ -164,14 +176,14 @@ def test_one_logits_sized_buffer(monkeypatch, device):
             assert size <= torch.cuda.memory_allocated() - before < size + 4096
             ptr = None
         else:
-            big = [a for a in seen if a.numel() * a.element_size() >= size]
+            big = [a for a in seen if a.nbytes >= size]
             assert len(big) == 1 and big[0].shape == x.shape and big[0].dtype == x.dtype, [a.shape for a in seen]
-            ptr = big[0].data_ptr()
+            ptr = big[0].ptr
             del big
         seen.clear()
         before = torch.cuda.memory_allocated() if device == "cuda" else 0
         loss.backward(torch.tensor(3.0, dtype=loss.dtype, device=device))  # (a factor of 3: scaled in place)
-        assert not [a for a in seen if a.numel() * a.element_size() >= size]
+        assert not [a for a in seen if a.nbytes >= size]
         if device == "cuda":
             assert torch.cuda.memory_allocated() - before < size
         assert ptr is None or x.grad.data_ptr() == ptr
