@@ -170,7 +170,7 @@ def calls():
                                                                torch.empty(65536, dtype=torch.float64))
     yield "rms_norm transposed rows", lambda: tr.rms_norm(r(300, 64).t(), [300])
     yield "layer_norm backward single, two accumulators", lambda: _backward(bf, 64, (4096,))
-    yield "layer_norm backward 16384-wide rows on 32 warps", lambda: _backward(bf, 8, (16384,))
+    yield "layer_norm backward 16384-wide rows on 16 warps", lambda: _backward(bf, 8, (16384,))
     yield "layer_norm backward float32 1024", lambda: _backward(f32, 64, (1024,))
     yield "layer_norm backward odd width", lambda: _backward(bf, 64, (1000,))
     yield "layer_norm backward loop", lambda: _backward(f32, 4, (65536,))

@@ -153,14 +153,17 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
 # -- backward ------------------------------------------------------------------------------------------------------
 
 #: Longest row (in bytes) the backward's single pass holds in registers on a GPU; longer rows loop over
-#: BACKWARD_CHUNK-element chunks. Elements per thread of a single pass: 32 bytes of each of x and dy (two 16-byte
-#: vectors), at most 32 warps; so 16384 2-byte or 8192 4-byte elements on 32 warps.
+#: BACKWARD_CHUNK-element chunks: 16384 2-byte or 8192 4-byte elements, on BACKWARD_WARPS warps.
 BACKWARD_RESIDENT_BYTES = 32768
 #: Elements of x (and of dy) a thread holds in the single pass (float64: half). Registers go with elements, not
 #: bytes: the float32 1024-wide rows' 8 a thread on 4 warps take 56 registers (ptxas, sm_90a; 36 warps per SM) and
 #: ran at ~92 % of copy in the H200's training steps, where bfloat16 4096-wide rows at 16 a thread took 84
 #: (layer_norm: 16 warps per SM, ~15 %) and 64 (rms_norm: 32 warps, ~36 %).
 BACKWARD_ELEMENTS = 8
+#: Most warps of a single-pass program. On 32 warps the row sums cross 32 warps through shared memory and the
+#: registers are capped at 64 a thread: bf16 16384-wide rows (16 elements a thread) ran at 52 % of copy in the
+#: backward alone where 16 warps (32 elements a thread) ran at 78 % (H100, 2026-12-05, docs/performance.md).
+BACKWARD_WARPS = 16
 BACKWARD_CHUNK = 4096
 #: Most elements of the dw (and of the db) partials: programs x N, so that very long rows take fewer programs.
 BACKWARD_PARTIALS = 1 << 24
@@ -179,10 +182,11 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
 
     - Rows of up to ``BACKWARD_RESIDENT_BYTES``: a single pass (x and dy read once, dx written once), each thread
       ``BACKWARD_ELEMENTS`` elements of x and of dy (8: bf16 one 16-byte vector, float32 two; float64 4), at least
-      4 warps' worth of rows a program (1024: one row on 4 warps; 256: four), at most 32 warps (bf16 16384: 16
-      elements a thread). Registers per SM then hold 32-36 warps: bf16 4096 on 16 warps takes 57 registers
-      (layer_norm; rms_norm 64), two programs per SM, where 16 elements a thread on 8 warps took 84 (two programs:
-      16 warps).
+      4 warps' worth of rows a program (1024: one row on 4 warps; 256: four), at most ``BACKWARD_WARPS`` (16)
+      warps: the rows past 4096 elements of 4 bytes or 8192 of 2 take more elements a thread (bf16 16384: 32 on
+      128 registers, the cap of 16 warps; float32 8192: 16 on 110; one program per SM).
+      Registers per SM then hold 32-36 warps: bf16 4096 on 16 warps takes 57 registers (layer_norm; rms_norm 64),
+      two programs per SM, where 16 elements a thread on 8 warps took 84 (two programs: 16 warps).
     - Longer rows: the loop over chunks of 8 KB of a row (2-byte rows: ``BACKWARD_CHUNK`` elements), two rows a
       tile (16 KB of x; 2-byte on 32 warps: 64 registers; 4-byte on 16: 80; one program per SM, 32 KB of x and dy
       in flight): two sweeps over the program's rows,
@@ -197,10 +201,10 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
       programs as the device holds at once (the compiled kernel's occupancy, read by the launcher), at most
       ``BACKWARD_PARTIALS / N``; the interpreter's ``caps.programs``.
 
-    Measured (H200 training steps, 2026-12-05, docs/performance.md): the float32 1024-wide rows' config, 8 elements
-    a thread on 4 warps, at ~92 % of copy; bf16 4096-wide rows at 16 elements a thread at ~15 % (layer_norm) and
-    ~36 % (rms_norm). The 8 elements for 2-byte rows follow from those figures and the register counts; they are
-    not measured yet.
+    Measured (docs/performance.md, "The norms' backward"): the backward alone on an H100 (2026-12-05), this rule
+    against other tiles: layer_norm bf16 16384x4096 at 82 % of copy (16 elements a thread on 8 warps: 72 %),
+    rms_norm 86 %, rms_norm bf16 65536x1024 91 %, layer_norm float32 65536x1024 95 %; bf16 4096x16384 on 32 warps
+    52 %, on 16 warps 78 % (the cap above; float32 8192-wide and float64 4096-wide rows follow it unmeasured).
     """
     N, R = max(problem.N, 1), max(problem.outputs, 1)
     size = itemsize(problem)
@@ -229,7 +233,7 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
         return LaunchConfig(strategy="multi_pass", BLOCK_M=rows, BLOCK_N=chunk, num_warps=32 if size <= 2 else 16,
                             num_programs=programs)
     block_m = max(1, min(next_pow2(R), 4 * 32 * per_thread // block_n))
-    num_warps = min(32, max(1, block_m * block_n // (32 * per_thread)))
+    num_warps = min(BACKWARD_WARPS, max(1, block_m * block_n // (32 * per_thread)))
     return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
                         num_programs=programs)
 
