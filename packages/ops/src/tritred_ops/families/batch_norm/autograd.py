@@ -52,6 +52,7 @@ def _setup_context(ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> No
     else:
         ctx.save_for_backward(input, weight, running_mean, running_var)
     ctx.mark_non_differentiable(*(t for t in output[1:] if t is not None))
+    ctx.set_materialize_grads(False)  # (the statistics' gradients: None, not zero-filled launches; dy may be None)
 
 
 def _backward(ctx: Any, dy: Tensor | None, bwd: Callable[..., Grads]) -> tuple[Tensor | None, ...]:

@@ -58,15 +58,17 @@ def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tenso
     ctx.normalized_shape = _shape(normalized_shape)
     ctx.save_for_backward(input, weight, bias, mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
+    ctx.set_materialize_grads(False)  # (mean's and rstd's gradients: None, not two zero-filled launches a step)
 
 
-def backward(ctx: Any, grad: Tensor, bwd: Backward) -> tuple[Tensor | None, None, Tensor | None, Tensor | None, None]:
+def backward(ctx: Any, grad: Tensor | None, bwd: Backward,
+             ) -> tuple[Tensor | None, None, Tensor | None, Tensor | None, None]:
     """The gradients of (input, normalized_shape, weight, bias, eps) from the output's gradient ``grad``, through
     ``bwd`` (the launcher in eager, the registered backward op under compile)."""
     input, weight, bias, mean, rstd = ctx.saved_tensors
     needs = ctx.needs_input_grad
     mask = [bool(needs[0]), bool(needs[2]) and weight is not None, bool(needs[3]) and bias is not None]
-    if not any(mask):
+    if grad is None or not any(mask):
         return None, None, None, None, None
     dx, dw, db = bwd(grad, input, ctx.normalized_shape, mean, rstd, weight, bias, mask)
     return dx if mask[0] else None, None, dw if mask[1] else None, db if mask[2] else None, None
@@ -91,7 +93,7 @@ class LayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad: Tensor, _mean: Tensor, _rstd: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 
 
@@ -148,7 +150,7 @@ def _compiled_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[i
                                                  list(mask))
 
 
-def _op_backward(ctx: Any, grad: Tensor, _mean: Tensor, _rstd: Tensor) -> tuple[Any, ...]:
+def _op_backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:
     return backward(ctx, grad, _compiled_backward)
 
 

@@ -54,15 +54,16 @@ def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tenso
     ctx.normalized_shape = list(normalized_shape)
     ctx.save_for_backward(input, weight, output[1])
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # (rstd's gradient: None, not a zero-filled launch a step)
 
 
-def backward(ctx: Any, grad: Tensor, bwd: Backward) -> tuple[Tensor | None, None, Tensor | None, None]:
+def backward(ctx: Any, grad: Tensor | None, bwd: Backward) -> tuple[Tensor | None, None, Tensor | None, None]:
     """The gradients of (input, normalized_shape, weight, eps) from the output's gradient ``grad``, through ``bwd``
     (the launcher in eager, the registered backward op under compile)."""
     input, weight, rstd = ctx.saved_tensors
     needs = ctx.needs_input_grad
     mask = [bool(needs[0]), bool(needs[2]) and weight is not None]
-    if not any(mask):
+    if grad is None or not any(mask):
         return None, None, None, None
     dx, dw = bwd(grad, input, ctx.normalized_shape, rstd, weight, mask)
     return dx if mask[0] else None, None, dw if mask[1] else None, None
@@ -88,7 +89,7 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad: Tensor, _rstd: Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 
 
@@ -132,7 +133,7 @@ def _compiled_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[i
     return torch.ops.tritred.rms_norm_backward(grad, input, list(normalized_shape), rstd, weight, list(mask))
 
 
-def _op_backward(ctx: Any, grad: Tensor, _rstd: Tensor) -> tuple[Any, ...]:
+def _op_backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:
     return backward(ctx, grad, _compiled_backward)
 
 
