@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from .. import runtime as rt
 from ..families.batch_norm.spec import SPEC
 from ..families.batch_norm.sync import (
     batch_norm_backward_dx_call,
@@ -57,7 +57,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("sync_batch_norm")
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         input, weight, stats = ctx.saved_tensors
         need_dx, need_dw, need_db = (bool(n) for n in ctx.needs_input_grad[:3])

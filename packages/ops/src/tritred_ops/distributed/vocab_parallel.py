@@ -29,7 +29,6 @@ import math
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from .. import runtime as rt
 from ..families.reduce import sum as _tsum
@@ -100,7 +99,7 @@ class _LogsumexpFunction(torch.autograd.Function):
         return lse.to(input.dtype).reshape(input.shape[:-1])
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("vocab_parallel_logsumexp")
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         input, lse = ctx.saved_tensors
         x = _acc(input.reshape(lse.numel(), input.shape[-1]))
@@ -147,7 +146,7 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("vocab_parallel_log_softmax")
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         (y,) = ctx.saved_tensors
         r, v = math.prod(y.shape[:-1]), y.shape[-1]
@@ -278,7 +277,7 @@ class _CrossEntropyFunction(torch.autograd.Function):
         return out.to(input.dtype)
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("vocab_parallel_cross_entropy")
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         input, lse, idx, in_shard, valid, w_t, w_sum, w_local, total, denom = ctx.saved_tensors
         eps, v = ctx.eps, input.shape[-1]

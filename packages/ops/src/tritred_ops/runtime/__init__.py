@@ -7,13 +7,14 @@
 - :mod:`.launch`: the launch decision (:func:`decide`, asking the ``tritred_launch_config`` hook) and grids;
 - :mod:`.hints`: per-launch kernel knobs derived from a view and a config (divisibility, shifted tiles, tails);
 - :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key;
-- :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding.
+- :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
+  :func:`once_differentiable`, a backward whose gradients raise when differentiated again.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
 here (``tritred_ops.host`` is the short list a plugin needs).
 """
 
-from .autograd import apply_function
+from .autograd import apply_function, once_differentiable
 from .checks import (
     ALL_DTYPES,
     FLOATS,
@@ -128,6 +129,7 @@ __all__ = [
     "next_pow2",
     "no_row_threads",
     "no_tail",
+    "once_differentiable",
     "out_strides",
     "pow2_divisor",
     "problem_of",

@@ -1,4 +1,5 @@
-"""Applying an autograd Function on the eager path without torch's per-call signature binding.
+"""The eager autograd Functions' plumbing: applying one without torch's per-call signature binding
+(:func:`apply_function`), and backward passes that are not themselves differentiable (:func:`once_differentiable`).
 
 ``torch.autograd.Function.apply`` of a Function with a separate ``setup_context`` (the style that
 ``torch.library.register_autograd`` and torch.func share) binds the call's arguments to ``forward``'s signature with
@@ -10,10 +11,15 @@ is nothing to fill in, and :func:`apply_function` calls torch's C++ ``apply`` (w
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._C import _functions
 from torch._functorch.utils import unwrap_dead_wrappers
+
+Backward = Callable[..., Any]
 
 
 def apply_function(function: type[torch.autograd.Function], *args: Any) -> Any:
@@ -22,3 +28,48 @@ def apply_function(function: type[torch.autograd.Function], *args: Any) -> Any:
     if torch._C._are_functorch_transforms_active():
         return function.apply(*args)
     return super(torch.autograd.Function, function).apply(*unwrap_dead_wrappers(args))  # type: ignore[misc]
+
+
+def once_differentiable(op: str) -> Callable[[Backward], Backward]:
+    """A backward that is not itself differentiable, for ``op``'s autograd Function: run without grad, and under
+    ``create_graph=True`` its gradients carry a node that raises ``RuntimeError`` naming the op when they are
+    differentiated (a double backward), as torch's ``once_differentiable``.
+
+    torch's decorator attaches that node only when an incoming gradient requires grad. tritred's gradients also
+    depend on the op's saved inputs (the norms' on x and the weight, softmax's on its output): when the op's
+    output enters the loss linearly (a gradient penalty, ``torch.autograd.grad(critic, x, create_graph=True)``),
+    the incoming gradient is a constant, and the gradient would come back cut from the graph, its share of a
+    second-order term silently lost. Here the node is attached whenever an input of the op requires grad
+    (``ctx.needs_input_grad``) or an incoming gradient does, and it has the saved tensors that require grad among
+    its inputs: ``torch.autograd.grad(penalty, x)`` reaches it, not only ``penalty.backward()``. An op that saves
+    none of its inputs (cross_entropy) refuses ``create_graph=True`` with an input that requires grad at once.
+    """
+    message = (f"tritred.{op}(): its backward is not differentiable: a double backward (a gradient of a gradient "
+               f"taken with create_graph=True) is not supported").encode()
+
+    def decorate(fn: Backward) -> Backward:
+        @functools.wraps(fn)
+        def wrapper(ctx: Any, *grads: Any) -> Any:
+            graph = torch.is_grad_enabled() and (  # (False under create_graph=False: the common backward)
+                any(ctx.needs_input_grad) or any(isinstance(g, torch.Tensor) and g.requires_grad for g in grads))
+            links: list[torch.Tensor] = []
+            if graph:
+                # The error node's inputs: the gradients, and the saved tensors that require grad (the op's inputs,
+                # or its output: softmax's), so that a gradient taken with respect to those inputs reaches the node
+                # and raises. An op that saved none of them (cross_entropy keeps no logits) cannot link its
+                # gradients to its inputs: it refuses create_graph=True before it runs (a detached alias, as
+                # torch's decorator makes, would let torch.autograd.grad with respect to an input skip the error
+                # node and return a partial gradient).
+                links = [t for t in ctx.saved_tensors if isinstance(t, torch.Tensor) and t.requires_grad]
+                if not links and any(ctx.needs_input_grad):
+                    raise RuntimeError(message.decode() + " (create_graph=True with an input that requires grad)")
+            with torch.no_grad():
+                outputs = fn(ctx, *grads)
+            if not links:
+                return outputs
+            outs = outputs if isinstance(outputs, tuple) else (outputs,)
+            ins = [t.detach() if isinstance(t, torch.Tensor) else t for t in outs]
+            wrapped = _functions.DelayedError(message, len(ins) + len(links))(*ins, *links)[:len(outs)]
+            return tuple(wrapped) if isinstance(outputs, tuple) else wrapped[0]
+        return wrapper
+    return decorate

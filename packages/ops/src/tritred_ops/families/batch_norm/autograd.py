@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype
 from .backward import Grads, batch_norm_backward_call
 from .launch import _out_format, batch_norm_stats_call, check_args
@@ -95,7 +95,7 @@ class BatchNormFunction(torch.autograd.Function):
     setup_context = staticmethod(_setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("batch_norm")
     def backward(ctx: Any, dy: Tensor, *_: Any) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         return _backward(ctx, dy, _launch_backward)
 

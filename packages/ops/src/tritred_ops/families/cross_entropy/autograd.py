@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from ... import runtime as rt
 from . import backward as bwd
 from .checks import NAME, check, no_weight_grad
 from .launch import forward, grad_like
@@ -89,7 +89,7 @@ class CrossEntropyFunction(torch.autograd.Function):
         return loss
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("cross_entropy")
     def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         return (*_backward(ctx, grad_loss, _scale_in_place), None, None, None)
 

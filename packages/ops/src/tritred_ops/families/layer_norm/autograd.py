@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype
 from . import launch
 from .backward import norm_backward
@@ -92,7 +92,7 @@ class LayerNormFunction(torch.autograd.Function):
     setup_context = staticmethod(setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("layer_norm")
     def backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 

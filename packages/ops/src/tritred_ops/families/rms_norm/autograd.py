@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype
 from ..layer_norm.backward import norm_backward
 from . import launch
@@ -88,7 +88,7 @@ class RMSNormFunction(torch.autograd.Function):
     setup_context = staticmethod(setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("rms_norm")
     def backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from ... import runtime as rt
 from .backward import check_backward, logsumexp_backward, softmax_backward_call
@@ -89,7 +88,7 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
         setup_context = staticmethod(_setup_softmax)  # type: ignore[assignment]
 
         @staticmethod
-        @once_differentiable
+        @rt.once_differentiable(_NAMES[mode])
         def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
             return _softmax_grad(ctx, grad, lambda *a: softmax_backward(mode, *a))
 
@@ -114,7 +113,7 @@ class LogsumexpFunction(torch.autograd.Function):
     setup_context = staticmethod(_setup_logsumexp)  # type: ignore[assignment]
 
     @staticmethod
-    @once_differentiable
+    @rt.once_differentiable("logsumexp")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
         return _logsumexp_grad(ctx, grad, logsumexp_backward)
 

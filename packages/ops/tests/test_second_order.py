@@ -1,0 +1,63 @@
+"""A backward that is not itself differentiable never hands back a gradient cut from the graph.
+
+The ops whose backward is a Triton kernel (the norms, batch_norm, softmax, log_softmax, logsumexp, cross_entropy)
+do not support a double backward. Under ``create_graph=True`` their gradients must still depend on the inputs that
+require grad, so that differentiating them raises (naming the op) instead of silently dropping a second-order term:
+the case here is a gradient penalty through an op whose output enters the loss linearly, where the incoming
+gradient is a constant (torch's own ``once_differentiable`` returns a constant gradient there).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritred_ops as tr
+from ops_helpers import randn
+
+T = torch.tensor
+
+
+def _cases(device):
+    t = T([1, 2, 0, 4], device=device)
+    return {
+        "layer_norm": ((4, 6), lambda f, x, w: f.layer_norm(x, (6,), w)),
+        "rms_norm": ((4, 6), lambda f, x, w: f.rms_norm(x, (6,), w)),
+        "batch_norm": ((4, 6, 3), lambda f, x, w: f.batch_norm(x, None, None, w, None, True)),
+        "softmax": ((4, 6), lambda f, x, w: f.softmax(x * w, -1)),
+        "log_softmax": ((4, 6), lambda f, x, w: f.log_softmax(x * w, -1)),
+        "logsumexp": ((4, 6), lambda f, x, w: (tr if f is tr else torch).logsumexp(x * w, -1)),
+        "cross_entropy": ((4, 6), lambda f, x, w: f.cross_entropy(x * w, t)),
+    }
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "batch_norm", "softmax", "log_softmax", "logsumexp",
+                                "cross_entropy"])
+def test_gradient_penalty_raises_instead_of_a_cut_gradient(op, device):
+    shape, call = _cases(device)[op]
+    x0 = randn(shape, torch.float64, device)
+    w0 = randn((shape[1],), torch.float64, device)
+    out_shape = call(F, x0, w0).shape
+    v = randn(tuple(out_shape), torch.float64, device) if len(out_shape) else T(1.3, dtype=torch.float64,
+                                                                                  device=device)
+    named = rf"tritred\.{op}\(\): its backward is not differentiable"
+    grads = []
+    for f in (tr, F):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        critic = (call(f, x, w) * v).sum()  # (linear in the op's output: a constant incoming gradient)
+        if f is tr and op == "cross_entropy":  # (it saves no logits to link its gradient to: refused at once)
+            with pytest.raises(RuntimeError, match=named + ".*create_graph=True"):
+                torch.autograd.grad(critic, x, create_graph=True)
+            (gx,) = torch.autograd.grad(critic, x)
+            grads.append(gx)
+            continue
+        (gx,) = torch.autograd.grad(critic, x, create_graph=True)
+        assert gx.requires_grad, f  # (never a gradient cut from the graph)
+        grads.append(gx.detach())
+        if f is tr:
+            with pytest.raises(RuntimeError, match=named):
+                torch.autograd.grad((gx.norm() - 1) ** 2, w, retain_graph=True)
+            with pytest.raises(RuntimeError, match=named):
+                ((gx.norm() - 1) ** 2).backward()
+    torch.testing.assert_close(grads[0], grads[1])  # the first-order gradient itself is torch's
+
