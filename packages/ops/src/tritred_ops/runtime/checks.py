@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 from tritred_core import FLOAT_DTYPES, INTEGER_DTYPES
 
 from .caches import caches
@@ -48,13 +49,15 @@ def dtype_name(dtype: torch.dtype) -> str:
 # -- argument checks ---------------------------------------------------------------------------------------------
 
 def grad_needed(*tensors: object) -> bool:
-    """Whether a call must record autograd history: grad mode is enabled and a tensor argument requires grad
-    (``torch.is_grad_enabled()``, then one attribute per tensor: the common inference call pays little)."""
+    """Whether a call must take its autograd Function: grad mode is enabled and a tensor argument requires grad
+    (``torch.is_grad_enabled()``, then one attribute per tensor: the common inference call pays little), or
+    forward-mode AD is on (inside ``torch.autograd.forward_ad.dual_level()``: a dual input's tangent must not be
+    dropped by the inference path; the Function refuses it with torch's "implement the jvp function" error)."""
     if torch.is_grad_enabled():
         for t in tensors:
             if isinstance(t, torch.Tensor) and t.requires_grad:
                 return True
-    return False
+    return forward_ad._current_level >= 0
 
 
 def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:

@@ -88,6 +88,15 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
         return get_registry().state(OWNER, Caches).plans.get(key), key
     except (AttributeError, TypeError):
         return None, None
+    except RuntimeError as e:
+        # A tensor without storage: a torch.func transform's wrapper, or a batched gradient (is_grads_batched runs
+        # the backward under vmap, whose tensors torch does not even report as wrapped inside the backward).
+        if "storage" in str(e):
+            raise NotImplementedError(
+                f"tritred {op}: torch.func transforms (vmap, grad, jvp, jacrev) and torch.autograd.grad(..., "
+                "is_grads_batched=True) are not supported: the kernels read the tensors' memory, which a "
+                "transform's wrapped tensors do not have") from e
+        raise
 
 
 def _hooks() -> tuple[Any, Any]:

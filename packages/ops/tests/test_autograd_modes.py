@@ -1,10 +1,14 @@
-"""A backward that is not itself differentiable never hands back a gradient cut from the graph.
+"""What autograd can ask beyond a first-order gradient: each op either does it as torch does or raises, never a
+silently wrong or missing result.
 
-The ops whose backward is a Triton kernel (the norms, batch_norm, softmax, log_softmax, logsumexp, cross_entropy)
-do not support a double backward. Under ``create_graph=True`` their gradients must still depend on the inputs that
-require grad, so that differentiating them raises (naming the op) instead of silently dropping a second-order term:
-the case here is a gradient penalty through an op whose output enters the loss linearly, where the incoming
-gradient is a constant (torch's own ``once_differentiable`` returns a constant gradient there).
+Second order: the ops whose backward is a Triton kernel (the norms, batch_norm, softmax, log_softmax, logsumexp,
+cross_entropy) do not support a double backward. Under ``create_graph=True`` their gradients must still depend on
+the inputs that require grad, so that differentiating them raises (naming the op) instead of silently dropping a
+second-order term: the case here is a gradient penalty through an op whose output enters the loss linearly, where
+the incoming gradient is a constant (torch's own ``once_differentiable`` returns a constant gradient there).
+
+Forward mode (``torch.autograd.forward_ad``) and torch.func transforms (vmap, grad, jvp) and batched gradients are
+not supported: they raise NotImplementedError; a dual input's tangent is never dropped.
 """
 
 from __future__ import annotations
@@ -61,3 +65,30 @@ def test_gradient_penalty_raises_instead_of_a_cut_gradient(op, device):
                 ((gx.norm() - 1) ** 2).backward()
     torch.testing.assert_close(grads[0], grads[1])  # the first-order gradient itself is torch's
 
+
+
+def test_forward_mode_ad_raises_instead_of_dropping_the_tangent(device):
+    import torch.autograd.forward_ad as fwAD
+
+    x = randn((3, 5), torch.float64, device)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        for call in (lambda t: tr.softmax(t, -1), lambda t: tr.sum(t, 1), lambda t: tr.layer_norm(t, (5,)),
+                     lambda t: tr.var(t, 1)):
+            with pytest.raises(NotImplementedError, match="jvp"):
+                call(dual)
+        # (no dual input inside a dual level: the result as usual)
+        torch.testing.assert_close(tr.softmax(x, -1), torch.softmax(x, -1))
+
+
+def test_torch_func_and_batched_gradients_raise(device):
+    x = randn((3, 5), torch.float64, device)
+    message = "torch.func transforms .* not supported"
+    with pytest.raises(NotImplementedError, match="tritred sum: " + message):
+        torch.func.vmap(lambda t: tr.sum(t, 0))(x)
+    with pytest.raises(NotImplementedError, match="tritred layer_norm_backward: " + message):
+        torch.func.grad(lambda t: (tr.layer_norm(t, (5,)) * x).sum())(x)
+    leaf = x.clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match="tritred softmax_backward: " + message):
+        torch.autograd.grad(tr.softmax(leaf, -1), leaf, randn((2, 3, 5), torch.float64, device),
+                            is_grads_batched=True)
