@@ -281,6 +281,15 @@ def test_empty(device):
         ref = F.cross_entropy(x.cpu(), torch.empty(2, 0), reduction=reduction)
         assert out.shape == ref.shape
         assert torch.equal(out.cpu().isnan(), ref.isnan()) and torch.equal(out.cpu().nan_to_num(), ref.nan_to_num())
+    # no classes, every class index ignored, with and without label smoothing (torch's smoothing term: 0 * (ls / 0))
+    for shape in ((4, 0), (0, 0)):
+        t = torch.full(shape[:1], -100, dtype=torch.long, device=device)
+        for reduction in ("none", "mean", "sum"):
+            for ls in (0.0, 0.1):
+                out = tr.cross_entropy(torch.empty(shape, device=device), t, reduction=reduction, label_smoothing=ls)
+                ref = F.cross_entropy(torch.empty(shape), t.cpu(), reduction=reduction, label_smoothing=ls)
+                assert out.shape == ref.shape and torch.equal(out.cpu().isnan(), ref.isnan()), (shape, reduction, ls)
+                assert torch.equal(out.cpu().nan_to_num(), ref.nan_to_num())
     x = torch.empty(0, 5, requires_grad=True, device=device)
     tr.cross_entropy(x, torch.empty(0, dtype=torch.long, device=device), reduction="sum").backward()
     assert x.grad.shape == (0, 5)

@@ -68,16 +68,18 @@ def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: 
     grad = rec.adopt(grad_like(x)) if grad_input else None
     lse = rec.empty((call.rows, 2), call.acc, x.device) if save_lse else None
     if call.rows == 0 or call.C == 0:
-        return _empty(loss, grad, lse, reduction)
+        # (class indices with label smoothing and no classes: torch's smoothing term is 0 * (ls / 0), NaN)
+        return _empty(loss, grad, lse, reduction, nan=not call.prob and call.C == 0 and label_smoothing > 0)
     _launch(spec, rec, call, x, target, weight, loss, grad, lse, ignore_index, reduction, label_smoothing)
     rec.save(key, *(t for t in (loss, grad, lse) if t is not None))
     return loss, grad, lse
 
 
-def _empty(loss: torch.Tensor, grad: torch.Tensor | None, lse: torch.Tensor | None, reduction: int) -> Outputs:
-    """No rows or no classes, as torch: a mean is NaN (0 / 0), a sum 0, 'none' zeros; the gradient zeros and the
-    rows' (max, log_sum) -inf (no classes)."""
-    loss.fill_(float("nan") if reduction == 1 else 0.0)
+def _empty(loss: torch.Tensor, grad: torch.Tensor | None, lse: torch.Tensor | None, reduction: int,
+           nan: bool = False) -> Outputs:
+    """No rows or no classes, as torch: a mean is NaN (0 / 0), a sum 0, 'none' zeros (``nan``: every loss NaN);
+    the gradient zeros and the rows' (max, log_sum) -inf (no classes)."""
+    loss.fill_(float("nan") if reduction == 1 or nan else 0.0)
     if grad is not None:
         grad.zero_()
     if lse is not None:
