@@ -92,3 +92,34 @@ def test_torch_func_and_batched_gradients_raise(device):
     with pytest.raises(NotImplementedError, match="tritred softmax_backward: " + message):
         torch.autograd.grad(tr.softmax(leaf, -1), leaf, randn((2, 3, 5), torch.float64, device),
                             is_grads_batched=True)
+
+
+class _DropGrad(torch.autograd.Function):
+    """Passes its input on and gives back no gradient: the op before it gets an undefined output gradient."""
+
+    @staticmethod
+    def forward(ctx, y):
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "batch_norm", "softmax", "log_softmax", "logsumexp",
+                                "cross_entropy", "sum", "prod", "amax", "max", "var"])
+def test_an_undefined_output_gradient_leaves_the_gradients_undefined(op, device):
+    """As torch's backward: no zero-filled gradient for a weight whose only path carries no gradient."""
+    calls = dict(_cases(device))
+    calls.update({"sum": ((4, 6), lambda f, x, w: (tr if f is tr else torch).sum(x * w, 1)),
+                  "prod": ((4, 6), lambda f, x, w: (tr if f is tr else torch).prod(x * w, 1)),
+                  "amax": ((4, 6), lambda f, x, w: (tr if f is tr else torch).amax(x * w, 1)),
+                  "max": ((4, 6), lambda f, x, w: (tr if f is tr else torch).max(x * w, 1)[0]),
+                  "var": ((4, 6), lambda f, x, w: (tr if f is tr else torch).var(x * w, 1))})
+    shape, call = calls[op]
+    x = randn(shape, torch.float64, device)
+    for f in (tr, F):
+        w = randn((shape[1],), torch.float64, device).requires_grad_()
+        other = torch.ones((), dtype=torch.float64, device=device, requires_grad=True)
+        (_DropGrad.apply(call(f, x, w)).sum() + other).backward()
+        assert w.grad is None, f

@@ -49,10 +49,12 @@ def _setup(ctx: Any, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
                           formed)
 
 
-def _backward(ctx: Any, grad_loss: torch.Tensor, scale: Callable[[Any, torch.Tensor, torch.Tensor | None],
+def _backward(ctx: Any, grad_loss: torch.Tensor | None, scale: Callable[[Any, torch.Tensor, torch.Tensor | None],
               torch.Tensor]) -> Grads:
     """(d/d input, d/d target, d/d weight) from the loss's gradient; ``scale(ctx, grad_loss, class indices or
     None)`` applies it to the formed gradient."""
+    if grad_loss is None:
+        return None, None, None
     target, x, weight, lse, _ = ctx.saved_tensors
     gi = scale(ctx, grad_loss, None if ctx.prob else target) if ctx.grad_input else None
     gq = gw = None
@@ -86,6 +88,7 @@ class CrossEntropyFunction(torch.autograd.Function):
                                   save_lse)
         _setup(ctx, x, target, weight, ignore_index, reduction, label_smoothing, grad_input, lse)
         ctx.formed = grad
+        ctx.set_materialize_grads(False)  # (an undefined loss gradient: undefined gradients, as torch)
         return loss
 
     @staticmethod

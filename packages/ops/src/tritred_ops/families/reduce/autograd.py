@@ -33,6 +33,7 @@ trace can express; the opaque op also keeps Python floats away from Inductor's f
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,10 +64,23 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
     ``backward``."""
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(), schema=schema)
     op.register_fake(fake)
-    op.register_autograd(compiled_backward or backward, setup_context=setup)
+    inputs = len(inspect.signature(impl).parameters)
+
+    def setup_undefined(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        setup(ctx, inputs, output)
+        ctx.set_materialize_grads(False)
+
+    def undefined(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An output's undefined gradient gives undefined gradients (as torch's backward), not zeros."""
+        def backward_of(ctx: Any, grad: Tensor | None, *rest: Any) -> Any:
+            return (None,) * inputs if grad is None else fn(ctx, grad, *rest)
+        return backward_of
+
+    op.register_autograd(undefined(compiled_backward or backward), setup_context=setup_undefined)
     return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
-        "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward)})
+        "forward": staticmethod(impl), "setup_context": staticmethod(setup_undefined),
+        "backward": staticmethod(undefined(backward))})
 
 
 def _check_differentiable(dtype: torch.dtype | None) -> None:

@@ -50,11 +50,13 @@ def _setup_softmax(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> N
     input, dim, _ = inputs
     ctx.save_for_backward(output)
     ctx.dim, ctx.input_dtype = dim, input.dtype
+    ctx.set_materialize_grads(False)  # (an undefined output gradient: an undefined input gradient, as torch)
 
 
-def _softmax_grad(ctx: Any, grad: torch.Tensor, backward: Callable[..., torch.Tensor]) -> tuple[Any, None, None]:
+def _softmax_grad(ctx: Any, grad: torch.Tensor | None, backward: Callable[..., torch.Tensor],
+                  ) -> tuple[Any, None, None]:
     """(d input, None, None): ``backward(grad, output, dim, input_dtype)``, or None when the input needs none."""
-    if not ctx.needs_input_grad[0]:
+    if grad is None or not ctx.needs_input_grad[0]:
         return None, None, None
     (output,) = ctx.saved_tensors
     return backward(grad, output, ctx.dim, ctx.input_dtype), None, None
@@ -64,11 +66,13 @@ def _setup_logsumexp(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) ->
     input, dim, keepdim = inputs
     ctx.save_for_backward(input, output)
     ctx.dims, ctx.keepdim = list(rt.wrap_dims("logsumexp", dim, input.dim())), keepdim
+    ctx.set_materialize_grads(False)
 
 
-def _logsumexp_grad(ctx: Any, grad: torch.Tensor, backward: Callable[..., torch.Tensor]) -> tuple[Any, None, None]:
+def _logsumexp_grad(ctx: Any, grad: torch.Tensor | None, backward: Callable[..., torch.Tensor],
+                    ) -> tuple[Any, None, None]:
     """(d input, None, None): ``backward(grad, input, result, dims, keepdim)``, or None when not needed."""
-    if not ctx.needs_input_grad[0]:
+    if grad is None or not ctx.needs_input_grad[0]:
         return None, None, None
     input, result = ctx.saved_tensors
     return backward(grad, input, result, ctx.dims, ctx.keepdim), None, None
