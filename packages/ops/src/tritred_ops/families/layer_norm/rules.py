@@ -156,9 +156,10 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
 #: BACKWARD_CHUNK-element chunks: 16384 2-byte or 8192 4-byte elements, on BACKWARD_WARPS warps.
 BACKWARD_RESIDENT_BYTES = 32768
 #: Elements of x (and of dy) a thread holds in the single pass (float64: half). Registers go with elements, not
-#: bytes: the float32 1024-wide rows' 8 a thread on 4 warps take 56 registers (ptxas, sm_90a; 36 warps per SM) and
-#: ran at ~92 % of copy in the H200's training steps, where bfloat16 4096-wide rows at 16 a thread took 84
-#: (layer_norm: 16 warps per SM, ~15 %) and 64 (rms_norm: 32 warps, ~36 %).
+#: bytes: the float32 1024-wide rows' 8 a thread on 4 warps take 56 registers (ptxas, sm_90a; 36 warps per SM),
+#: bfloat16 4096-wide rows at 16 a thread took 84 (layer_norm: 16 warps per SM) and at 8 take 57 (32 warps). The
+#: backward alone on an H100: layer_norm bf16 16384x4096 72 % of copy at 16 a thread, 82 % at 8
+#: (docs/performance.md).
 BACKWARD_ELEMENTS = 8
 #: Most warps of a single-pass program. On 32 warps the row sums cross 32 warps through shared memory and the
 #: registers are capped at 64 a thread: bf16 16384-wide rows (16 elements a thread) ran at 52 % of copy in the
