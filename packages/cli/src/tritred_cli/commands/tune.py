@@ -60,8 +60,9 @@ def tune_cmd(
         raise UsageError(f"--shape {shape}: without CUDA the candidates run under the Triton interpreter, where "
                          f"timings mean nothing and a shape over {INTERPRETER_MAX_NUMEL} elements takes minutes to "
                          "hours; try a small one (--shape 8x512 --dry-run) to see the mechanism")
-    meta_call(rec, op, shape, dim, dims, dt, parse_dim(dim))  # (the op's refusal: a usage error, not a traceback)
-    problem, trials, best = tuning.tune(rec, dims, dt, parse_dim(dim), device, save=not dry_run)
+    d = parse_dim(dim)
+    meta_call(rec, op, shape, dim, dims, dt, d)  # (the op's refusal: a usage error, not a traceback)
+    problem, trials, best = tuning.tune(rec, dims, dt, d, device, save=not dry_run)
     con = make_console()
     table = Table(title=f"tritred tune {op} {shape} {dtype} on {device} ({tuning.shape_bucket(problem)})")
     for col in ("strategy", "BLOCK_M", "BLOCK_N", "BLOCK_K", "warps", "stages", "programs", "split", "threads/row",

@@ -152,8 +152,6 @@ def _scale_op(ctx: Any, grad_loss: torch.Tensor, target: torch.Tensor | None) ->
 
 
 def _backward_op(ctx: Any, grad_loss: torch.Tensor | None, *unused: Any) -> tuple[Any, ...]:
-    if grad_loss is None:
-        return (None,) * 8
     return (*_backward(ctx, grad_loss, _scale_op), None, None, None, None, None)
 
 

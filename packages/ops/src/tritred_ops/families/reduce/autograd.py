@@ -64,7 +64,7 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
     ``backward``."""
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(), schema=schema)
     op.register_fake(fake)
-    inputs = len(inspect.signature(impl).parameters)
+    n_inputs = len(inspect.signature(impl).parameters)
 
     def setup_undefined(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         setup(ctx, inputs, output)
@@ -73,7 +73,7 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
     def undefined(fn: Callable[..., Any]) -> Callable[..., Any]:
         """An output's undefined gradient gives undefined gradients (as torch's backward), not zeros."""
         def backward_of(ctx: Any, grad: Tensor | None, *rest: Any) -> Any:
-            return (None,) * inputs if grad is None else fn(ctx, grad, *rest)
+            return (None,) * n_inputs if grad is None else fn(ctx, grad, *rest)
         return backward_of
 
     op.register_autograd(undefined(compiled_backward or backward), setup_context=setup_undefined)
