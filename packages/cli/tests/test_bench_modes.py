@@ -64,3 +64,29 @@ def test_bench_training_pass_on_the_random_suite(cli: Callable[..., Any], tmp_pa
         assert c["bytes"] > 0
     assert cli("bench", "--quick", "--pass", "sideways").exit_code == 2
     assert cli("bench", "--latency", "--pass", "both").exit_code == 2
+
+
+def test_bench_json_is_kept_case_by_case(cli: Callable[..., Any], tmp_path: Path,
+                                         monkeypatch: Any) -> None:
+    """--json is rewritten after every case, marked as cut short until the run ends: a run killed by a time limit
+    keeps the cases it measured. Here the second case reads the file the first one left, then the run ends whole."""
+    import tritred_bench.runner as runner
+
+    suite = tmp_path / "two.json"
+    suite.write_text(json.dumps([{"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"},
+                                 {"op": "amax", "shape": [3, 5], "dim": 0, "dtype": "float32"}]))
+    out, seen, real = tmp_path / "r.json", [], runner.run_case
+
+    def spy(rec: Any, case: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(json.loads(out.read_text()) if out.exists() else None)
+        return real(rec, case, *args, **kwargs)
+    monkeypatch.setattr(runner, "run_case", spy)
+    r = cli("bench", "--quick", "--suite", str(suite), "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert seen[0] is None
+    assert [c["label"] for c in seen[1]["cases"]] == ["sum dim=-1 4x8 float32"]
+    assert seen[1]["meta"]["stopped"] == ("the run had measured 1 of 2 cases when this report was written; it did "
+                                          "not finish")
+    final = json.loads(out.read_text())
+    assert len(final["cases"]) == 2 and not final["meta"]["stopped"]
+    assert not list(tmp_path.glob("*.part"))

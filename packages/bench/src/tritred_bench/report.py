@@ -150,10 +150,13 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json(report: BenchReport, path: str | Path) -> Path:
-    """Write ``report.to_dict()`` as JSON (``{"meta": ..., "cases": [...]}``); returns the path."""
+    """Write ``report.to_dict()`` as JSON (``{"meta": ..., "cases": [...]}``); returns the path. The file is
+    replaced whole (written beside it, then renamed), so a reader or a killed run never leaves half a report."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_clean(report.to_dict()), indent=1) + "\n")
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(_clean(report.to_dict()), indent=1) + "\n")
+    os.replace(part, path)
     return path
 
 

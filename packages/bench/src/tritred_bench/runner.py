@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -221,7 +221,8 @@ def _measure_training(prov: Provider, rec: Reduction, case: Case, pristine_args:
 def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), device: str | None = None,
         quick: bool = False, registry: Registry | None = None, seed: int = 0, progress: bool = True,
         console: Any = None, suite: str = "", warmup: int | None = None, rep: int | None = None,
-        copy_gbps: float | None = None, pass_: str = "forward", memory: bool = False) -> BenchReport:
+        copy_gbps: float | None = None, pass_: str = "forward", memory: bool = False,
+        on_case: Callable[[BenchReport, int], None] | None = None) -> BenchReport:
     """Run ``cases`` with ``providers`` and return the :class:`BenchReport`.
 
     Args:
@@ -237,6 +238,8 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
         pass_: ``forward`` (default), ``both`` (a training step: forward + backward) or ``backward`` (the step's
             median minus the forward's): :data:`PASSES`.
         memory: also measure each provider's peak extra memory during the timed call (CUDA only).
+        on_case: called after each case with the report so far and the number of cases in the run (the CLI
+            rewrites its ``--json`` report there, so that a run killed by a time limit keeps what it measured).
 
     A case after which the CUDA device no longer works (a kernel's illegal memory access or device-side assert)
     ends the run: the report keeps the cases so far and says why in ``stopped`` (:func:`device_lost`).
@@ -297,6 +300,8 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
         result = _one_case(i, case)
         report.results.append(result)
         report.stopped = device_lost(dev, result, i, len(cases))
+        if on_case is not None:
+            on_case(report, len(cases))
         return not report.stopped
 
     if progress:

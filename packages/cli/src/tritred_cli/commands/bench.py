@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -153,7 +154,8 @@ def bench_cmd(
     if memory and not on_cuda:
         con.print("[yellow]--memory measures CUDA memory: not measured under the interpreter[/]", markup=True)
     report = tb.run(cases, providers=providers, device="cuda" if on_cuda else "cpu", quick=quick, seed=input_seed,
-                    console=con, suite=str(suite), warmup=warmup, rep=rep, pass_=pass_, memory=memory)
+                    console=con, suite=str(suite), warmup=warmup, rep=rep, pass_=pass_, memory=memory,
+                    on_case=None if json_out is None else partial(_save_so_far, json_out))
     tb.print_report(report, console=con)
     for path, writer in ((json_out, tb.write_json), (csv_out, tb.write_csv), (plot_out, tb.write_plot)):
         if path is not None:
@@ -161,6 +163,22 @@ def bench_cmd(
     if report.stopped or any(r.measurements.get("tritred") is not None and r.measurements["tritred"].status == "failed"
                              for r in report.results):
         raise typer.Exit(1)
+
+
+def _save_so_far(path: Path, report: Any, total: int) -> None:
+    """The ``--json`` report after each case, marked as cut short until the run ends and writes it whole: a run
+    killed by a time limit (``timeout``, a batch job's) keeps the cases it measured, and says so in ``stopped``."""
+    import tritred_bench as tb
+
+    done = len(report.results)
+    if done < total and not report.stopped:
+        report.stopped = f"the run had measured {done} of {total} cases when this report was written; it did not finish"
+        try:
+            tb.write_json(report, path)
+        finally:
+            report.stopped = ""
+    else:
+        tb.write_json(report, path)
 
 
 def run_latency(cases: list[Any], device: str, quick: bool, seed: int, json_out: Path | None, console: Any) -> int:
