@@ -116,6 +116,21 @@ def test_split_slices_out_of_range_meet_specials(force, device):
     assert tr.prod(both.to(device), 1).cpu().isnan().all()  # (documented: neither 0 nor inf can be told)
 
 
+def test_split_slices_read_again_in_wide_chunks(force, device):
+    """Slices of a split product go out of range in the common case and are read again in chunks of the main
+    loop's width (1024 lanes here): specials and signs found in any chunk of a slice, past the first, and the
+    slices' marks carried to the merge."""
+    force("prod", strategy="split", BLOCK_M=1, BLOCK_N=2048, split=2)
+    g = torch.Generator().manual_seed(seed())
+    x = _rows((4, 9001), torch.float32, False, g, specials=0.0)  # slices of 4501: five chunks each
+    x[0, 4500 + 3000] = float("inf")  # row 0: the second slice's inf, in its third chunk, meets the first's underflow
+    x[1, 2500] = -0.0  # row 1: a 0 in the first slice's third chunk
+    x[2, 1100] = float("nan")  # row 2: NaN in the first slice's second chunk
+    x[3, 4600:6000] = -1.0  # row 3: 1400 negative values across two chunks of the second slice (an even count)
+    x[3, 6000] = -40.0
+    _check(tr.prod(x.to(device), 1), _exact(x, 1), f"wide chunks seed {g.initial_seed()}")
+
+
 def test_stages_and_full_reduction(device):
     """prod(x) of a sliced input goes in stages (a temporary per stage, split or not): its marks carry over."""
     g = torch.Generator().manual_seed(seed())

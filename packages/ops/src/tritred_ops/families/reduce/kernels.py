@@ -148,8 +148,12 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             # registers more, a Python 0, which makes the reread's offsets int32, 9 more)
             s_lo = tl.program_id(1).to(tl.int64) * 0
             s_hi = N
+        # The slices of marked partials are read again whenever their product left float range, which is the
+        # common case for a long product (20,000 normal values multiply to 0 in float32): there, in chunks of the
+        # main loop's width (at most 4096), not 256 lanes (prod of 384x28672 float16 on the H100: 8 % of copy, eager 36 %).
         r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn,
-                           PRE, CAST, ACC, MARK_IN, MARK_OUT)
+                           PRE, CAST, ACC, MARK_IN, MARK_OUT,
+                           (BLOCK_N if BLOCK_N < 1024 else 1024) if MARK_OUT else 256)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
@@ -196,7 +200,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         k_blocks = tl.cdiv(K, BLOCK_K)
         r = _prod_specials(r, x_ptr, m * K + tl.program_id(0) % k_blocks * BLOCK_K, K, s_xm, s_xk, k_ok,
                            tl.program_id(1).to(tl.int64) * n_per_split, n_hi, s_xn, PRE, CAST, ACC, MARK_IN,
-                           MARK_OUT or SPLIT > 1)
+                           MARK_OUT or SPLIT > 1, 256)
     if SPLIT > 1:
         tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
@@ -235,7 +239,7 @@ def _mark(code, ACC: tl.constexpr):
 
 @triton.jit
 def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr,
-                   ACC: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr):
+                   ACC: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr, CHUNK: tl.constexpr):
     """Products ``r`` of the slices [n_lo, n_hi) of rows ``first + lane`` (row ``(m, k)`` at ``x_ptr + m * s_xm +
     k * s_xk``, element stride ``s_xn``), set exactly where the tree of partial products cannot say them.
 
@@ -248,10 +252,12 @@ def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl
     such partials): a product of finite values that came out 0 or +-inf is read again too, and marked if it left
     float range. A product of finite values whose partial products both overflowed and underflowed stays NaN.
 
-    The common path costs a test of the results. The rare one reads its lanes one at a time in 1-D chunks, each
-    lane's address computed from its row index there: the registers of the rare path count for every call
-    (ptxas, sm_90: 16384x4096 bfloat16 rows 20 registers without it; 58 with a [lanes, BLOCK_N] tile of flags,
-    25 this way, still 8 programs of 8 warps per SM; columns of 4096x4096 bfloat16 40 -> 100, this way 48).
+    The common path costs a test of the results. The rare one reads its lanes one at a time in 1-D chunks of
+    CHUNK elements, each lane's address computed from its row index there: the registers of the rare path count
+    for every call (ptxas, sm_90: 16384x4096 bfloat16 rows 20 registers without it; 58 with a [lanes, BLOCK_N]
+    tile of flags, 25 this way, still 8 programs of 8 warps per SM; columns of 4096x4096 bfloat16 40 -> 100, this
+    way 48). Under MARK_OUT the second read is not rare (a long product leaves float range): the rows kernel then
+    reads in chunks of its main loop's width (the 256-lane chunks kept one load in flight per program).
     """
     redo = r != r
     if MARK_OUT:
@@ -264,28 +270,29 @@ def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl
                 row = first + i
                 off = row // K * s_xm + row % K * s_xk
                 r_i = tl.sum(tl.where(lane == i, r, 0.0), 0)
-                flags, neg = _slice_specials(x_ptr + off, n_lo, n_hi, s_xn, PRE, CAST, ACC, MARK_IN)
+                flags, neg = _slice_specials(x_ptr + off, n_lo, n_hi, s_xn, PRE, CAST, ACC, MARK_IN, CHUNK)
                 r = tl.where(lane == i, _exact_product(r_i, flags, neg, ACC, MARK_OUT), r)
     return r
 
 
 @triton.jit
 def _slice_specials(x_ptr, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-                    MARK_IN: tl.constexpr):
+                    MARK_IN: tl.constexpr, CHUNK: tl.constexpr):
     """(flags, count of negative values) of the slice [n_lo, n_hi) at ``x_ptr``: flag bits 1 NaN, 2 inf, 4 zero,
     8 an underflowed and 16 an overflowed partial (MARK_IN: the marks carry their sign in the payload, since the
-    sign bit of a NaN is not kept)."""
-    flags = tl.zeros([], tl.int32)
-    neg = tl.zeros([], tl.int32)
-    for n0 in range(n_lo, n_hi, 256):
-        cols = n0 + tl.arange(0, 256)
+    sign bit of a NaN is not kept). Lane-wise flags and sign parities, reduced across the lanes once after the
+    loop: no block-wide reduction (and barrier) per chunk."""
+    lane_flags = tl.zeros([CHUNK], tl.int32)
+    lane_neg = tl.zeros([CHUNK], tl.int32)
+    for n0 in range(n_lo, n_hi, CHUNK):
+        cols = n0 + tl.arange(0, CHUNK)
         mask = cols < n_hi
         x = tl.load(x_ptr + cols.to(tl.int64) * s_xn, mask=mask, other=0)
         x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), 1.0)
         a = tl.abs(x)
         b = _bits(x, ACC)
         nan = a != a
-        seen = tl.zeros([256], tl.int32)
+        seen = tl.zeros([CHUNK], tl.int32)
         negs = (b < 0) & ~nan
         if MARK_IN:
             if ACC == tl.float64:
@@ -298,9 +305,9 @@ def _slice_specials(x_ptr, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constex
             nan = nan & ~(under | over)
             negs = negs | (code == 2) | (code == 4)
         seen |= nan.to(tl.int32) | ((a == float("inf")).to(tl.int32) << 1) | ((a == 0).to(tl.int32) << 2)
-        flags |= tl.reduce(seen, 0, _or_fn)
-        neg += tl.sum(negs.to(tl.int32), 0)  # (int32 wrap-around keeps the parity)
-    return flags, neg
+        lane_flags |= seen
+        lane_neg ^= negs.to(tl.int32)  # (only the parity of the count is used)
+    return tl.reduce(lane_flags, 0, _or_fn), tl.sum(lane_neg, 0)
 
 
 @triton.jit
