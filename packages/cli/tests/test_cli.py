@@ -61,6 +61,13 @@ def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:
     assert data["problem"]["M"] == 4096 and data["problem"]["N"] == 32768 and data["problem"]["K"] == 1
     assert data["config"]["decided_by"] == "tritred_ops" and data["device"]["sm_count"] == 132
     assert data["bytes"] == 2 * 4096 * 32768 * 2
+    # the rules that decided it, outermost first, each with its docstring (the rule, its reason, its figures)
+    names = [rule["name"] for rule in data["rules"]]
+    assert names == data["config"]["rule"].split(" > ")
+    assert names[0] == "tritred_ops.families.softmax.rules:config"
+    assert names[-1] == "tritred_ops.families.softmax.rules:l2_loop"  # 4096 rows of 32768 bf16: the L2-sized loop
+    assert all(rule["doc"] for rule in data["rules"]) and "L2" in data["rules"][-1]["doc"]
+    assert "rule tritred_ops.families.softmax.rules:l2_loop: The loop of rows read twice" in r.output
     # the call's own decisions and launches (built-ins): the first decision is the Problem and config above
     assert data["decisions"][0] == {"op": "softmax", "problem": data["problem"], "config": data["config"]}
     assert [launch["kernel"] for launch in data["launches"]] == ["_rows_kernel"]

@@ -89,3 +89,32 @@ def test_launch_config_hooks_get_the_stamped_spec(device):
     finally:
         reg.unregister(name)
     assert ("softmax", "tritred_ops") in seen and ("var", "tritred_ops") in seen, seen
+
+
+def test_every_built_in_decision_names_its_rules() -> None:
+    """Every config the built-in rules give names the rules that produced it (``LaunchConfig.rule``), each an
+    importable function with a docstring, for ``tritred explain`` to print: over the public suite's cases on an
+    H200 and under the interpreter, forward and backward."""
+    import importlib
+
+    from tritred_bench.inputs import build_inputs
+    from tritred_bench.suites import load_suite
+    from tritred_core import get_registry
+    from tritred_core.testing import FAKE_H200, FAKE_INTERPRETER
+
+    reg = get_registry()
+    seen = set()
+    for case in load_suite("h200")[0] + load_suite("training")[0]:
+        rec = reg.get(case.op)
+        args, kwargs = build_inputs(rec, case, "meta")
+        problem = rec.problem(*args, **kwargs)
+        for device in (FAKE_H200, FAKE_INTERPRETER):
+            for direction in ("forward", "backward"):
+                p = problem.model_copy(update={"direction": direction})
+                config = reg.launch_config(rec.spec, p, device)
+                assert config.rule, (case.label, direction)
+                for name in config.rule.split(" > "):
+                    module, _, function = name.partition(":")
+                    assert importlib.import_module(module).__dict__[function].__doc__, name
+                    seen.add(name)
+    assert len(seen) >= 12  # (the shared builders and the families' own rules)

@@ -166,7 +166,9 @@ class LaunchConfig(_Frozen):
     ``BLOCK_TAIL``, ``threads_per_row`` and ``num_programs`` are the knobs (:data:`Knob`): an op's spec declares
     those its kernels honour (:attr:`ReductionSpec.knobs`), and the registry refuses a config that sets another.
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
-    ``tuned`` is set when the config came from a tuning cache.
+    ``tuned`` is set when the config came from a tuning cache. ``rule`` (optional, for people, not launches) names
+    the plugin's rules that produced the config, outermost first, as ``module:function`` joined by `` > ``:
+    ``tritred explain`` prints each one's docstring (the rule, its reason and its figures).
     """
 
     strategy: Strategy
@@ -181,6 +183,7 @@ class LaunchConfig(_Frozen):
     threads_per_row: int = Field(default=0, ge=0)
     decided_by: str | None = None
     tuned: bool = False
+    rule: str | None = None
 
     @field_validator("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps")
     @classmethod

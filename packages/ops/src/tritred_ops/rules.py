@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tritred_core import DeviceInfo, LaunchConfig, Problem, ReductionSpec, hookimpl
 from tritred_core.models import Strategy
@@ -84,6 +85,23 @@ class Caps:
 #: A family's rules: the config of a problem of one of its ops (``tritred_ops.families.<family>.rules.config``).
 Rule = Callable[[ReductionSpec, Problem, Caps], LaunchConfig]
 
+F = TypeVar("F", bound=Callable[..., "LaunchConfig | None"])
+
+
+def named(fn: F) -> F:
+    """Mark a function of the launch rules: a config it returns carries its name in ``LaunchConfig.rule``, before
+    the names of the rules it took the config from (``softmax.rules:config > softmax.rules:loop``), so that
+    ``tritred explain`` can print the docstrings that give each rule, its reason and its figures."""
+    name = f"{fn.__module__}:{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> LaunchConfig | None:
+        config = fn(*args, **kwargs)
+        if config is None or (config.rule or "").split(" > ")[0] == name:
+            return config
+        return config.model_copy(update={"rule": f"{name} > {config.rule}" if config.rule else name})
+    return wrapper  # type: ignore[return-value]
+
 #: The packages under ``tritred_ops.families`` whose ops these rules decide.
 FAMILIES = ("reduce", "statistics", "softmax", "layer_norm", "batch_norm", "rms_norm", "cross_entropy")
 
@@ -99,7 +117,7 @@ def tritred_launch_config(spec: ReductionSpec, problem: Problem, device: DeviceI
         return None
     tuned = lookup(spec, problem, device)
     if tuned is not None:
-        return tuned
+        return tuned.model_copy(update={"rule": f"{lookup.__module__}:{lookup.__qualname__}"})
     return rule(spec, problem, Caps(device))
 
 
@@ -149,6 +167,7 @@ def plain_reduction(spec: ReductionSpec) -> bool:
 
 # -- the shared builders -------------------------------------------------------------------------------------------
 
+@named
 def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int, rows_tile: int, chunk: int,
                 loop_warps: int, one_warp_rows: int = 0, vector_tiles: bool = False,
                 half_rows: bool = False) -> LaunchConfig:
@@ -192,6 +211,7 @@ def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps)
 
 
+@named
 def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int, col_warps: int,
                 target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
                 short_tiles: bool = False, split_cols: bool = False) -> LaunchConfig:
@@ -273,6 +293,7 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
 
 # -- rules shared by several families -------------------------------------------------------------------------------
 
+@named
 def tail_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
     """Rows just past a power of two of 512-8192 (513, 1025, 2049, 4097, 8193 elements: up to 1/8 of it more, the
     16-byte shift of an odd width included): a single pass over a tile of that power of two plus a small tail tile
@@ -319,6 +340,7 @@ def tail_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig
                         num_warps=min(4, max(1, bn * size // 4096)))
 
 
+@named
 def odd_rows_loop(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
     """Unit-stride rows past 4096 elements that are not whole 16-byte vectors (odd widths: 4097, 12289, 50257),
     in rows that do not start on 16-byte boundaries: loops over 1024-wide chunks; None elsewhere.
@@ -362,6 +384,7 @@ def odd_rows_loop(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchCo
     return None
 
 
+@named
 def short_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
     """Whole power-of-two rows of 128-512 elements (var/std/var_mean/std_mean: 2-byte ones) or 128-1024
     (layer_norm: 2- and 4-byte ones), each spread over a few threads (``threads_per_row``) on 4 warps: 32 elements
@@ -391,6 +414,7 @@ def short_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfi
                         threads_per_row=threads)
 
 
+@named
 def wide_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
     """float32 var/std/var_mean/std_mean (rows of 1024-8192) and max/min with indices (1024-4096) of whole
     power-of-two unit-stride rows: 1024-2048-wide rows one a program on N / 256 warps (two 16-byte loads a thread,
@@ -422,6 +446,7 @@ def wide_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig
     return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=N, num_warps=min(caps.max_warps, 16))
 
 
+@named
 def unrolled_loop(problem: Problem, caps: Caps, statistics: bool = False) -> LaunchConfig | None:
     """2-byte rows over 4096 elements that are 2-8 chunks of 1024, 2048 or 4096 elements (the smallest such chunk):
     a loop over those chunks, 8 elements per thread, whose first sweep is unrolled (``runtime.unrolled_chunks``);
@@ -444,6 +469,7 @@ def unrolled_loop(problem: Problem, caps: Caps, statistics: bool = False) -> Lau
     return smallest_unrolled_chunk(N, (1024, 2048, 4096))
 
 
+@named
 def smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | None:
     """The loop over the first of ``chunks`` whose rows of N unroll (``runtime.unrolled_chunks``), one warp per
     256 elements (8 per thread); None if none does."""
@@ -463,6 +489,7 @@ def few_rows(problem: Problem, caps: Caps) -> bool:
     return problem.outputs < caps.sm_count
 
 
+@named
 def split_rows_config(problem: Problem, caps: Caps, strategy: Strategy = "split_rows") -> LaunchConfig:
     """Each row held by programs of ``caps.split_chunk`` elements on ``caps.split_warps`` warps that meet at a
     per-row barrier (one read of the row; ``runtime.launch_split_rows``). ``strategy``: the name the family's

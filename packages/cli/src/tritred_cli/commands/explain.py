@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import math
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..common import (
@@ -50,11 +53,12 @@ def _device_info(device: str) -> Any:
     raise UsageError(f"bad --device {device!r}: expected auto, cuda, cpu or h200")
 
 
-def _fields_table(title: str, obj: Any, extra: dict[str, Any] | None = None) -> Table:
+def _fields_table(title: str, obj: Any, extra: dict[str, Any] | None = None, exclude: set[str] | None = None,
+                  ) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("value")
-    data = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
+    data = obj.model_dump(exclude=exclude) if hasattr(obj, "model_dump") else dict(obj)
     data.update(extra or {})
     for k, v in data.items():
         table.add_row(str(k), str(v))
@@ -105,7 +109,8 @@ def explain_cmd(
     if as_json:
         report = {"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d,
                   "spec": rec.spec.model_dump(), "problem": problem.model_dump(), "device": info.model_dump(),
-                  "config": config.model_dump(), "bytes": nbytes}
+                  "config": config.model_dump(), "bytes": nbytes,
+                  "rules": [{"name": name, "doc": doc} for name, doc in _rule_docs(config.rule)]}
         if rec.spec.plugin == "tritred_ops":
             report.update(_call_trace(rec, args, kwargs, info))
         typer.echo(json.dumps(report, indent=1, default=str))
@@ -122,9 +127,11 @@ def explain_cmd(
         con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
                                 {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
     con.print(_fields_table("DeviceInfo", info))
-    con.print(_fields_table("LaunchConfig", config))
+    con.print(_fields_table("LaunchConfig", config, exclude={"rule"}))  # (the rules: printed below, with their text)
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
+    for name, doc in _rule_docs(config.rule):
+        con.print(f"rule [bold]{escape(name)}[/]: {escape(doc.split(chr(10) * 2)[0])}", markup=True)
     kept = _kept_outputs(shp, d) if rec.spec.family in ("reduce", "statistics") else None
     if kept is not None and problem.layout == "strided" and problem.outputs != kept:
         if rec.spec.family == "statistics":
@@ -133,6 +140,27 @@ def explain_cmd(
         else:
             con.print(f"the call's {kept} outputs come in stages (its reduced dims are not one strided axis): this "
                       "is the first, over the whole input, into a temporary (docs/api.md)")
+
+
+def _rule_docs(rule: str | None) -> list[tuple[str, str]]:
+    """(name, docstring) of each rule named in ``LaunchConfig.rule`` (``module:function`` joined by `` > ``,
+    outermost first): the rule, its reason and its figures, as the plugin documents them; a name that does not
+    import keeps an empty docstring."""
+    out = []
+    for name in (rule or "").split(" > "):
+        if not name:
+            continue
+        module, _, qualname = name.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            doc = inspect.getdoc(obj) or ""
+        except Exception as e:  # informational
+            log.debug("rule %s: %s", name, e)
+            doc = ""
+        out.append((name, doc))
+    return out
 
 
 def _call_trace(rec: Any, args: Any, kwargs: dict[str, Any], info: Any) -> dict[str, Any]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, itemsize
+from ...rules import Caps, itemsize, named
 from ...runtime.launch import cdiv, next_pow2
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of batch_norm (``split``: the statistics' slices per channel block).
 
@@ -77,6 +78,7 @@ def _tile(problem: Problem, caps: Caps) -> tuple[bool, int, int, int, int]:
     return channels_fast, block_m, block_n, block_k, warps
 
 
+@named
 def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     """The backward pass's config (``families.batch_norm.backward``): the forward's tiles, minding the second tensor.
 

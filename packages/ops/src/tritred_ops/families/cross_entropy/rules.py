@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, itemsize, rows_config, split_rows_config
+from ...rules import Caps, itemsize, named, rows_config, split_rows_config
 from ...runtime.launch import next_pow2
 from ..softmax.rules import l2_loop
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of cross_entropy (see the module docstring)."""
     if problem.inner:
@@ -29,6 +30,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     return cols(problem, caps)
 
 
+@named
 def rows(problem: Problem, caps: Caps) -> LaunchConfig:
     """Unit-stride rows (or rows without a kept axis after them).
 
@@ -56,6 +58,7 @@ def rows(problem: Problem, caps: Caps) -> LaunchConfig:
                        caps.loop_warps, caps.norm_short_row)
 
 
+@named
 def loop(problem: Problem, caps: Caps) -> LaunchConfig:
     """softmax's loop rule (``softmax.rules.l2_loop``): the narrowest of 4096-wide chunks on 8 warps, 8192 on 16 or
     16384 on 32 whose rows in flight (SMs x programs per SM, at most the rows) fit the L2 and whose grid fills half
@@ -63,6 +66,7 @@ def loop(problem: Problem, caps: Caps) -> LaunchConfig:
     return l2_loop(problem, caps)
 
 
+@named
 def cols(problem: Problem, caps: Caps) -> LaunchConfig:
     """Strided classes ((N, C, d1, ...) inputs): tiles of BLOCK_K adjacent positions by the classes, one pass when
     a tile of at least 16 positions holds them (up to ``caps.tile`` elements), else loops over 16-class chunks

@@ -18,6 +18,7 @@ from ...rules import (
     cols_config,
     few_rows,
     itemsize,
+    named,
     odd_rows_loop,
     rows_config,
     short_rows,
@@ -30,6 +31,7 @@ from ...rules import (
 from ...runtime.launch import next_pow2
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of layer_norm. Loops: 16384-wide chunks of 32 warps (1024x131072 bf16 51 -> 61 %
     against 4096-wide ones). Rows past the single pass that are fewer than the SMs are split rows
@@ -58,6 +60,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     return cols_config(problem, caps, False, single_cap, 4, caps.programs)
 
 
+@named
 def half_rows(problem: Problem, caps: Caps) -> LaunchConfig | None:
     """2-byte rows of 513-896 elements (a 1024 tile an eighth or more masked: hidden sizes 640, 768; the rows just
     past 512 take ``rules.tail_rows`` first), unit stride, row stride a multiple of 16 elements, at least 64 two-row
@@ -81,6 +84,7 @@ def half_rows(problem: Problem, caps: Caps) -> LaunchConfig | None:
     return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1)
 
 
+@named
 def short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     """2-byte rows of 1025-2560 elements that are whole chunks (1280, 1536, 1792, 2560): a loop over 5-7 chunks of
     256 on one warp (rows under 2048) or of 512 on two (rows of 2049-2560, whose 4096 tile is 3/8 or more masked),
@@ -104,6 +108,7 @@ def short_unrolled_loop(problem: Problem) -> LaunchConfig | None:
     return smallest_unrolled_chunk(N, (256, 512))  # (256 unrolls the rows under 2048, 512 those over it)
 
 
+@named
 def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | None:
     """Rows whose power-of-two tile (``block_n``) leaves many lanes masked (hidden sizes 5120, 6144, 20480: a
     5120-wide row in an 8192 tile keeps 62 % of the loads in flight that a full tile would); None elsewhere.
@@ -170,6 +175,7 @@ BACKWARD_CHUNK = 4096
 BACKWARD_PARTIALS = 1 << 24
 
 
+@named
 def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The backward kernel's config (layer_norm and rms_norm: ``backward_kernels._norm_backward_kernel``).
 

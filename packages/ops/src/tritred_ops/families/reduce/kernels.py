@@ -148,9 +148,10 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             # registers more, a Python 0, which makes the reread's offsets int32, 9 more)
             s_lo = tl.program_id(1).to(tl.int64) * 0
             s_hi = N
-        # The slices of marked partials are read again whenever their product left float range, which is the
-        # common case for a long product (20,000 normal values multiply to 0 in float32): there, in chunks of the
-        # main loop's width (at most 4096), not 256 lanes (prod of 384x28672 float16 on the H100: 8 % of copy, eager 36 %).
+        # The slices of marked partials are read again whenever their product left float range, the common case
+        # for a long product (20,000 normal values multiply to 0 in float32): there, in chunks of the main loop's
+        # width up to 1024 lanes, not 256 (prod of 384x28672 float16 on the H100: 8 % of copy, eager 36 %; wider
+        # chunks cost registers: 30 -> 39-40 for 2048-4096 on the split kernels, ptxas sm_90).
         r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn,
                            PRE, CAST, ACC, MARK_IN, MARK_OUT,
                            (BLOCK_N if BLOCK_N < 1024 else 1024) if MARK_OUT else 256)

@@ -15,6 +15,7 @@ from ...rules import (
     Caps,
     cols_config,
     itemsize,
+    named,
     odd_rows_loop,
     plain_reduction,
     rows_config,
@@ -23,6 +24,7 @@ from ...rules import (
 )
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of a plain reduction or of max/min with indices.
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 from tritred_core.models import Strategy
 
-from ...rules import Caps, few_rows, itemsize, rows_config, split_rows_config
+from ...rules import Caps, few_rows, itemsize, named, rows_config, split_rows_config
 from ...runtime.launch import next_pow2
 from ..layer_norm.rules import backward_config
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of rms_norm (forward and backward)."""
     if problem.direction == "backward":
@@ -37,6 +38,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
                        caps.norm_chunk, caps.loop_warps, caps.norm_short_row)
 
 
+@named
 def short_rows(problem: Problem) -> LaunchConfig | None:
     """Whole power-of-two rows of 128-1024 elements (2- and 4-byte), each over a few threads
     (``threads_per_row``) on 4 warps: 32 elements a thread (16 for float32 rows of up to 512); None elsewhere.

@@ -18,6 +18,7 @@ from ...rules import (
     cols_config,
     few_rows,
     itemsize,
+    named,
     odd_rows_loop,
     rows_config,
     split_rows_config,
@@ -26,6 +27,7 @@ from ...rules import (
 from ...runtime.launch import cdiv, next_pow2
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of softmax, log_softmax or logsumexp.
 
@@ -63,6 +65,7 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     return cols_config(problem, caps, False, single_cap, 4, caps.programs, narrow=True, split_cols=True)
 
 
+@named
 def loop(problem: Problem, caps: Caps, single_cap: int, logsumexp: bool) -> LaunchConfig | None:
     """The online loop of rows past the single pass; None for rows kept in registers. 2-byte rows stay resident up
     to 16384 elements (softmax, log_softmax), others up to ``single_cap``.
@@ -93,6 +96,7 @@ def loop(problem: Problem, caps: Caps, single_cap: int, logsumexp: bool) -> Laun
     return l2_loop(problem, caps)
 
 
+@named
 def l2_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     """The loop of rows read twice (:func:`loop` gives the rule and its figures): the narrowest of 4096-wide chunks
     on 8 warps, 8192 on 16 or 16384 on 32 whose rows in flight fit the L2 and whose grid fills half of the places
@@ -105,6 +109,7 @@ def l2_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
 
 
+@named
 def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     """The config of softmax's and log_softmax's backward kernels (``problem.direction == "backward"``; its dtype
     is the saved output's): dx from the output y and the incoming dy, both read, dx written.
@@ -137,6 +142,7 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
                         num_warps=shared.warps(2 * block_m * block_n, caps))
 
 
+@named
 def backward_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     """The backward's two sweeps over rows past the single pass: the forward's :func:`loop` choice with half the
     chunk on the same warps (the same bytes in flight per program, y and dy in each chunk) and twice the bytes
@@ -153,6 +159,7 @@ def backward_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8192, num_warps=caps.max_warps)
 
 
+@named
 def backward_cols(problem: Problem, caps: Caps, resident: int) -> LaunchConfig:
     """The backward's columns (a non-last dim): blocks of 64 adjacent columns, narrowed down to 16 while they
     are too few to fill the device (as the forward's); one [BLOCK_N, BLOCK_K] tile of at most 2048 elements of

@@ -15,6 +15,7 @@ from ...rules import (
     Caps,
     cols_config,
     itemsize,
+    named,
     odd_rows_loop,
     rows_config,
     short_rows,
@@ -24,6 +25,7 @@ from ...rules import (
 )
 
 
+@named
 def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     """The built-in config of var, std, var_mean or std_mean.
 
