@@ -190,6 +190,21 @@ def test_explain_names_batch_norms_axes(cli: Callable[..., Any]) -> None:
     assert "outputs (M*K)" in cli("explain", "layer_norm", "--shape", "8x16x32").output
 
 
+def test_explain_takes_the_bench_suites_views(cli: Callable[..., Any]) -> None:
+    """--view lays the input out as the bench suites' cases do: the Problem, config and launches are the view's."""
+    plain = json.loads(cli("explain", "batch_norm", "--shape", "2x768x56x56", "--device", "h200", "--json").output)
+    last = json.loads(cli("explain", "batch_norm", "--shape", "2x768x56x56", "--device", "h200", "--view",
+                          "channels_last", "--json").output)
+    assert last["view"] == "channels_last" and plain["view"] is None
+    assert (last["problem"]["stride_k"], plain["problem"]["stride_k"]) == (1, 56 * 56)  # channels contiguous
+    assert last["config"]["BLOCK_K"] > 1 == plain["config"]["BLOCK_K"]  # channels-fast tiles
+    assert last["launches"][0]["args"][0][2] == [2408448, 1, 43008, 768]
+    r = cli("explain", "softmax", "--shape", "64x1000", "--view", "sliced", "--device", "h200")
+    assert r.exit_code == 0 and "view sliced (strides (1024, 1))" in r.output, r.output
+    r = cli("explain", "softmax", "--shape", "64x1000", "--view", "channels_last")
+    assert r.exit_code == 2 and "view 'channels_last' needs a 4-D input" in r.output, r.output
+
+
 def test_explain_says_when_a_reduction_goes_in_stages(cli: Callable[..., Any]) -> None:
     r = cli("explain", "sum", "--shape", "8x64x14x14", "--dim", "0,2,3")
     assert r.exit_code == 0 and "the call's 64 outputs come in stages" in r.output, r.output

@@ -102,14 +102,20 @@ def dtype_name(text: str) -> str:
 
 
 def meta_call(rec: Any, op: str, shape: str, dim: str | None, dims: tuple[int, ...], dtype: Any,
-              d: Any) -> tuple[Any, dict[str, Any], Any]:
-    """``(args, kwargs, problem)`` of a call of ``rec`` on meta tensors (nothing allocated or launched); the op's
-    refusal of the shape or dim (``shape``, ``dim``: the options as given) as a one-line UsageError."""
+              d: Any, view: str | None = None) -> tuple[Any, dict[str, Any], Any]:
+    """``(args, kwargs, problem)`` of a call of ``rec`` on meta tensors (nothing allocated or launched), its input
+    in the layout ``view`` (the bench suites' views: ``tritred_bench.inputs.with_view``); the op's refusal of the
+    shape, dim or view (``shape``, ``dim``: the options as given) as a one-line UsageError."""
     try:
         args, kwargs = rec.make_inputs(dims, dtype, device="meta", dim=d)
+        if view is not None:
+            from tritred_bench.inputs import with_view
+
+            args = (with_view(args[0], view), *args[1:])
         return args, kwargs, rec.problem(*args, **kwargs)
     except (IndexError, RuntimeError, TypeError, ValueError) as e:
-        raise UsageError(f"{op} rejects shape {shape} dim={dim}: {e}") from None
+        where = f" view={view}" if view is not None else ""
+        raise UsageError(f"{op} rejects shape {shape} dim={dim}{where}: {e}") from None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -75,6 +75,9 @@ def explain_cmd(
     device: Annotated[str, typer.Option(
         "--device", help="auto, cuda, cpu (interpreter) or h200 (a fake H200: the GPU's decision on any machine).")]
     = "auto",
+    view: Annotated[str | None, typer.Option(
+        "--view", help="The input's layout: transposed, sliced, strided or channels_last (the bench suites' views; "
+        "default contiguous).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """How OP would run: its canonical Problem, the device, and the LaunchConfig the plugins decide (and who).
@@ -97,7 +100,7 @@ def explain_cmd(
     if normalize and dim is not None:  # (their dims come from the op: normalized_shape, channels)
         raise UsageError(f"--dim does not apply to {op}: a normalize op takes its dims from its own arguments")
     shp, d = parse_shape(shape), parse_dim("-1" if dim is None else dim)
-    args, kwargs, problem = meta_call(rec, op, shape, dim, shp, dt, d)
+    args, kwargs, problem = meta_call(rec, op, shape, dim, shp, dt, d, view)
     info = _device_info(device)
     config = reg.launch_config(rec.spec, problem, info)
     nbytes = None
@@ -107,7 +110,7 @@ def explain_cmd(
         except Exception as e:  # informational
             log.debug("byte_count failed: %s", e)
     if as_json:
-        report = {"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d,
+        report = {"op": op, "shape": list(shp), "dtype": dtype, "dim": None if normalize else d, "view": view,
                   "spec": rec.spec.model_dump(), "problem": problem.model_dump(), "device": info.model_dump(),
                   "config": config.model_dump(), "bytes": nbytes,
                   "rules": [{"name": name, "doc": doc} for name, doc in _rule_docs(config.rule)]}
@@ -118,6 +121,7 @@ def explain_cmd(
     con = make_console()
     con.print(f"[bold]{op}[/] ({rec.spec.mirrors}) from plugin [bold]{rec.spec.plugin}[/] {rec.spec.version or ''}"
               f"\ncall: shape {shp}, dtype {dtype}" + ("" if normalize else f", dim {d}")
+              + (f", view {view} (strides {tuple(args[0].stride())})" if view is not None else "")
               + (f", {nbytes / 1e6:.4g} MB moved" if nbytes else ""),
               markup=True)
     if op == "batch_norm":  # (its Problem maps the channels to K: statistics over batch and spatial, per channel)
