@@ -131,15 +131,55 @@ def test_split_slices_read_again_in_wide_chunks(force, device):
     _check(tr.prod(x.to(device), 1), _exact(x, 1), f"wide chunks seed {g.initial_seed()}")
 
 
-def test_stages_and_full_reduction(device):
-    """prod(x) of a sliced input goes in stages (a temporary per stage, split or not): its marks carry over."""
+def _launches(monkeypatch) -> list[dict]:
+    """The kernel launches of the calls that follow (their keyword arguments), recorded by a spy."""
+    from tritred_ops.runtime import replay
+
+    seen, real = [], replay.Recorder.launch
+
+    def spy(self, kernel, grid, *args, **kwargs):
+        seen.append(kwargs)
+        return real(self, kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(replay.Recorder, "launch", spy)
+    return seen
+
+
+def test_stages_and_full_reduction(device, monkeypatch):
+    """prod(x) of an input whose rows are sliced (``x[:, 1:]``: not one strided axis) goes in stages, the first
+    marking its temporary, the second reading the marks: they carry over."""
+    launches = _launches(monkeypatch)
     g = torch.Generator().manual_seed(seed())
-    for shape in ((40, 50), (3, 7000)):
+    for shape in ((40, 51), (3, 7001)):
         base = _rows(shape, torch.float32, False, g, specials=0.0)
         base.view(-1)[int(torch.randint(0, base.numel(), (), generator=g))] = float("inf")
-        x = base.to(device)[:, ::2]  # every other column: not one strided axis
-        _check(tr.prod(x), _exact(base[:, ::2], None), f"prod(x) {shape} seed {g.initial_seed()}")
+        launches.clear()
+        _check(tr.prod(base.to(device)[:, 1:]), _exact(base[:, 1:], None), f"prod(x) {shape} seed {g.initial_seed()}")
+        assert any(k.get("MARK_OUT") for k in launches) and any(k.get("MARK_IN") for k in launches), launches
         _check(tr.prod(base.to(device)), _exact(base, None), f"prod(x) contiguous {shape} seed {g.initial_seed()}")
+
+
+def test_lost_magnitude_meets_another_slices_inf_or_zero(force, device, monkeypatch):
+    """Finite values whose partial products both overflowed and underflowed have lost their magnitude (NaN
+    alone), but they are finite and nonzero: another slice's inf still makes the product +-inf, its 0 makes it
+    +-0 (a lost mark, 5/6, carries them to the merge and between stages)."""
+    pattern = torch.tensor([1e25] * 8 + [1e-25] * 8)  # of 16 lanes, 8 overflow and 8 underflow: 0 * inf
+    x = torch.ones(3, 2000)
+    x[:, :512] = pattern.repeat(32)
+    x[0, 1999] = -float("inf")
+    x[1, 1500] = 0.0
+    x[2, 7] = -3.0  # finite values only: NaN (documented)
+    force("prod", strategy="split", BLOCK_M=1, BLOCK_N=16, split=4)
+    got = tr.prod(x.to(device), 1).cpu()
+    assert got[0] == -float("inf") and got[1] == 0 and not got[1].signbit() and got[2].isnan(), got
+    # between stages: every other row's first value dropped (two launches, marks between them)
+    force("prod", strategy="multi_pass", BLOCK_M=1, BLOCK_N=16)
+    launches = _launches(monkeypatch)
+    base = torch.ones(2, 2001)
+    base[0, 1:] = pattern.repeat(125)
+    base[1, 10] = -float("inf")
+    got = tr.prod(base.to(device)[:, 1:]).cpu()
+    assert got == -float("inf"), got
+    assert any(k.get("MARK_OUT") for k in launches) and any(k.get("MARK_IN") for k in launches), launches
 
 
 def test_integer_products_unchanged(device):

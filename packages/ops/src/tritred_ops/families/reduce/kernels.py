@@ -213,7 +213,8 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 
 # Partials of a product that its next launch multiplies (a split's slices, a stage's temporary) mark a slice whose
 # finite values' product left float range: NaN with these payloads (1, 2: underflowed to +0 / -0; 3, 4:
-# overflowed to +inf / -inf), so that the next launch can tell them from a slice's exact 0 or inf.
+# overflowed to +inf / -inf; 5, 6: lost, positive / negative: partial products that both underflowed and
+# overflowed), so that the next launch can tell them from a slice's exact 0 or inf.
 MARK32 = tl.constexpr(0x7FC00000)
 MARK64 = tl.constexpr(0x7FF8000000000000)
 
@@ -249,9 +250,10 @@ def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl
     product came out NaN (rare) is read again, noting NaN, inf, 0 and the count of negative values (sign bits, so
     -0.0 counts): NaN if it holds NaN or both an inf and a 0, else +-0 if it holds a 0, else +-inf if it holds an
     inf. MARK_IN (the values are partials of another launch): the marks of partials that left float range count
-    as such a 0 or inf only against each other (both: NaN, the result's magnitude unknown). MARK_OUT (``r`` are
-    such partials): a product of finite values that came out 0 or +-inf is read again too, and marked if it left
-    float range. A product of finite values whose partial products both overflowed and underflowed stays NaN.
+    as such a 0 or inf only against each other (both: magnitude lost). MARK_OUT (``r`` are such partials): a
+    product of finite values that came out 0 or +-inf is read again too, and marked if it left float range (lost
+    included, so that another slice's 0 or inf still decides). A product of finite values only whose partial
+    products both overflowed and underflowed is NaN.
 
     The common path costs a test of the results. The rare one reads its lanes one at a time in 1-D chunks of
     CHUNK elements, each lane's address computed from its row index there: the registers of the rare path count
@@ -280,8 +282,8 @@ def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl
 def _slice_specials(x_ptr, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
                     MARK_IN: tl.constexpr, CHUNK: tl.constexpr):
     """(flags, count of negative values) of the slice [n_lo, n_hi) at ``x_ptr``: flag bits 1 NaN, 2 inf, 4 zero,
-    8 an underflowed and 16 an overflowed partial (MARK_IN: the marks carry their sign in the payload, since the
-    sign bit of a NaN is not kept). Lane-wise flags and sign parities, reduced across the lanes once after the
+    8 an underflowed, 16 an overflowed and 32 a lost partial (MARK_IN: the marks carry their sign in the payload,
+    since the sign bit of a NaN is not kept). Lane-wise flags and sign parities, reduced across the lanes once after the
     loop: no block-wide reduction (and barrier) per chunk."""
     lane_flags = tl.zeros([CHUNK], tl.int32)
     lane_neg = tl.zeros([CHUNK], tl.int32)
@@ -302,9 +304,10 @@ def _slice_specials(x_ptr, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constex
                 code = tl.where(nan, b - MARK32, 0)
             under = (code == 1) | (code == 2)
             over = (code == 3) | (code == 4)
-            seen = (under.to(tl.int32) << 3) | (over.to(tl.int32) << 4)
-            nan = nan & ~(under | over)
-            negs = negs | (code == 2) | (code == 4)
+            lost = (code == 5) | (code == 6)
+            seen = (under.to(tl.int32) << 3) | (over.to(tl.int32) << 4) | (lost.to(tl.int32) << 5)
+            nan = nan & ~(under | over | lost)
+            negs = negs | (code == 2) | (code == 4) | (code == 6)
         seen |= nan.to(tl.int32) | ((a == float("inf")).to(tl.int32) << 1) | ((a == 0).to(tl.int32) << 2)
         lane_flags |= seen
         lane_neg ^= negs.to(tl.int32)  # (only the parity of the count is used)
@@ -321,13 +324,18 @@ def _exact_product(r, flags, neg, ACC: tl.constexpr, MARK_OUT: tl.constexpr):
         finite_only = (flags & 7) == 0
         under = under | (finite_only & (r == 0))
         over = over | (finite_only & (tl.abs(r) == float("inf")))
-    # NaN: a NaN, inf and 0, both marks, or finite values whose partial products under- and overflowed
-    unknown = ((flags & 1) != 0) | (inf & zero) | (under & over & ~inf & ~zero) | ~(inf | zero | under | over)
+    # Finite values whose magnitude is lost: a lost mark, both marks, or no special value at all (the tree's NaN
+    # came from their partial products meeting as 0 * inf). Against a slice's own 0 or inf they are still
+    # nonzero and finite: the 0 or inf decides.
+    lost = ((flags & 32) != 0) | (under & over) | ~(inf | zero | under | over)
     exact = tl.where(zero | (under & ~inf), one * 0.0, one * float("inf"))
-    if MARK_OUT:
-        code = tl.where(under, 1, 3) + ((neg & 1) == 1).to(tl.int32)
-        exact = tl.where((inf | zero) | ~(under | over), exact, _mark(code, ACC))
-    return tl.where(unknown, float("nan"), exact).to(ACC)
+    nan = ((flags & 1) != 0) | (inf & zero)
+    if MARK_OUT:  # finite values that left float range: marked, for the next launch to meet with its 0 or inf
+        code = tl.where(lost, 5, tl.where(under, 1, 3)) + ((neg & 1) == 1).to(tl.int32)
+        exact = tl.where(inf | zero, exact, _mark(code, ACC))
+    else:
+        nan = nan | (lost & ~inf & ~zero)
+    return tl.where(nan, float("nan"), exact).to(ACC)
 
 
 @triton.jit
