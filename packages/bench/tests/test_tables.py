@@ -52,6 +52,10 @@ def test_json_round_trip(quick_report: Any, tmp_path: Any) -> None:
     (tmp_path / "bad.json").write_text('{"cases": []}')
     with pytest.raises(ValueError, match="not a `tritred bench --json` report"):
         read_json(tmp_path / "bad.json")
+    (tmp_path / "taken").mkdir()  # a write that cannot land leaves no half-written file beside it
+    with pytest.raises(OSError):
+        write_json(quick_report, tmp_path / "taken")
+    assert not list(tmp_path.glob("*.part"))
 
 
 @pytest.mark.parametrize("edit, field", [

@@ -76,6 +76,7 @@ def test_bench_json_is_kept_case_by_case(cli: Callable[..., Any], tmp_path: Path
     suite.write_text(json.dumps([{"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"},
                                  {"op": "amax", "shape": [3, 5], "dim": 0, "dtype": "float32"}]))
     out, seen, real = tmp_path / "r.json", [], runner.run_case
+    out.write_text('{"an earlier run": 1}')  # (replaced before the first case)
 
     def spy(rec: Any, case: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(json.loads(out.read_text()) if out.exists() else None)
@@ -83,10 +84,18 @@ def test_bench_json_is_kept_case_by_case(cli: Callable[..., Any], tmp_path: Path
     monkeypatch.setattr(runner, "run_case", spy)
     r = cli("bench", "--quick", "--suite", str(suite), "--json", str(out))
     assert r.exit_code == 0, r.output
-    assert seen[0] is None
+    assert seen[0]["cases"] == [] and seen[0]["meta"]["stopped"].startswith("the run had measured 0 of 2 cases")
     assert [c["label"] for c in seen[1]["cases"]] == ["sum dim=-1 4x8 float32"]
     assert seen[1]["meta"]["stopped"] == ("the run had measured 1 of 2 cases when this report was written; it did "
                                           "not finish")
     final = json.loads(out.read_text())
     assert len(final["cases"]) == 2 and not final["meta"]["stopped"]
     assert not list(tmp_path.glob("*.part"))
+
+
+def test_bench_output_paths_are_checked_before_the_run(cli: Callable[..., Any], tmp_path: Path) -> None:
+    r = cli("bench", "--quick", "sum", "--json", str(tmp_path))
+    assert r.exit_code == 2 and "is a directory" in r.output, r.output
+    same = tmp_path / "out"
+    r = cli("bench", "--quick", "sum", "--json", str(same), "--csv", str(same))
+    assert r.exit_code == 2 and "must be different files" in r.output and not same.exists(), r.output

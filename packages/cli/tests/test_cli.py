@@ -367,3 +367,16 @@ def test_torch_dtype_aliases(cli: Callable[..., Any]) -> None:
     assert r.exit_code == 0 and "float16" in r.output, r.output
     r = cli("check", "sum", "--dtype", "double", "--case", "random")
     assert r.exit_code == 0 and "float64" in r.output, r.output
+
+
+def test_explain_reads_rules_only_from_modules_already_imported() -> None:
+    """A plugin's ``LaunchConfig.rule`` names functions; explain prints their docstrings without importing
+    anything (a module imported for its name could print or cost)."""
+    import sys
+
+    from tritred_cli.commands.explain import _rule_docs
+
+    sys.modules.pop("antigravity", None)
+    docs = dict(_rule_docs("json:dumps > antigravity:fly > json: > :x"))
+    assert docs["json:dumps"].startswith("Serialize") and docs["antigravity:fly"] == "" == docs["json:"] == docs[":x"]
+    assert "antigravity" not in sys.modules

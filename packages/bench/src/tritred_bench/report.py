@@ -155,8 +155,11 @@ def write_json(report: BenchReport, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(_clean(report.to_dict()), indent=1) + "\n")
-    os.replace(part, path)
+    try:
+        part.write_text(json.dumps(_clean(report.to_dict()), indent=1) + "\n")
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return path
 
 

@@ -238,8 +238,9 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
         pass_: ``forward`` (default), ``both`` (a training step: forward + backward) or ``backward`` (the step's
             median minus the forward's): :data:`PASSES`.
         memory: also measure each provider's peak extra memory during the timed call (CUDA only).
-        on_case: called after each case with the report so far and the number of cases in the run (the CLI
-            rewrites its ``--json`` report there, so that a run killed by a time limit keeps what it measured).
+        on_case: called before the first case and after each case with the report so far and the number of cases
+            in the run (the CLI rewrites its ``--json`` report there, so that a run killed by a time limit keeps
+            what it measured).
 
     A case after which the CUDA device no longer works (a kernel's illegal memory access or device-side assert)
     ends the run: the report keeps the cases so far and says why in ``stopped`` (:func:`device_lost`).
@@ -304,6 +305,8 @@ def run(cases: Sequence[Case], providers: Sequence[str] = ("tritred", "eager"), 
             on_case(report, len(cases))
         return not report.stopped
 
+    if on_case is not None:
+        on_case(report, len(cases))  # (before the first case: no earlier run's file stays as if it were this one's)
     if progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -139,6 +139,12 @@ def bench_cmd(
         if status:
             raise typer.Exit(status)
         return
+    outputs = [out for out in (json_out, csv_out, plot_out) if out is not None]
+    for out in outputs:
+        if out.is_dir():
+            raise UsageError(f"{out} is a directory: --json, --csv and --plot take file paths")
+    if len({out.resolve() for out in outputs}) < len(outputs):
+        raise UsageError("--json, --csv and --plot must be different files")
     providers = split_values([peers]) if peers else (list(tb.PEERS) if on_cuda else ["eager"])
     for p in providers:
         if p not in tb.PROVIDERS:

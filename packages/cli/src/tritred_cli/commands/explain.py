@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import math
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -148,21 +148,18 @@ def explain_cmd(
 
 def _rule_docs(rule: str | None) -> list[tuple[str, str]]:
     """(name, docstring) of each rule named in ``LaunchConfig.rule`` (``module:function`` joined by `` > ``,
-    outermost first): the rule, its reason and its figures, as the plugin documents them; a name that does not
-    import keeps an empty docstring."""
+    outermost first): the rule, its reason and its figures, as the plugin documents them. Only modules already
+    imported are read (a rule that decided has run; naming a module imports nothing); any other name, or one
+    without a function part, keeps an empty docstring."""
     out = []
     for name in (rule or "").split(" > "):
         if not name:
             continue
         module, _, qualname = name.partition(":")
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-            doc = inspect.getdoc(obj) or ""
-        except Exception as e:  # informational
-            log.debug("rule %s: %s", name, e)
-            doc = ""
+        obj: Any = sys.modules.get(module) if qualname else None
+        for part in qualname.split(".") if obj is not None else ():
+            obj = getattr(obj, part, None)
+        doc = (inspect.getdoc(obj) or "") if obj is not None and callable(obj) else ""
         out.append((name, doc))
     return out
 
