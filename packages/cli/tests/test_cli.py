@@ -68,6 +68,10 @@ def test_explain_prints_problem_and_config(cli: Callable[..., Any]) -> None:
     assert names[-1] == "tritred_ops.families.softmax.rules:l2_loop"  # 4096 rows of 32768 bf16: the L2-sized loop
     assert all(rule["doc"] for rule in data["rules"]) and "L2" in data["rules"][-1]["doc"]
     assert "rule tritred_ops.families.softmax.rules:l2_loop: The loop of rows read twice" in r.output
+    # the launches with what the rules reason about: 4096 programs (31 a SM), a 1 x 8192 tile on 16 warps
+    launches = [line for line in r.output.splitlines() if line.startswith("│ _rows_kernel")]
+    assert [cell.strip() for cell in launches[0].strip("│ ").split("│")] == [
+        "_rows_kernel", "4096", "4096", "31", "16", "1 x 8192", "16"], r.output
     # the call's own decisions and launches (built-ins): the first decision is the Problem and config above
     assert data["decisions"][0] == {"op": "softmax", "problem": data["problem"], "config": data["config"]}
     assert [launch["kernel"] for launch in data["launches"]] == ["_rows_kernel"]

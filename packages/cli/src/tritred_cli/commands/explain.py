@@ -136,6 +136,10 @@ def explain_cmd(
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
     for name, doc in _rule_docs(config.rule):
         con.print(f"rule [bold]{escape(name)}[/]: {escape(doc.split(chr(10) * 2)[0])}", markup=True)
+    if rec.spec.plugin == "tritred_ops":
+        trace = _call_trace(rec, args, kwargs, info)
+        if "launches" in trace:
+            con.print(_launch_table(trace["launches"], info.sm_count))
     kept = _kept_outputs(shp, d) if rec.spec.family in ("reduce", "statistics") else None
     if kept is not None and problem.layout == "strided" and problem.outputs != kept:
         if rec.spec.family == "statistics":
@@ -178,6 +182,26 @@ def _call_trace(rec: Any, args: Any, kwargs: dict[str, Any], info: Any) -> dict[
                           for dec in trace.decisions],
             "launches": [{"kernel": launch.kernel, "grid": list(launch.grid), "args": list(launch.args),
                           "kwargs": launch.kwargs} for launch in trace.launches]}
+
+
+def _launch_table(launches: list[dict[str, Any]], sm_count: int) -> Table:
+    """The call's kernel launches with the quantities the launch rules reason about: programs and programs per SM
+    (waves), the register tile and its elements per thread."""
+    table = Table(title="Launches (the host path on meta tensors: a grid sized from a GPU's occupancy is not)",
+                  title_justify="left")
+    for col in ("kernel", "grid", "programs", "per SM", "num_warps", "tile (M x N x K)", "elements a thread"):
+        table.add_column(col, no_wrap=col == "kernel")
+    for launch in launches:
+        kw = launch["kwargs"]
+        programs = math.prod(launch["grid"])
+        warps = int(kw.get("num_warps", 4))
+        dims = [int(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if isinstance(kw.get(k), int)]
+        tile = math.prod(dims) if dims else None
+        table.add_row(launch["kernel"], "x".join(map(str, launch["grid"])), str(programs),
+                      f"{programs / max(sm_count, 1):.3g}", str(warps),
+                      " x ".join(map(str, dims)) if dims else "-",
+                      f"{tile / (32 * warps):.3g}" if tile else "-")
+    return table
 
 
 def _kept_outputs(shape: tuple[int, ...], dim: Any) -> int | None:
