@@ -90,8 +90,9 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     need_dw = bool(output_mask[1]) and weight is not None
     need_db = bool(output_mask[2]) and bias is not None and not rms
     ns = tuple(int(s) for s in normalized_shape)
-    plan, key = find_plan(f"{op}_backward", (ns, need_dx, need_dw, need_db), grad_out, input, mean, rstd, weight,
-                          bias)
+    # (the key's arguments flat, all ints and bools: a key of plain scalars is built without typing each element)
+    plan, key = find_plan(f"{op}_backward", (len(ns), *ns, need_dx, need_dw, need_db), grad_out, input, mean, rstd,
+                          weight, bias)
     if plan is not None:
         outs = iter(plan.run(grad_out, input, mean, rstd, weight, bias))
         return tuple(next(outs) if need else None for need in (need_dx, need_dw, need_db))  # type: ignore[return-value]
