@@ -34,7 +34,7 @@ def _decisions() -> dict[str, dict[str, object]]:
             params = json.dumps(case.params, sort_keys=True)
             out[f"{suite} | {case.label} | {params}"] = {
                 "problem": problem.model_dump(exclude={"op", "dtype"}),
-                "config": config.model_dump(exclude_defaults=True, exclude={"decided_by", "rule"}),
+                "config": config.model_dump(exclude_defaults=True, exclude={"decided_by", "rule", "why"}),
             }
     return out
 

@@ -93,8 +93,9 @@ def test_launch_config_hooks_get_the_stamped_spec(device):
 
 def test_every_built_in_decision_names_its_rules() -> None:
     """Every config the built-in rules give names the rules that produced it (``LaunchConfig.rule``), each an
-    importable function with a docstring, for ``tritred explain`` to print: over the public suite's cases on an
-    H200 and under the interpreter, forward and backward."""
+    importable function with a docstring, for ``tritred explain`` to print, and the reasons it gives for its knobs
+    (``LaunchConfig.why``) name the config's own values: over the public, training and off-suite cases on an H200
+    and under the interpreter, forward and backward."""
     import importlib
 
     from tritred_bench.inputs import build_inputs
@@ -104,7 +105,8 @@ def test_every_built_in_decision_names_its_rules() -> None:
 
     reg = get_registry()
     seen = set()
-    for case in load_suite("h200")[0] + load_suite("training")[0]:
+    explained = decided = 0
+    for case in load_suite("h200")[0] + load_suite("training")[0] + load_suite("offsuite")[0]:
         rec = reg.get(case.op)
         args, kwargs = build_inputs(rec, case, "meta")
         problem = rec.problem(*args, **kwargs)
@@ -117,4 +119,22 @@ def test_every_built_in_decision_names_its_rules() -> None:
                     module, _, function = name.partition(":")
                     assert importlib.import_module(module).__dict__[function].__doc__, name
                     seen.add(name)
+                _check_why(config, f"{case.label} {direction} {device.name}")
+                explained += bool(config.why)
+                decided += 1
     assert len(seen) >= 12  # (the shared builders and the families' own rules)
+    assert explained >= decided // 2, (explained, decided)  # (the shared builders give their knobs' reasons)
+
+
+def _check_why(config, where: str) -> None:
+    """Each reason in ``config.why`` opens with the knobs it explains, as ``KNOB=value`` (or the strategy's name),
+    and those are the config's values: a reason cannot outlive an outer rule that changed its knob."""
+    for reason in config.why.split("; ") if config.why else ():
+        head, sep, text = reason.partition(": ")
+        assert sep and text, (where, reason)
+        for part in head.split(", "):
+            knob, eq, value = part.partition("=")
+            if eq:
+                assert str(getattr(config, knob)) == value, (where, reason, config)
+            else:
+                assert part == config.strategy, (where, reason, config)

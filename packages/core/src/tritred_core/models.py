@@ -168,7 +168,9 @@ class LaunchConfig(_Frozen):
     ``decided_by`` is filled by the registry with the name of the plugin whose hook returned the config, and
     ``tuned`` is set when the config came from a tuning cache. ``rule`` (optional, for people, not launches) names
     the plugin's rules that produced the config, outermost first, as ``module:function`` joined by `` > ``:
-    ``tritred explain`` prints each one's docstring (the rule, its reason and its figures).
+    ``tritred explain`` prints each one's docstring (the rule, its reason and its figures). ``why`` (optional, for
+    people) gives, knob by knob, the constraint that set it in the innermost rule (``BLOCK_N=4096: the row in one
+    tile (N <= 16384 in registers)``), ``; ``-separated.
     """
 
     strategy: Strategy
@@ -184,6 +186,7 @@ class LaunchConfig(_Frozen):
     decided_by: str | None = None
     tuned: bool = False
     rule: str | None = None
+    why: str | None = None
 
     @field_validator("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps")
     @classmethod

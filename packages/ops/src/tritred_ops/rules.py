@@ -88,6 +88,14 @@ Rule = Callable[[ReductionSpec, Problem, Caps], LaunchConfig]
 F = TypeVar("F", bound=Callable[..., "LaunchConfig | None"])
 
 
+def because(config: LaunchConfig, *reasons: str) -> LaunchConfig:
+    """``config`` with ``why``: each knob's constraint in the rule that sets it (``"BLOCK_N=4096: ..."``, no
+    ``"; "`` inside a reason: it separates them), for ``tritred explain``; an outer rule that changes a knob adds
+    its own reason after the inner ones."""
+    text = "; ".join(reasons)
+    return config.model_copy(update={"why": f"{config.why}; {text}" if config.why else text})
+
+
 def named(fn: F) -> F:
     """Mark a function of the launch rules: a config it returns carries its name in ``LaunchConfig.rule``, before
     the names of the rules it took the config from (``softmax.rules:config > softmax.rules:loop``), so that
@@ -191,24 +199,37 @@ def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
     N, R = max(problem.N, 1), problem.outputs
     if N <= single_cap:
         block_n = next_pow2(N)
+        whole = f"single_pass, BLOCK_N={block_n}: a row in one register tile (N={N} <= {single_cap})"
         if half_rows and caps.gpu and itemsize(problem) == 2 and 512 <= block_n <= 1024:
             block_m = max(1, min(next_pow2(R), 2048 // block_n))
-            return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
+            return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1),
+                           whole, f"BLOCK_M={block_m}, num_warps=1: 2-byte rows of 512-1024 in one-warp tiles of "
+                           "2048 elements (shuffles, no shared-memory barrier)")
         if block_n <= one_warp_rows:
             block_m = max(1, min(next_pow2(R), 1024 // block_n))
-            return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
+            return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1),
+                           whole, f"BLOCK_M={block_m}, num_warps=1: rows up to {one_warp_rows} in one-warp tiles "
+                           "of 1024 elements (shuffles, no shared-memory barrier)")
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
         tile_warps = warps(block_m * block_n, caps)
+        warps_why = f"num_warps={tile_warps}: about 32 elements a thread"
         if vector_tiles and caps.gpu and block_n == N:  # (measured on whole-row tiles only)
             tile_warps = vector_warps(problem, block_m * block_n, caps)
-        return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=tile_warps)
+            warps_why = f"num_warps={tile_warps}: two 16-byte loads a thread (one add an element)"
+        return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=tile_warps),
+                       whole, f"BLOCK_M={block_m}: rows in a tile of up to {rows_tile} elements", warps_why)
     block_n = chunk
+    loop_why = f"BLOCK_N={block_n}: the loop's chunk (N={N} > {single_cap} in registers)"
+    warps_why = f"num_warps={loop_warps}: the family's loop warps"
     if chunk > 8192:
         loop_warps = caps.max_warps
+        warps_why = f"num_warps={loop_warps}: chunks wider than 8192 on the most warps"
     if allow_split and R < caps.programs:
         split = max(2, min(cdiv(caps.programs, R), cdiv(N, block_n)))
-        return LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=block_n, split=split, num_warps=loop_warps)
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps)
+        return because(LaunchConfig(strategy="split", BLOCK_M=1, BLOCK_N=block_n, split=split, num_warps=loop_warps),
+                       loop_why, warps_why, f"split={split}: {R} rows fill fewer than {caps.programs} programs")
+    return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps),
+                   loop_why, warps_why)
 
 
 @named
@@ -254,8 +275,12 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
         split = min(max(8 if wide else 1, (caps.col_programs if wide else target_programs)
                         // (problem.M * cdiv(K, split_k))), cdiv(N, 4 * split_n))
         if split > 1 and problem.M * cdiv(K, block_k) < target_programs:  # (too few 64-column blocks)
-            return LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
-                                num_warps=min(col_warps, caps.max_warps))
+            return because(LaunchConfig(strategy="split", BLOCK_N=split_n, BLOCK_K=split_k, split=split,
+                                        num_warps=min(col_warps, caps.max_warps)),
+                           f"split={split}: {problem.M * cdiv(K, block_k)} column blocks fill fewer than "
+                           f"{target_programs} programs, slices of N merged by a second launch",
+                           f"BLOCK_K={split_k}, BLOCK_N={split_n}: " + (
+                               "128-column blocks in 16-row tiles" if wide else "the column block's tile"))
     if narrow and caps.gpu:
         narrowed = block_k
         while narrowed > 16 and problem.M * cdiv(K, narrowed) < target_programs:
@@ -263,9 +288,12 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
         if narrowed < block_k:
             rows, col_warps, block_k = rows * block_k // narrowed, 2 * col_warps, narrowed
     rows_fit = max(1, caps.tile // block_k)
+    cols_why = f"BLOCK_K={block_k}: contiguous outputs a tile (K={K})"
     if N <= min(rows_fit, single_cap):
-        return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
-                            num_warps=min(col_warps, caps.max_warps))
+        return because(LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k,
+                                    num_warps=min(col_warps, caps.max_warps)),
+                       f"single_pass, BLOCK_N={next_pow2(N)}: the reduced rows in one tile (N={N} <= "
+                       f"{min(rows_fit, single_cap)})", cols_why)
     programs = problem.M * cdiv(K, block_k)
     if short_tiles and caps.gpu and block_k == 64 and caps.sm_count <= programs < target_programs \
             and itemsize(problem) in (2, 4):
@@ -275,20 +303,29 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
         if fill_warps == 16 and itemsize(problem) == 2:
             tile_rows, tiles = 2 * tile_rows, 1
         if N >= 2 * tile_rows * tiles:
-            return LaunchConfig(strategy="multi_pass", BLOCK_N=tile_rows, BLOCK_K=block_k, num_warps=fill_warps,
-                                num_stages=tiles)
+            return because(LaunchConfig(strategy="multi_pass", BLOCK_N=tile_rows, BLOCK_K=block_k,
+                                        num_warps=fill_warps, num_stages=tiles),
+                           cols_why, f"num_warps={fill_warps}: {programs} unsplit programs fill the SMs' warps",
+                           f"BLOCK_N={tile_rows}, num_stages={tiles}: one 16-byte vector a thread a tile, {tiles} "
+                           "tiles loaded an iteration")
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
     loads = max(1, min(loads, cdiv(N, block_n)))
     step = block_n * loads  # rows per loop iteration
     if allow_split and programs < target_programs and N > 4 * step:
         split = min(target_programs // programs, cdiv(N, 4 * step))
         if split > 1:
-            return LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                                num_warps=min(col_warps, caps.max_warps), num_stages=loads)
+            return because(LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                                        num_warps=min(col_warps, caps.max_warps), num_stages=loads),
+                           cols_why, f"split={split}: {programs} column blocks fill fewer than {target_programs} "
+                           "programs (never past them: a partial wave costs more)",
+                           f"BLOCK_N={block_n}, num_stages={loads}: rows a tile, tiles loaded an iteration")
+    tiles_why = f"BLOCK_N={block_n}, num_stages={loads}: rows a tile, tiles loaded an iteration"
     if short_tiles and caps.gpu and block_k == 64:  # (narrower column blocks keep their rows: not measured)
         block_n, loads = min(8, block_n), min(2, loads)
-    return LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k,
-                        num_warps=min(col_warps, caps.max_warps), num_stages=loads)
+        tiles_why = f"BLOCK_N={block_n}, num_stages={loads}: short tiles, so that more programs share an SM"
+    return because(LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k,
+                                num_warps=min(col_warps, caps.max_warps), num_stages=loads),
+                   f"multi_pass: N={N} rows past one tile", cols_why, tiles_why)
 
 
 # -- rules shared by several families -------------------------------------------------------------------------------
@@ -494,5 +531,8 @@ def split_rows_config(problem: Problem, caps: Caps, strategy: Strategy = "split_
     """Each row held by programs of ``caps.split_chunk`` elements on ``caps.split_warps`` warps that meet at a
     per-row barrier (one read of the row; ``runtime.launch_split_rows``). ``strategy``: the name the family's
     launcher takes for it (softmax's rows: ``split``)."""
-    return LaunchConfig(strategy=strategy, BLOCK_M=1, BLOCK_N=caps.split_chunk,
-                        split=cdiv(problem.N, caps.split_chunk), num_warps=caps.split_warps)
+    split = cdiv(problem.N, caps.split_chunk)
+    return because(LaunchConfig(strategy=strategy, BLOCK_M=1, BLOCK_N=caps.split_chunk, split=split,
+                                num_warps=caps.split_warps),
+                   f"{strategy}, split={split}: each row held by {split} programs of {caps.split_chunk} elements "
+                   "that meet at a barrier (one read of the row)")

@@ -131,11 +131,14 @@ def explain_cmd(
         con.print(_fields_table("Problem (input viewed as M x N x K, reduced over N)", problem,
                                 {"outputs (M*K)": problem.outputs, "inner (row kernels)": problem.inner}))
     con.print(_fields_table("DeviceInfo", info))
-    con.print(_fields_table("LaunchConfig", config, exclude={"rule"}))  # (the rules: printed below, with their text)
+    con.print(_fields_table("LaunchConfig", config, exclude={"rule", "why"}))  # (printed below, with their text)
     tuned = "tuned (from a tuning cache)" if config.tuned else "not tuned (heuristic)"
     con.print(f"decided by plugin [bold]{config.decided_by}[/]; {tuned}", markup=True)
     for name, doc in _rule_docs(config.rule):
         con.print(f"rule [bold]{escape(name)}[/]: {escape(doc.split(chr(10) * 2)[0])}", markup=True)
+    for reason in (config.why or "").split("; "):
+        if reason:
+            con.print(f"  why {escape(reason)}", markup=True)
     if rec.spec.plugin == "tritred_ops":
         trace = _call_trace(rec, args, kwargs, info)
         if "launches" in trace:

@@ -13,6 +13,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ...rules import (
     Caps,
+    because,
     cols_config,
     itemsize,
     named,
@@ -58,7 +59,8 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         cfg = rows_config(problem, caps, allow_split, single_cap, rows_tile, chunk, loop_warps, one_warp_rows,
                           vector_tiles, half_rows)
         if caps.gpu and cfg.strategy != "single_pass" and (not plain or itemsize(problem) == 2):
-            cfg = cfg.model_copy(update={"num_stages": 2})
+            cfg = because(cfg.model_copy(update={"num_stages": 2}), "num_stages=2: two whole chunks an iteration, "
+                          "unrolled, so that two chunks' loads are in flight (2-byte rows, max/min with indices)")
         return cfg
     return cols_config(problem, caps, allow_split, single_cap, col_warps, caps.col_programs, 32, col_loads,
                        short_tiles=plain)
