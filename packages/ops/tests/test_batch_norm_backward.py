@@ -185,13 +185,13 @@ def test_weight_only_and_bias_only(device):
 
 def test_strided_parameters_and_running_stats(device):
     """Strided weight, bias and running statistics (read through unit-stride copies; the running statistics updated
-    once, in place or through the registered op's new ones), bf16 parameters beside a bf16 input (their gradients
-    in bf16)."""
+    once, in place or through the registered op's new ones), bf16 parameters and statistics beside a bf16 input
+    (their gradients in bf16; torch's CPU kernel takes them all in one dtype)."""
     x = randn((4, 3, 5), torch.bfloat16, device)
     p = randn((12,), torch.bfloat16, device)
     for training in (True, False):
         for fn in (tr.batch_norm, torch.compile(tr.batch_norm, backend="aot_eager", fullgraph=True)):
-            stats = torch.stack([torch.zeros(3, device=device), torch.ones(3, device=device)], 1)  # (3, 2): strided
+            stats = torch.stack([torch.zeros(3, device=device), torch.ones(3, device=device)], 1).bfloat16()  # strided
             w, b = p[::4].clone().requires_grad_(), p[1::4]
             xx = x.clone().requires_grad_()
             y = fn(xx, stats[:, 0], stats[:, 1], w[None].expand(2, 3)[0], b, training, 0.5, 1e-5)

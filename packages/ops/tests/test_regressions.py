@@ -116,15 +116,22 @@ def test_batch_norm_train_strided_running_stats(device):
 # -- batch_norm argument checks ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["mean_only", "var_only"])
-def test_batch_norm_one_running_stat(device, which):
-    """torch: ValueError 'running_mean and running_var must either both be None or neither be None'. tritred:
-    runs, and silently does not update the running stat it was given."""
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("which", ["mean_only", "var_only", "none"])
+def test_batch_norm_one_running_stat(device, which, training):
+    """torch, training: ValueError 'running_mean and running_var must either both be None or neither be None';
+    eval: RuntimeError 'running_var must be defined in evaluation mode' (its eval check comes first)."""
     x = torch.randn(4, 3, 5, device=device)
     s = torch.zeros(3, device=device)
-    rm, rv = (s, None) if which == "mean_only" else (None, s)
-    _raises_like_torch(lambda: tr.batch_norm(x, rm, rv, training=True),
-                       lambda: F.batch_norm(x, rm, rv, training=True))
+    rm, rv = {"mean_only": (s, None), "var_only": (None, s), "none": (None, None)}[which]
+    if training and which == "none":
+        return  # (valid: batch statistics only)
+    _raises_like_torch(lambda: tr.batch_norm(x, rm, rv, training=training),
+                       lambda: F.batch_norm(x, rm, rv, training=training))
+    if not training:
+        missing = "running_mean" if rm is None else "running_var"
+        with pytest.raises(RuntimeError, match=f"{missing} must be defined in evaluation mode"):
+            tr.batch_norm(x, rm, rv, training=training)
 
 
 def test_batch_norm_train_eps_zero(device):
@@ -137,15 +144,20 @@ def test_batch_norm_train_eps_zero(device):
     assert torch.equal(rm, torch.zeros(3, device=device)) and torch.equal(rv, torch.ones(3, device=device))
 
 
-@pytest.mark.parametrize("what", ["running_float64", "running_bfloat16", "weight_float16", "input_float64"])
+@pytest.mark.parametrize("what", ["running_float64", "running_bfloat16", "weight_float16", "input_float64",
+                                  "half_input_weight32_running16", "half_input_weight16_bias32"])
 def test_batch_norm_mixed_dtypes(device, what):
     """torch: RuntimeError 'mixed dtype (CPU): expect parameter to have scalar type of Float' for a float32
     input with float64/bfloat16/float16 running stats or weight (and 'all inputs must share same datatype' for a
     float64 input with float32 stats) on the CPU; torch 2.11 on CUDA computes. tritred: raises where torch raises,
     else computes right values (running stats updated in their own dtype)."""
     x = torch.randn(4, 3, 5, device=device)
-    rm, rv, w = torch.zeros(3, device=device), torch.ones(3, device=device), None
-    if what == "running_float64":
+    rm, rv, w, b = torch.zeros(3, device=device), torch.ones(3, device=device), None, None
+    if what == "half_input_weight32_running16":  # (each allowed alone beside a float16 input; not together)
+        x, rm, rv, w = x.half(), rm.half(), rv.half(), torch.ones(3, device=device)
+    elif what == "half_input_weight16_bias32":
+        x, w, b = x.half(), torch.ones(3, device=device, dtype=torch.float16), torch.zeros(3, device=device)
+    elif what == "running_float64":
         rm, rv = rm.double(), rv.double()
     elif what == "running_bfloat16":
         rm, rv = rm.bfloat16(), rv.bfloat16()
@@ -154,19 +166,20 @@ def test_batch_norm_mixed_dtypes(device, what):
     else:
         x = x.double()
     try:
-        F.batch_norm(x, rm.clone(), rv.clone(), w, None, True)
+        F.batch_norm(x, rm.clone(), rv.clone(), w, b, True)
     except Exception as e:  # noqa: BLE001
         with pytest.raises(type(e)):
-            tr.batch_norm(x, rm.clone(), rv.clone(), w, None, True)
+            tr.batch_norm(x, rm.clone(), rv.clone(), w, b, True)
         return
     # torch accepts (2.11 on CUDA), but its values are not always right there (a float32 input beside float64
     # running stats gave outputs of 1e35 on the H200): the values are checked against float64 on the CPU.
     rm_t, rv_t = rm.clone(), rv.clone()
-    y = tr.batch_norm(x, rm_t, rv_t, w, None, True)
+    y = tr.batch_norm(x, rm_t, rv_t, w, b, True)
     d = lambda t: None if t is None else t.double().cpu()  # noqa: E731
     rm_r, rv_r = d(rm), d(rv)
-    ref = F.batch_norm(d(x), rm_r, rv_r, d(w), None, True)
-    torch.testing.assert_close(y.double().cpu(), ref, rtol=1e-4, atol=1e-4)
+    ref = F.batch_norm(d(x), rm_r, rv_r, d(w), d(b), True)
+    tol = 2e-3 if x.dtype == torch.float16 else 1e-4
+    torch.testing.assert_close(y.double().cpu(), ref, rtol=tol, atol=tol)
     torch.testing.assert_close(rm_t.double().cpu(), rm_r, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(rv_t.double().cpu(), rv_r, rtol=1e-2, atol=1e-2)
 
@@ -465,3 +478,16 @@ def test_overflowing_tile_variance_is_inf_not_nan(device):
     assert torch.equal(rv.cpu().isinf(), ref_rv.isinf()) and rv.isinf().all()
     var, mean = tr.var_mean(torch.tensor([1e38, -1e38, 2e38, 0], device=device))
     assert var.item() == float("inf") and mean.item() == pytest.approx(5e37)
+
+
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+def test_no_degrees_of_freedom_warns_as_torch(device, op):
+    """torch warns 'degrees of freedom is <= 0' when correction >= N, on every call, at the caller's line."""
+    x = torch.randn(3, 1, device=device)
+    for _ in range(2):  # (the second call too: such a call is not replayed from a plan)
+        with pytest.warns(UserWarning, match=rf"^{op}\(\): degrees of freedom is <= 0") as seen:
+            getattr(tr, op)(x, 1)
+        assert all(w.filename == __file__ for w in seen if "degrees of freedom" in str(w.message)), seen
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        getattr(tr, op)(torch.randn(3, 2, device=device), 1)  # (N - correction = 1: no warning)

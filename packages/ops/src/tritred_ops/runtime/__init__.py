@@ -38,6 +38,7 @@ from .checks import (
     scalar_of,
     torch_accepts,
     unit_stride,
+    warn,
     wrap_dim,
     wrap_dims,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "unit_stride",
     "unrolled_chunks",
     "view_of_groups",
+    "warn",
     "wrap_dim",
     "wrap_dims",
 ]

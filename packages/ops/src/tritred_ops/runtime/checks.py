@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import operator
 import os
+import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -242,3 +244,17 @@ def wrap_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int,
 def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> list[int]:
     """The output shape of reducing ``dims`` of ``shape``: those dims dropped, or kept as 1 with ``keepdim``."""
     return [1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims]
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tritred_ops/
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the user's line: the first caller outside tritred_ops and torch (whose
+    autograd and dispatch frames sit between, at depths that vary with the call's path), as torch's own warnings
+    from C++ are."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((_PACKAGE, _TORCH)):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

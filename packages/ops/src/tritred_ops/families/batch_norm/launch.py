@@ -98,10 +98,11 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
         if name.startswith("running") and t.dim() != 1:  # torch's kernels index them as 1-D
             raise RuntimeError(f"{op}(): {name} should be a 1-D tensor of {Ch} elements, got shape {list(t.shape)}")
         rt.check_float(op, t, what=name)
+    if not training and (running_mean is None or running_var is None):  # (torch checks eval mode first)
+        missing = "running_mean" if running_mean is None else "running_var"
+        raise RuntimeError(f"{op}(): {missing} must be defined in evaluation mode")
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
-    if not training and running_mean is None:
-        raise RuntimeError(f"{op}(): running_mean and running_var must be defined in evaluation mode")
     if training and eps <= 0:  # (torch's test: a NaN eps passes and gives NaN)
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
@@ -114,6 +115,11 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
                 t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
             raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
                                + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
+    # torch's CPU kernel also takes them all in one dtype (a float32 weight beside float16 statistics: refused)
+    given = [(name, t.dtype) for name, t in checked if t is not None]
+    if input.device.type != "cuda" and len({dtype for _, dtype in given}) > 1:
+        raise RuntimeError(f"{op}(): mixed dtype: " + ", ".join(f"{name} is {dtype}" for name, dtype in given)
+                           + ": the parameters and running statistics must share one dtype")
     rt.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
         if empty_1d:

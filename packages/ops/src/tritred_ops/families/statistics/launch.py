@@ -162,6 +162,10 @@ def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | 
     n = rt.prod([x.shape[d] for d in dims])
     if out.numel() == 0:
         return out, mean_out
+    warn = n - corr <= 0
+    if warn:  # (as torch warns; such a call is not saved as a plan, so that every call warns as torch's does)
+        rt.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                "factor (input numel divided by output numel).")
     if n == 0:
         return out.fill_(float("nan")), mean_out.fill_(float("nan"))
     divisor = n - corr if n - corr > 0 else 0.0  # torch's max(N - correction, 0), which takes NaN to 0
@@ -174,5 +178,6 @@ def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | 
         src, view, layout = rt.gathering(name, x, dims, out, keepdim)
         cfg = rt.decide(spec, x, view, layout)
         _launch(rec, src, view, out, mean_out, divisor, name.startswith("std"), want_mean, cfg)
-    rec.save(key, *((out, mean_out) if want_mean else (out,)))
+    if not warn:
+        rec.save(key, *((out, mean_out) if want_mean else (out,)))
     return out, mean_out
