@@ -127,7 +127,7 @@ def calls():
     yield "batch_norm training", lambda: tr.batch_norm(r(8, 16, 14, 14, dtype=bf), torch.zeros(16, dtype=bf),
                                                        torch.ones(16, dtype=bf), None, None, True, 0.1, 1e-5)
     yield "batch_norm training statistics prefetched", lambda: tr.batch_norm(
-        r(16, 8, 32, 32, dtype=bf), torch.zeros(8), torch.ones(8), r(8, dtype=bf), r(8, dtype=bf), True, 0.1, 1e-5)
+        r(16, 8, 32, 32, dtype=bf), torch.zeros(8), torch.ones(8), r(8), r(8), True, 0.1, 1e-5)  # (float32 params)
     yield "batch_norm eval", lambda: tr.batch_norm(r(8, 16, 56, 56), torch.zeros(16), torch.ones(16), r(16), r(16),
                                                    False, 0.1, 1e-5)
     # other dtypes and layouts
