@@ -222,3 +222,15 @@ def test_model_copy_keeps_validation_semantics() -> None:
     assert tagged.decided_by == "me" and cfg.decided_by is None
     assert tagged != cfg  # decided_by is part of equality
     assert LaunchConfig.model_validate(tagged.model_dump()) == tagged
+
+
+def test_launch_fields_leave_out_the_annotations() -> None:
+    """Two configs that launch alike compare equal by ``launch_fields`` whatever their annotations (who decided,
+    tuned, the rules, the reasons); any knob tells them apart."""
+    from tritred_core import ANNOTATIONS
+
+    cfg = LaunchConfig(strategy="multi_pass", BLOCK_N=4096, num_warps=16)
+    tagged = cfg.model_copy(update={"decided_by": "me", "tuned": True, "rule": "m:f", "why": "BLOCK_N=4096: x"})
+    assert tagged != cfg and tagged.launch_fields() == cfg.launch_fields()
+    assert set(cfg.model_dump()) - set(cfg.launch_fields()) == ANNOTATIONS
+    assert cfg.model_copy(update={"num_warps": 8}).launch_fields() != cfg.launch_fields()

@@ -325,7 +325,7 @@ def test_wide_float32_rows_in_the_built_in_h200_tiles(name, n, force, device):
 
     cfg = h200_config(Problem(op=name, dtype="float32", M=65536, N=n, K=1, stride_m=n, stride_n=1, stride_k=1))
     assert cfg.decided_by == "tritred_ops" and cfg.num_warps in (4, 8, 16), cfg
-    force(name, **cfg.model_dump(exclude={"decided_by", "tuned", "rule", "why"}))
+    force(name, **cfg.launch_fields())
     x = randn((5, n), torch.float32, device, scale=3.0)
     x[1] += 1e3
     x[3, n // 2] = float("nan")

@@ -6,6 +6,7 @@ Plugin authors need :data:`hookimpl`, :class:`Reduction`, :class:`ReductionSpec`
 
 from .hookspecs import hookimpl, hookspec
 from .models import (
+    ANNOTATIONS,
     FLOAT_DTYPES,
     INTEGER_DTYPES,
     KNOBS,
@@ -32,6 +33,7 @@ from .registry import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANNOTATIONS",
     "FLOAT_DTYPES",
     "INTEGER_DTYPES",
     "KNOBS",

@@ -27,6 +27,9 @@ Knob = Literal["BLOCK_TAIL", "threads_per_row", "num_programs"]
 #: Every strategy and every knob: a spec's defaults (a third-party spec that declares none takes any config).
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 KNOBS: tuple[Knob, ...] = get_args(Knob)
+#: The fields of a :class:`LaunchConfig` that say where it came from, not how it launches (left out where two
+#: configs are compared as launches, and from tuning files).
+ANNOTATIONS: frozenset[str] = frozenset({"decided_by", "tuned", "rule", "why"})
 
 
 class _Frozen(BaseModel):
@@ -233,6 +236,11 @@ class LaunchConfig(_Frozen):
         if self.BLOCK_M * self.BLOCK_N * self.BLOCK_K > 1 << 20:
             raise ValueError("BLOCK_M * BLOCK_N * BLOCK_K must be <= 2**20 elements")
         return self
+
+    def launch_fields(self) -> dict[str, Any]:
+        """The fields that decide the launch: all but :data:`ANNOTATIONS` (where the config came from). Two configs
+        launch alike when these are equal; tuning files store them."""
+        return self.model_dump(exclude=set(ANNOTATIONS))
 
     def check_fits(self, problem: Problem) -> None:
         """Raise ValueError when this config cannot compute ``problem`` correctly."""

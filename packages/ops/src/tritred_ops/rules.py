@@ -105,7 +105,7 @@ def named(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> LaunchConfig | None:
         config = fn(*args, **kwargs)
-        if config is None or (config.rule or "").split(" > ")[0] == name:
+        if config is None:
             return config
         return config.model_copy(update={"rule": f"{name} > {config.rule}" if config.rule else name})
     return wrapper  # type: ignore[return-value]

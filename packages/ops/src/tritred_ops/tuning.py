@@ -111,7 +111,7 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
     split_rows = problem.inner and not batch_norm and "split_rows" in spec.strategies  # (a row over programs)
 
     def add(**changes: Any) -> None:
-        fields = {**base.model_dump(exclude={"decided_by", "tuned", "rule", "why"}), **changes}
+        fields = {**base.launch_fields(), **changes}
         if fields["strategy"] not in ("split", "split_rows"):
             fields["split"] = 1
         if fields["strategy"] != "single_pass":
@@ -129,7 +129,7 @@ def candidates(spec: ReductionSpec, base: LaunchConfig, problem: Problem, sm_cou
             cfg.check_fits(problem)
         except ValueError:
             return
-        key = tuple(sorted(cfg.model_dump(exclude={"decided_by", "tuned", "rule", "why"}).items()))
+        key = tuple(sorted(cfg.launch_fields().items()))
         out.setdefault(key, cfg)
 
     add()
@@ -263,7 +263,7 @@ def tune(rec: Reduction, shape: tuple[int, ...], dtype: torch.dtype, dim: Any, d
             log.warning("tritred: overwriting unreadable tuning cache %s", path)
             data = {"entries": {}}
         data["entries"][key] = {
-            "config": best.model_dump(exclude={"decided_by", "tuned", "rule", "why"}), "ms": trials[0].ms,
+            "config": best.launch_fields(), "ms": trials[0].ms,
             "shape": list(shape), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -177,14 +178,10 @@ def _save_so_far(path: Path, report: Any, total: int) -> None:
     import tritred_bench as tb
 
     done = len(report.results)
-    if done < total and not report.stopped:
-        report.stopped = f"the run had measured {done} of {total} cases when this report was written; it did not finish"
-        try:
-            tb.write_json(report, path)
-        finally:
-            report.stopped = ""
-    else:
-        tb.write_json(report, path)
+    if done < total and not report.stopped:  # (a copy says so; the run's own report stays as it is)
+        report = dataclasses.replace(report, stopped=f"the run had measured {done} of {total} cases when this "
+                                     "report was written; it did not finish")
+    tb.write_json(report, path)
 
 
 def run_latency(cases: list[Any], device: str, quick: bool, seed: int, json_out: Path | None, console: Any) -> int:

@@ -246,8 +246,8 @@ def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> l
     return [1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims]
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tritred_ops/
-_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tritred_ops/
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
