@@ -48,6 +48,9 @@ _ARGS_DOC = """
         IndexError: dim out of range.
         NotImplementedError: complex input.
 
+    Warns:
+        UserWarning: ``N - correction <= 0`` ("degrees of freedom is <= 0", as torch), at the caller's line.
+
     Gradient (torch's ``var_backward``, ``std_backward``, ``var_mean_backward``, ``std_mean_backward``):
         ``2 / (N - correction) * grad * (input - mean)`` (std: ``grad / (2 std)`` first, 0 where std is 0;
         ``_mean``: plus the mean's gradient ``grad_mean / N``), in float32 for float16/bfloat16 inputs, rounded
