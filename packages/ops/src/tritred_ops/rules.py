@@ -372,9 +372,14 @@ def tail_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig
     elif spec.family != "softmax" and spec.name != "layer_norm":
         return None
     if spec.name == "layer_norm" and size == 2 and bn == 4096 and (N * size) % 16:
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=512, num_warps=1)
-    return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=bn, BLOCK_TAIL=max(16, next_pow2(rest)),
-                        num_warps=min(4, max(1, bn * size // 4096)))
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=512, num_warps=1),
+                       f"multi_pass, BLOCK_N=512, num_warps=1: 2-byte layer_norm rows of {N}, not whole 16-byte "
+                       "vectors, loop over unmasked 512-wide chunks (16384x4097 bf16 42 -> 58 %, the tail 50)")
+    tail, tile_warps = max(16, next_pow2(rest)), min(4, max(1, bn * size // 4096))
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=bn, BLOCK_TAIL=tail, num_warps=tile_warps),
+                   f"single_pass, BLOCK_N={bn}, BLOCK_TAIL={tail}: a row of {N} just past {bn} takes a {bn} tile and a "
+                   f"{tail} tail, not a {2 * bn} tile half masked",
+                   f"num_warps={tile_warps}: 128 bytes of the first tile a thread, at most 4 warps")
 
 
 @named
@@ -401,6 +406,20 @@ def odd_rows_loop(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchCo
     N, size = problem.N, itemsize(problem)
     if N <= 4096 or (N * size) % 16 == 0 or problem.stride_n != 1 or (problem.stride_m * size) % 16 == 0:
         return None
+    cfg = _odd_rows_choice(spec, problem, caps)
+    if cfg is None:
+        return None
+    reasons = [f"multi_pass, BLOCK_N={cfg.BLOCK_N}: rows of {N}, not whole 16-byte vectors, loop over chunks shifted "
+               "to the 16-byte boundary below each row (unmasked inner chunks)",
+               f"num_warps={cfg.num_warps}: the best measured for {spec.name} rows of this width and dtype"]
+    if cfg.num_stages == 2:
+        reasons.append("num_stages=2: two chunks an iteration (the reductions with indices)")
+    return because(cfg, *reasons)
+
+
+def _odd_rows_choice(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
+    """:func:`odd_rows_loop`'s loop by op, width and dtype (its docstring gives the figures)."""
+    N, size = problem.N, itemsize(problem)
     if spec.name == "layer_norm":
         if N > 16384:
             return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=2048, num_warps=8)
@@ -420,12 +439,12 @@ def odd_rows_loop(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchCo
         return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=1024, num_warps=4)
     return None
 
-
 @named
 def short_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig | None:
     """Whole power-of-two rows of 128-512 elements (var/std/var_mean/std_mean: 2-byte ones) or 128-1024
-    (layer_norm: 2- and 4-byte ones), each spread over a few threads (``threads_per_row``) on 4 warps: 32 elements
-    a thread (16 for float32 layer_norm rows of up to 512); None elsewhere.
+    (layer_norm and rms_norm: 2- and 4-byte ones), each spread over a few threads (``threads_per_row``) on 4 warps:
+    32 elements a thread (16 for float32 norm rows of up to 512); None elsewhere. rms_norm takes layer_norm's
+    figures (one reduction a row where layer_norm has two: not measured on its own).
 
     Why: the rows' own layout puts a warp across each row, and these single passes are then bound by instructions:
     five shuffle levels per sum for 8 elements a thread, and every per-row division computed by 32 threads (SASS,
@@ -439,7 +458,7 @@ def short_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfi
     N, size = problem.N, itemsize(problem)
     if not caps.gpu or N & (N - 1) or not 128 <= N <= 1024 or size > 4:
         return None
-    if spec.name == "layer_norm":
+    if spec.name in ("layer_norm", "rms_norm"):
         per_thread = 32 if size <= 2 or N > 512 else 16
     elif size == 2 and N <= 512:
         per_thread = 32
@@ -447,8 +466,12 @@ def short_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfi
         return None
     tile_warps = 4
     threads = min(32, N // per_thread)
-    return LaunchConfig(strategy="single_pass", BLOCK_M=32 * tile_warps // threads, BLOCK_N=N, num_warps=tile_warps,
-                        threads_per_row=threads)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=32 * tile_warps // threads, BLOCK_N=N,
+                                num_warps=tile_warps, threads_per_row=threads),
+                   f"single_pass, BLOCK_N={N}, threads_per_row={threads}: a whole row of {N} over {threads} threads "
+                   "(fewer shuffle levels, per-row arithmetic on fewer threads)",
+                   f"BLOCK_M={32 * tile_warps // threads}, num_warps={tile_warps}: {per_thread} elements a thread "
+                   f"on {tile_warps} warps")
 
 
 @named
@@ -477,10 +500,16 @@ def wide_rows(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig
     if not caps.gpu or N & (N - 1) or not 1024 <= N <= widest or problem.dtype != "float32" or problem.stride_n != 1:
         return None
     if N <= 2048:
-        return LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=min(caps.max_warps, N // 256))
+        one_warps = min(caps.max_warps, N // 256)
+        return because(LaunchConfig(strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=one_warps),
+                       f"single_pass, BLOCK_M=1, BLOCK_N={N}, num_warps={one_warps}: a float32 row of {N} a program, "
+                       "two 16-byte loads a thread")
     if R < 32 * caps.sm_count or problem.K > 1:
         return None  # (fewer than ~4 waves of 2-row programs on 16 warps; or rows of two reduced axes)
-    return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=N, num_warps=min(caps.max_warps, 16))
+    two_warps = min(caps.max_warps, 16)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=N, num_warps=two_warps),
+                   f"single_pass, BLOCK_M=2, BLOCK_N={N}, num_warps={two_warps}: two float32 rows of {N} a program "
+                   f"share the exchanges across warps ({R} rows: 4 waves or more)")
 
 
 @named
@@ -513,7 +542,9 @@ def smallest_unrolled_chunk(N: int, chunks: tuple[int, ...]) -> LaunchConfig | N
     for chunk in chunks:
         cfg = LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk // 256)
         if unrolled_chunks(N, cfg):
-            return cfg
+            return because(cfg, f"multi_pass, BLOCK_N={chunk}: the smallest of {'/'.join(map(str, chunks))} whose "
+                           f"chunks make up the row of {N} (the first sweep unrolled, no lane masked)",
+                           f"num_warps={chunk // 256}: 8 elements a thread")
     return None
 
 

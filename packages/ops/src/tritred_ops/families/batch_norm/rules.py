@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, itemsize, named
+from ...rules import Caps, because, itemsize, named
 from ...runtime.launch import cdiv, next_pow2
 
 
@@ -44,16 +44,44 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         return backward_config(problem, caps)
     N, K = max(problem.N, 1), problem.K
     channels_fast, block_m, block_n, block_k, warps = _tile(problem, caps)
+    tile_why = _tile_why(channels_fast, block_m, block_n, block_k, caps)
     whole = next_pow2(problem.M) * next_pow2(N)
     if whole * block_k <= 2 * caps.tile:
         block_m, block_n = next_pow2(problem.M), next_pow2(N)
         warps = max(1, min(caps.max_warps, whole * block_k // 2048))
+        tile_why = f"BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_K={block_k}: a channel block in one tile: " \
+                   "statistics and normalization in one launch from registers (one read)"
+    if whole * block_k <= 2 * caps.tile:
+        warps_why = "about 64 elements a thread (one launch of short programs)"
+    elif channels_fast:
+        warps_why = "8 warps for the channels-fast tiles"
+    else:
+        warps_why = "32 elements a thread, more loads in flight than 4 warps' 16" if caps.gpu else "the interpreter's"
+    warps_why = f"num_warps={min(warps, caps.max_warps)}: {warps_why}"
     tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
     channel_blocks = cdiv(K, block_k)
     split = max(1, min(tiles, caps.col_programs // channel_blocks))
     stages = 2 if not channels_fast and tiles > 1 and itemsize(problem) == 2 and N >= 4 * block_n else 1
-    return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=min(warps, caps.max_warps), num_stages=stages)
+    reasons = [tile_why, warps_why, _split_why(split, tiles, channel_blocks, caps)]
+    if stages == 2:
+        reasons.append("num_stages=2: 2-byte planes of several tiles: the statistics load a tile one iteration ahead")
+    return because(LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                                num_warps=min(warps, caps.max_warps), num_stages=stages), *reasons)
+
+
+def _tile_why(channels_fast: bool, block_m: int, block_n: int, block_k: int, caps: Caps) -> str:
+    """The reason of a :func:`_tile` tile, for ``LaunchConfig.why``."""
+    head = f"BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_K={block_k}: "
+    if channels_fast:
+        return head + f"channels contiguous: up to {block_k} channels by the spatial and batch sides, {caps.tile} " \
+            "elements"
+    return head + f"spatial contiguous: one channel, half a tile ({caps.tile // 2} elements) of spatial by images"
+
+
+def _split_why(split: int, tiles: int, channel_blocks: int, caps: Caps) -> str:
+    """The reason of the statistics' (or the sums') ``split``, for ``LaunchConfig.why``."""
+    return f"split={split}: {channel_blocks} channel blocks of {tiles} tiles, about {caps.col_programs} programs " \
+           "in all (~8 a SM on a GPU)"
 
 
 def _tile(problem: Problem, caps: Caps) -> tuple[bool, int, int, int, int]:
@@ -99,15 +127,21 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     - No prefetch (``num_stages`` 1): each tile already loads two tensors.
     """
     N, K = max(problem.N, 1), problem.K
-    _, block_m, block_n, block_k, warps = _tile(problem, caps)
+    channels_fast, block_m, block_n, block_k, warps = _tile(problem, caps)
+    tile_why = _tile_why(channels_fast, block_m, block_n, block_k, caps)
+    warps_why = f"num_warps={min(warps, caps.max_warps)}: the forward's tiles' warps"
     whole = next_pow2(problem.M) * next_pow2(N)
     if whole * block_k <= caps.tile:
         block_m, block_n = next_pow2(problem.M), next_pow2(N)
         warps = max(1, min(caps.max_warps, whole * block_k // 1024))
+        tile_why = f"BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_K={block_k}: a channel block in one tile: the " \
+                   "sums from registers, one launch, one read of x and dy"
+        warps_why = f"num_warps={min(warps, caps.max_warps)}: a warp per 1024 elements of the block"
     tiles = cdiv(problem.M, block_m) * cdiv(N, block_n)
     split = max(1, min(tiles, caps.col_programs // cdiv(K, block_k)))
-    return LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
-                        num_warps=min(warps, caps.max_warps))
+    return because(LaunchConfig(strategy="split", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, split=split,
+                                num_warps=min(warps, caps.max_warps)),
+                   tile_why, warps_why, _split_why(split, tiles, cdiv(K, block_k), caps))
 
 
 #: The most partials (channels x slices, the slices rounded up to a power of two) that each program of the

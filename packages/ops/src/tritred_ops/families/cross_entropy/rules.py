@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tritred_core import LaunchConfig, Problem, ReductionSpec
 
-from ...rules import Caps, itemsize, named, rows_config, split_rows_config
+from ...rules import Caps, because, itemsize, named, rows_config, split_rows_config
 from ...runtime.launch import next_pow2
 from ..softmax.rules import l2_loop
 
@@ -51,8 +51,11 @@ def rows(problem: Problem, caps: Caps) -> LaunchConfig:
     if caps.gpu and grad and size == 2:
         single_cap = 16384
     if problem.N > single_cap and caps.gpu:
-        return loop(problem, caps) if grad or size != 2 else \
-            LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8)
+        if grad or size != 2:
+            return loop(problem, caps)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8),
+                       f"multi_pass, BLOCK_N=4096, num_warps=8: the loss alone reads a 2-byte row of {problem.N} "
+                       "once, as logsumexp (1024x131072 69 -> 73 %)")
     rows_tile = 2048 if caps.gpu else min(2048, caps.tile)
     return rows_config(problem, caps, False, single_cap, rows_tile, 64 if not caps.gpu else caps.norm_chunk,
                        caps.loop_warps, caps.norm_short_row)
@@ -74,5 +77,11 @@ def cols(problem: Problem, caps: Caps) -> LaunchConfig:
     block_n = next_pow2(max(problem.N, 1))
     if 16 * block_n <= caps.tile:
         block_k = max(1, min(next_pow2(problem.K), 128, caps.tile // block_n))
-        return LaunchConfig(strategy="single_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=4)
-    return LaunchConfig(strategy="multi_pass", BLOCK_N=32 if caps.gpu else 16, BLOCK_K=64, num_warps=4)
+        return because(LaunchConfig(strategy="single_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=4),
+                       f"single_pass, BLOCK_N={block_n}, BLOCK_K={block_k}, num_warps=4: {problem.N} classes by "
+                       f"{block_k} adjacent positions in one tile of up to {caps.tile} elements")
+    chunk = 32 if caps.gpu else 16
+    return because(LaunchConfig(strategy="multi_pass", BLOCK_N=chunk, BLOCK_K=64, num_warps=4),
+                   f"multi_pass, BLOCK_N={chunk}, BLOCK_K=64, num_warps=4: {problem.N} classes loop over "
+                   f"{chunk}-class chunks of 64 adjacent positions (16 positions by the classes pass {caps.tile} "
+                   "elements)")

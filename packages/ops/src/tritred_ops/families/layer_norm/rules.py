@@ -15,6 +15,7 @@ from tritred_core.models import Strategy
 
 from ...rules import (
     Caps,
+    because,
     cols_config,
     few_rows,
     itemsize,
@@ -81,7 +82,9 @@ def half_rows(problem: Problem, caps: Caps) -> LaunchConfig | None:
     if not caps.gpu or itemsize(problem) != 2 or not 512 < N <= 896 or problem.stride_n != 1 \
             or problem.stride_m % 16 or problem.K != 1 or problem.M < 2 * 64 * caps.sm_count:
         return None
-    return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=1024, num_warps=1),
+                   f"single_pass, BLOCK_M=2, BLOCK_N=1024, num_warps=1: two 2-byte rows of {N} (a 1024 tile an "
+                   "eighth or more masked) a one-warp program, 64 elements a thread")
 
 
 @named
@@ -141,17 +144,26 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
         return None
     if itemsize(problem) >= 4:
         if block_n == 8192 and 4 * N <= 3 * block_n:
-            return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n,
-                                num_warps=min(caps.max_warps, 2 * warps(block_n, caps)))
+            two_warps = min(caps.max_warps, 2 * warps(block_n, caps))
+            return because(LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=two_warps),
+                           f"single_pass, BLOCK_M=2, BLOCK_N={block_n}, num_warps={two_warps}: two float32 rows of "
+                           f"{N} (an {block_n} tile a quarter or more masked) a program, the weight and bias read "
+                           "once for both")
         return None
     unrolled = unrolled_loop(problem, caps) or short_unrolled_loop(problem)
     if unrolled is not None:
         return unrolled
     if block_n == 2048 and problem.M * problem.K >= 3 * caps.programs:
-        return LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4)
+        return because(LaunchConfig(strategy="single_pass", BLOCK_M=2, BLOCK_N=block_n, num_warps=4),
+                       f"single_pass, BLOCK_M=2, BLOCK_N={block_n}, num_warps=4: two 2-byte rows of {N} a program, "
+                       f"the weight and bias loaded once for both ({problem.M * problem.K} rows: 3 or more a place)")
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=max(1, chunk // 1024))
+        chunk_warps = max(1, chunk // 1024)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk_warps),
+                       f"multi_pass, BLOCK_N={chunk}, num_warps={chunk_warps}: 2-byte rows of {N} (a {block_n} "
+                       "tile 3/8 or more masked) loop over the largest power of two dividing them, no lane masked, "
+                       "a warp per 1024")
     return None
 
 
@@ -216,33 +228,54 @@ def backward_config(spec: ReductionSpec, problem: Problem, caps: Caps) -> Launch
     N, R = max(problem.N, 1), max(problem.outputs, 1)
     size = itemsize(problem)
     programs = 0 if caps.gpu else caps.programs
+    grid = f"num_programs={programs}: " + ("as many programs as the device holds at once (persistent grid: one dw/db "
+                                           "partial row each)" if caps.gpu else "the interpreter's persistent grid")
     if caps.gpu and BACKWARD_PARTIALS // N < 8 * caps.sm_count:  # (rows past ~16K: where the cap may bind)
         programs = max(caps.sm_count, BACKWARD_PARTIALS // N)
+        grid = f"num_programs={programs}: at most {BACKWARD_PARTIALS} elements of dw/db partials (rows of {N}), " \
+               "at least one program a SM"
     if not problem.inner:
         block_m = min(next_pow2(problem.K), 32 if caps.gpu else 4)
         tile = 4096 if caps.gpu else caps.tile
         block_n = min(next_pow2(N), max(16, tile // block_m))
         strategy: Strategy = "single_pass" if block_n >= N else "multi_pass"
-        return LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if caps.gpu else 4,
-                            num_programs=programs)
+        cols_warps = 8 if caps.gpu else 4
+        return because(LaunchConfig(strategy=strategy, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=cols_warps,
+                                    num_programs=programs),
+                       f"{strategy}, BLOCK_M={block_m}, BLOCK_N={block_n}, num_warps={cols_warps}: a kept axis "
+                       f"faster than the normalized one: tiles of {block_m} adjacent rows, loads contiguous across "
+                       f"them, {tile} elements", grid)
     if not caps.gpu:
         if N <= caps.norm_resident:
             block_n = next_pow2(N)
-            return LaunchConfig(strategy="single_pass", BLOCK_M=max(1, min(next_pow2(R), caps.tile // block_n)),
-                                BLOCK_N=block_n, num_warps=4, num_programs=programs)
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=4,
-                            num_programs=programs)
+            block_m = max(1, min(next_pow2(R), caps.tile // block_n))
+            return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4,
+                                        num_programs=programs),
+                           f"single_pass, BLOCK_M={block_m}, BLOCK_N={block_n}: the interpreter's tiles of up to "
+                           f"{caps.tile} elements", grid)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=4,
+                                    num_programs=programs),
+                       f"multi_pass, BLOCK_N={caps.norm_chunk}: the interpreter's loop (N={N} > "
+                       f"{caps.norm_resident})", grid)
     per_thread = BACKWARD_ELEMENTS if size <= 4 else BACKWARD_ELEMENTS // 2
     block_n = next_pow2(N)
     if block_n * size > BACKWARD_RESIDENT_BYTES:  # (tiles of 16 KB of x: two rows of 8 KB chunks)
         chunk = min(BACKWARD_CHUNK, 8192 // size)
         rows = max(1, 16384 // (size * chunk))
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=rows, BLOCK_N=chunk, num_warps=32 if size <= 2 else 16,
-                            num_programs=programs)
+        loop_warps = 32 if size <= 2 else 16
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=rows, BLOCK_N=chunk, num_warps=loop_warps,
+                                    num_programs=programs),
+                       f"multi_pass, BLOCK_M={rows}, BLOCK_N={chunk}: a row of {N * size} bytes is past the "
+                       f"{BACKWARD_RESIDENT_BYTES} held in registers: two sweeps over tiles of 16 KB of x",
+                       f"num_warps={loop_warps}: one program a SM, 32 KB of x and dy in flight", grid)
     block_m = max(1, min(next_pow2(R), 4 * 32 * per_thread // block_n))
     num_warps = min(BACKWARD_WARPS, max(1, block_m * block_n // (32 * per_thread)))
-    return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
-                        num_programs=programs)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+                                num_programs=programs),
+                   f"single_pass, BLOCK_N={block_n}: a row of {N * size} bytes and its dy in registers (at most "
+                   f"{BACKWARD_RESIDENT_BYTES})",
+                   f"BLOCK_M={block_m}, num_warps={num_warps}: {per_thread} elements of x and of dy a thread "
+                   f"(registers), at least 4 warps' worth of rows, at most {BACKWARD_WARPS} warps", grid)
 
 
 def partials_sum_tile(N: int) -> tuple[int, int]:

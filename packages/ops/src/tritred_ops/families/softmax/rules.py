@@ -15,6 +15,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 from ... import rules as shared
 from ...rules import (
     Caps,
+    because,
     cols_config,
     few_rows,
     itemsize,
@@ -90,9 +91,13 @@ def loop(problem: Problem, caps: Caps, single_cap: int, logsumexp: bool) -> Laun
         return None
     if logsumexp and size == 2 and (N * size) % 16 and single_cap < N < caps.split_rows \
             and problem.outputs >= 8 * caps.sm_count:
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=4),
+                       f"multi_pass, BLOCK_N=4096, num_warps=4: logsumexp's 2-byte rows of {N} (not whole 16-byte "
+                       "vectors), 8 or more a SM, one sweep each (30 -> 40 % against 16384 on 32 warps)")
     if size == 2 and logsumexp:
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4096, num_warps=8),
+                       f"multi_pass, BLOCK_N=4096, num_warps=8: logsumexp's 2-byte rows of {N} past {single_cap} "
+                       "in registers, read once (1024x131072 69 -> 73 %)")
     return l2_loop(problem, caps)
 
 
@@ -102,11 +107,28 @@ def l2_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     on 8 warps, 8192 on 16 or 16384 on 32 whose rows in flight fit the L2 and whose grid fills half of the places
     that hold them, else ``caps.norm_chunk`` on ``caps.max_warps``. Also cross_entropy's loop with a gradient."""
     N, size = problem.N, itemsize(problem)
-    for block_n, warps in ((4096, 8), (8192, 16), (16384, 32)):
+    return _l2_chunks(problem.outputs, N * size, ((4096, 8), (8192, 16), (16384, 32)), caps,
+                      (caps.norm_chunk, caps.max_warps), "a row")
+
+
+def _l2_chunks(rows: int, row_bytes: int, programs: tuple[tuple[int, int], ...], caps: Caps,
+               fallback: tuple[int, int], what: str) -> LaunchConfig:
+    """The first (BLOCK_N, num_warps) of ``programs`` whose rows in flight (``row_bytes`` each, as many as the
+    device holds such programs at once, at most ``rows``) fit the L2 and whose grid fills half of those places,
+    else ``fallback``; with its reason (:func:`l2_loop`, :func:`backward_loop`)."""
+    for block_n, warps in programs:
         places = caps.sm_count * (2048 // (32 * warps))  # programs the device holds at once (threads per SM)
-        if 2 * problem.outputs >= places and min(problem.outputs, places) * N * size <= caps.l2_bytes:
-            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps)
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk, num_warps=caps.max_warps)
+        in_flight = min(rows, places) * row_bytes
+        if 2 * rows >= places and in_flight <= caps.l2_bytes:
+            return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps),
+                           f"multi_pass, BLOCK_N={block_n}, num_warps={warps}: the narrowest program whose rows in "
+                           f"flight ({min(rows, places)} x {row_bytes} bytes of {what}) fit the L2 "
+                           f"({caps.l2_bytes >> 20} MiB) and whose {rows} rows fill half of its {places} places: "
+                           "the second sweep reads L2")
+    block_n, warps = fallback
+    return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps),
+                   f"multi_pass, BLOCK_N={block_n}, num_warps={warps}: no narrower program's rows in flight fit the "
+                   f"L2 ({caps.l2_bytes >> 20} MiB) with half its places filled: the widest program, fewest rows")
 
 
 @named
@@ -133,13 +155,18 @@ def backward_config(problem: Problem, caps: Caps) -> LaunchConfig:
     if N > resident:
         return backward_loop(problem, caps)
     block_n = next_pow2(N)
+    whole = f"single_pass, BLOCK_N={block_n}: a row of {N} and its dy in registers (N <= {resident})"
     if block_n <= caps.norm_short_row:
         block_m = max(1, min(next_pow2(R), 512 // block_n))
-        return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1)
+        return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1),
+                       whole, f"BLOCK_M={block_m}, num_warps=1: rows up to {caps.norm_short_row} in one-warp tiles "
+                       "of 512 elements of each tensor (shuffles, no shared-memory barrier)")
     rows_tile = 1024 if caps.gpu else caps.tile // 2
     block_m = max(1, min(next_pow2(R), rows_tile // block_n))
-    return LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n,
-                        num_warps=shared.warps(2 * block_m * block_n, caps))
+    tile_warps = shared.warps(2 * block_m * block_n, caps)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=tile_warps),
+                   whole, f"BLOCK_M={block_m}: rows in a tile of up to {rows_tile} elements of each tensor",
+                   f"num_warps={tile_warps}: about 32 values a thread of the two tensors together")
 
 
 @named
@@ -151,12 +178,12 @@ def backward_loop(problem: Problem, caps: Caps) -> LaunchConfig:
     (4096x32768 bf16: 8192 on 32 warps, 264 rows of 128 KiB in flight, 34 MB)."""
     N, size, R = problem.N, itemsize(problem), problem.outputs
     if not caps.gpu:
-        return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk // 2, num_warps=caps.loop_warps)
-    for block_n, loop_warps in ((2048, 8), (4096, 16), (8192, 32)):
-        places = caps.sm_count * (2048 // (32 * loop_warps))
-        if 2 * R >= places and min(R, places) * N * 2 * size <= caps.l2_bytes:
-            return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=loop_warps)
-    return LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=8192, num_warps=caps.max_warps)
+        return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=caps.norm_chunk // 2,
+                                    num_warps=caps.loop_warps),
+                       f"multi_pass, BLOCK_N={caps.norm_chunk // 2}, num_warps={caps.loop_warps}: the interpreter's "
+                       "loop, half the forward's chunk (y and dy in each)")
+    return _l2_chunks(R, N * 2 * size, ((2048, 8), (4096, 16), (8192, 32)), caps, (8192, caps.max_warps),
+                      "a row's y and dy")
 
 
 @named
@@ -171,7 +198,13 @@ def backward_cols(problem: Problem, caps: Caps, resident: int) -> LaunchConfig:
         while block_k > 16 and problem.M * cdiv(K, block_k) < caps.programs:
             block_k //= 2
     tile = caps.tile // 2
+    cols_why = f"BLOCK_K={block_k}: adjacent columns a tile, at most {64 if caps.gpu else 32}" + \
+        (f", narrowed down to 16 while the column blocks are fewer than {caps.programs} programs" if caps.gpu else "")
     if next_pow2(N) <= min(resident, tile // block_k):
-        return LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k, num_warps=4)
-    return LaunchConfig(strategy="multi_pass", BLOCK_N=max(1, min(next_pow2(N), tile // 2 // block_k)),
-                        BLOCK_K=block_k, num_warps=4)
+        return because(LaunchConfig(strategy="single_pass", BLOCK_N=next_pow2(N), BLOCK_K=block_k, num_warps=4),
+                       f"single_pass, BLOCK_N={next_pow2(N)}, num_warps=4: the reduced dim of {N} by the columns in "
+                       f"one tile of at most {tile} elements of each tensor", cols_why)
+    block_n = max(1, min(next_pow2(N), tile // 2 // block_k))
+    return because(LaunchConfig(strategy="multi_pass", BLOCK_N=block_n, BLOCK_K=block_k, num_warps=4),
+                   f"multi_pass, BLOCK_N={block_n}, num_warps=4: two sweeps of tiles of {tile // 2} elements of each "
+                   f"tensor (the reduced dim of {N} does not fit one)", cols_why)
