@@ -79,7 +79,8 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             passes, as in torch); only one of running_mean and running_var given in training.
         RuntimeError: running_mean or running_var missing in eval (naming it, as torch), parameters with the wrong
             number of elements, non-float dtypes, mixed dtypes (weight, bias, running stats neither the input's
-            dtype nor float32 beside a half input; off CUDA, not all in one dtype), tensors on different devices,
+            dtype nor float32 beside a half input; a weight and bias of two dtypes; off CUDA, running stats of
+            another dtype than theirs), tensors on different devices,
             not on CUDA (outside the interpreter); running statistics that require grad while grad mode is on
             (torch's "not differentiable with respect to argument").
         IndexError: a 0-d input, or a non-empty 1-D one (no channel dim; an empty 1-D input gives an empty

@@ -115,11 +115,13 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
                 t.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)):
             raise RuntimeError(f"{op}(): mixed dtype: {name} is {t.dtype}, expected {input.dtype}"
                                + (" or torch.float32" if input.dtype in (torch.float16, torch.bfloat16) else ""))
-    # torch's CPU kernel also takes them all in one dtype (a float32 weight beside float16 statistics: refused)
+    # torch's CPU kernel also takes them all in one dtype (a float32 weight beside float16 statistics: refused);
+    # its CUDA kernels the weight and bias (a float16 weight beside a float32 bias: refused, as cuDNN's)
     given = [(name, t.dtype) for name, t in checked if t is not None]
-    if input.device.type != "cuda" and len({dtype for _, dtype in given}) > 1:
+    if len({dtype for _, dtype in given}) > 1:
+        what = "the weight and bias" if input.device.type == "cuda" else "the parameters and running statistics"
         raise RuntimeError(f"{op}(): mixed dtype: " + ", ".join(f"{name} is {dtype}" for name, dtype in given)
-                           + ": the parameters and running statistics must share one dtype")
+                           + f": {what} must share one dtype")
     rt.check_same_device(op, input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if input.dim() == 1:  # (torch: an empty 1-D input gives an empty output; a non-empty one has no dim 1)
         if empty_1d:
