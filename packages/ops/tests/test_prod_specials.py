@@ -116,10 +116,10 @@ def test_split_slices_out_of_range_meet_specials(force, device):
     assert tr.prod(both.to(device), 1).cpu().isnan().all()  # (documented: neither 0 nor inf can be told)
 
 
-def test_split_slices_read_again_in_wide_chunks(force, device):
-    """Slices of a split product go out of range in the common case and are read again in chunks of the main
-    loop's width (1024 lanes here): specials and signs found in any chunk of a slice, past the first, and the
-    slices' marks carried to the merge."""
+def test_split_slices_with_specials_in_later_chunks(force, device):
+    """Slices of a split product go out of range in the common case: marked from the main loop's note of 0s and
+    infs (``kernels._specials_seen``), NaN read again in chunks of the main loop's width (1024 lanes here):
+    specials and signs in any chunk of a slice, past the first, and the slices' marks carried to the merge."""
     force("prod", strategy="split", BLOCK_M=1, BLOCK_N=2048, split=2)
     g = torch.Generator().manual_seed(seed())
     x = _rows((4, 9001), torch.float32, False, g, specials=0.0)  # slices of 4501: five chunks each

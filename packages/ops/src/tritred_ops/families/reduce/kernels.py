@@ -7,7 +7,8 @@
   contiguous outputs of one m and sweeps N, so every load is a coalesced row segment: no transpose copy.
 
 A product whose slice holds +-inf or 0 is set exactly by :func:`_prod_specials` when the tree of partial products
-came out NaN.
+came out NaN; partials of a product for another launch mark a slice whose finite values left float range (its loops
+note whether the slice may hold a 0 or an inf: :func:`_specials_seen`).
 """
 
 from __future__ import annotations
@@ -54,26 +55,49 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 
 
 @triton.jit
-def _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr,
-                 CAST: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``acc`` combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``, all in the row (no
-    column mask; rows out of range load 0 and are never stored)."""
+def _whole_chunk(acc, seen, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr,
+                 CAST: tl.constexpr, BLOCK_N: tl.constexpr, TRACK: tl.constexpr = False):
+    """(``acc``, ``seen``) combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``, all in
+    the row (no column mask; rows out of range load 0 and are never stored). TRACK: ``seen`` as
+    :func:`_specials_seen`."""
     cols = n0 + tl.arange(0, BLOCK_N)
     x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
-    return combine(acc, x.to(PRE).to(CAST).to(ACC), OP)
+    x = x.to(PRE).to(CAST).to(ACC)
+    if TRACK:
+        seen = _specials_seen(seen, x, ACC)
+    return combine(acc, x, OP), seen
 
 
 @triton.jit
-def _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
-                  ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``acc`` combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at column ``n_hi``
-    (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows (:func:`row_masks`,
-    never with a split: ``n_hi`` is N)."""
+def _specials_seen(seen, x, ACC: tl.constexpr):
+    """``seen`` lowered to ``min(|x|, MAX - |x|)`` lane by lane (MAX: ACC's largest finite value), which is <= 0
+    only for a 0, an inf (or ACC's largest value itself): a product's main loop notes whether its slice may hold a
+    0 or an inf in one float per lane (three instructions an element), so that a product of finite values that
+    left float range is marked without a second read of the slice (:func:`_prod_specials`). NaN needs no note: it
+    makes the product NaN."""
+    a = tl.abs(x)
+    if ACC == tl.float64:
+        big = 1.7976931348623157e308 - a
+    else:
+        big = 3.4028234663852886e38 - a
+    return tl.minimum(seen, tl.minimum(a, big))
+
+
+@triton.jit
+def _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
+                  ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr,
+                  TRACK: tl.constexpr = False):
+    """(``acc``, ``seen``) combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at
+    column ``n_hi`` (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows
+    (:func:`row_masks`, never with a split: ``n_hi`` is N). TRACK: ``seen`` as :func:`_specials_seen`."""
     cols = n0 + tl.arange(0, BLOCK_N)
     mask, lmask = row_masks(cols, lead, n_hi, row_ok, ALIGN)
     # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
     x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=lmask, other=0)
-    return combine(acc, tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT), OP)
+    x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
+    if TRACK:
+        seen = _specials_seen(seen, x, ACC)
+    return combine(acc, x, OP), seen
 
 
 @triton.jit
@@ -102,6 +126,13 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     x_off = m * s_xm + k * s_xk
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
+    # A product whose partials go to another launch (MARK_OUT) notes in its loops whether its slice may hold a 0 or
+    # an inf (:func:`_specials_seen`); a single tile is not noted (a stage's tile that left float range is read again)
+    TRACK: tl.constexpr = MARK_OUT and OP == 1 and not SINGLE and (ACC == tl.float32 or ACC == tl.float64)
+    if TRACK:
+        seen = tl.full([BLOCK_M, BLOCK_N], 1.0, ACC)
+    else:
+        seen = 0.0
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
         r = _single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN)
@@ -111,7 +142,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for i in tl.static_range(UNROLL):
-            acc = _whole_chunk(acc, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+            acc, seen = _whole_chunk(acc, seen, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N, TRACK)
         r = tile_reduce(acc, 1, OP)
     else:
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
@@ -127,17 +158,20 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
             for g0 in range(n_lo, n_whole, PART * BLOCK_N):
                 for u in tl.static_range(PART):
-                    acc = _whole_chunk(acc, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+                    acc, seen = _whole_chunk(acc, seen, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST,
+                                             BLOCK_N, TRACK)
             n_lo = n_whole
         if ALIGN > 0 and BLOCK_N >= ALIGN:
             # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
             # element mask or select (as softmax._chunk_in), then the tail below, masked.
-            acc = _masked_chunk(acc, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+            acc, seen = _masked_chunk(acc, seen, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
+                                      ALIGN, BLOCK_N, TRACK)
             for n0 in range(BLOCK_N, N // BLOCK_N * BLOCK_N, BLOCK_N):
-                acc = _whole_chunk(acc, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N)
+                acc, seen = _whole_chunk(acc, seen, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N, TRACK)
             n_lo = tl.maximum(N // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
         for n0 in range(n_lo, n_end, BLOCK_N):
-            acc = _masked_chunk(acc, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN, BLOCK_N)
+            acc, seen = _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
+                                      ALIGN, BLOCK_N, TRACK)
         r = tile_reduce(acc, 1, OP)
     if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
         if SPLIT > 1:  # this program's slice
@@ -148,13 +182,18 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             # registers more, a Python 0, which makes the reread's offsets int32, 9 more)
             s_lo = tl.program_id(1).to(tl.int64) * 0
             s_hi = N
-        # The slices of marked partials are read again whenever their product left float range, the common case
-        # for a long product (20,000 normal values multiply to 0 in float32): there, in chunks of the main loop's
-        # width up to 1024 lanes, not 256 (prod of 384x28672 float16 on the H100: 8 % of copy, eager 36 %; wider
-        # chunks cost registers: 30 -> 39-40 for 2048-4096 on the split kernels, ptxas sm_90).
+        # A long product leaves float range in the common case (20,000 normal values multiply to 0 in float32):
+        # the loops' note (TRACK) marks such a slice without reading it again. What is still read again (NaN; a
+        # marked single tile) goes in chunks of the main loop's width up to 1024 lanes, not 256 (prod of
+        # 384x28672 float16 on an H100, every slice read again: 256 lanes 8 % of copy, 1024 lanes 25 %, eager 36 %;
+        # wider chunks cost registers: 30 -> 39-40 for 2048-4096 on the split kernels, ptxas sm_90).
+        if TRACK:
+            maybe = tl.min(seen, 1) <= 0
+        else:
+            maybe = row_ok
         r = _prod_specials(r, x_ptr, tl.cast(blk, tl.int64) * BLOCK_M, K, s_xm, s_xk, row_ok, s_lo, s_hi, s_xn,
                            PRE, CAST, ACC, MARK_IN, MARK_OUT,
-                           (BLOCK_N if BLOCK_N < 1024 else 1024) if MARK_OUT else 256)
+                           (BLOCK_N if BLOCK_N < 1024 else 1024) if MARK_OUT else 256, maybe, TRACK)
     if SPLIT > 1:
         tl.store(out_ptr + rows * SPLIT + tl.program_id(1), r, mask=row_ok)
     else:
@@ -201,7 +240,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         k_blocks = tl.cdiv(K, BLOCK_K)
         r = _prod_specials(r, x_ptr, m * K + tl.program_id(0) % k_blocks * BLOCK_K, K, s_xm, s_xk, k_ok,
                            tl.program_id(1).to(tl.int64) * n_per_split, n_hi, s_xn, PRE, CAST, ACC, MARK_IN,
-                           MARK_OUT or SPLIT > 1, 256)
+                           MARK_OUT or SPLIT > 1, 256, k_ok, False)
     if SPLIT > 1:
         tl.store(out_ptr + (m * K + ks) * SPLIT + tl.program_id(1), r, mask=k_ok)
     else:
@@ -241,7 +280,8 @@ def _mark(code, ACC: tl.constexpr):
 
 @triton.jit
 def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr,
-                   ACC: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr, CHUNK: tl.constexpr):
+                   ACC: tl.constexpr, MARK_IN: tl.constexpr, MARK_OUT: tl.constexpr, CHUNK: tl.constexpr, maybe,
+                   NOTED: tl.constexpr):
     """Products ``r`` of the slices [n_lo, n_hi) of rows ``first + lane`` (row ``(m, k)`` at ``x_ptr + m * s_xm +
     k * s_xk``, element stride ``s_xn``), set exactly where the tree of partial products cannot say them.
 
@@ -261,10 +301,21 @@ def _prod_specials(r, x_ptr, first, K, s_xm, s_xk, ok, n_lo, n_hi, s_xn, PRE: tl
     tile of flags, 25 this way, still 8 programs of 8 warps per SM; columns of 4096x4096 bfloat16 40 -> 100, this
     way 48). Under MARK_OUT the second read is not rare (a long product leaves float range): the rows kernel then
     reads in chunks of its main loop's width (the 256-lane chunks kept one load in flight per program).
+
+    NOTED (MARK_OUT, the main loop noted ``maybe``: whether each slice may hold a 0 or an inf): a product of 0 or
+    +-inf whose slice holds neither left float range, and is marked without a second read, its sign the tree
+    product's own (IEEE products keep the sign of the factors' signs, underflowed or overflowed). One with a 0 or
+    an inf is exact as it came out: a 0 beside an inf would have made it NaN. Only NaN is read again. (prod of
+    384x28672 float16 read each slice twice before: 25 % of copy on an H100, eager 36 %.)
     """
     redo = r != r
     if MARK_OUT:
-        redo = redo | (r == 0) | (tl.abs(r) == float("inf"))
+        left = (r == 0) | (tl.abs(r) == float("inf"))
+        if NOTED:
+            code = tl.where(r == 0, 1, 3) + (_bits(r, ACC) < 0).to(tl.int32)
+            r = tl.where(left & ~maybe, _mark(code, ACC), r)
+        else:
+            redo = redo | left
     redo = redo & ok
     if tl.max(redo.to(tl.int32), 0) > 0:
         lane = tl.arange(0, r.shape[0])
