@@ -57,6 +57,9 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
             cfg = rule(spec, problem, caps)
             if cfg is not None:
                 return cfg
+        cfg = tiny_rows(problem)
+        if cfg is not None:
+            return cfg
         cfg = loop(problem, caps, single_cap, logsumexp=spec.name == "logsumexp")
         if cfg is not None:
             return cfg
@@ -64,6 +67,27 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         return rows_config(problem, caps, False, single_cap, rows_tile, caps.norm_chunk, caps.loop_warps,
                            caps.norm_short_row)
     return cols_config(problem, caps, False, single_cap, 4, caps.programs, narrow=True, split_cols=True)
+
+
+@named
+def tiny_rows(problem: Problem) -> LaunchConfig | None:
+    """Rows of up to 8 elements (millions of them: a softmax over a last dim of 2-8): a row a thread, tiles of 512
+    elements on 2 warps (8 elements a thread); None for longer rows.
+
+    Why: the one-warp tiles of 1024 elements that rows up to 1024 take give each thread four rows of 8, whose
+    loads are issued one element at a time (a row of 7 2-byte elements is not a 16-byte vector). log_softmax of
+    3464772x7 bf16 on an H100 (forced configs, 2026-12-05): 19.5 % of copy on one warp of 128 rows; 41.8 % on
+    64 rows a program of 2 warps, 41.4 on 128 rows of 4 warps and 256 of 8 (8 elements a thread each), 37.1 on 32
+    rows of one warp; eager 38 %, torch.compile 40. Rows of 9-16 elements are not measured (they keep the one-warp
+    tiles).
+    """
+    block_n = next_pow2(max(problem.N, 1))
+    if block_n > 8:
+        return None
+    block_m = max(1, min(next_pow2(problem.outputs), 512 // block_n))
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=2),
+                   f"single_pass, BLOCK_M={block_m}, BLOCK_N={block_n}, num_warps=2: rows of {problem.N} (at most "
+                   "8), a row a thread, 8 elements a thread on 2 warps")
 
 
 @named
