@@ -93,6 +93,7 @@ def calls():
         r(64, 1024), (1024,), r(1024))
     yield "softmax rows single", lambda: tr.softmax(r(64, 1000, dtype=bf), -1)
     yield "log_softmax tiny rows, a row a thread", lambda: tr.log_softmax(r(4099, 7, dtype=bf), -1)
+    yield "logsumexp few long rows, split", lambda: tr.logsumexp(r(2, 300000, dtype=bf), -1)
     yield "log_softmax rows loop", lambda: tr.log_softmax(r(8, 50257, dtype=bf), -1)
     # the narrower loops of 2-byte rows whose rows in flight fit the L2 (uninitialized: compiled, never run)
     yield "softmax rows loop 4096 on 8 warps", lambda: tr.softmax(torch.empty(1024, 20000, dtype=bf), -1)

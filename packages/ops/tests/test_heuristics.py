@@ -35,6 +35,17 @@ def test_short_rows_take_one_warp_per_1024_elements(op, N):
     assert plain.num_warps >= 4
 
 
+def test_logsumexp_few_long_rows_are_split():
+    """Fewer rows than SMs, past the single pass: logsumexp's rows split over about 4 programs a SM (2x3145735 bf16
+    ran on 2 programs: 1 % of copy on an H100); enough rows keep the loop."""
+    for M, N in ((2, 3145735), (64, 131072), (1, 40000)):
+        cfg = _config("logsumexp", M, N)
+        slices = -(-N // cfg.BLOCK_N)  # (no more slices than chunks of the row)
+        assert (cfg.strategy, cfg.BLOCK_K) == ("split", 1) and cfg.split == min(slices, -(-4 * 132 // M)), (M, N, cfg)
+    assert _config("logsumexp", 1024, 131072).strategy == "multi_pass"
+    assert _config("logsumexp", 2, 16384).strategy == "single_pass"
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
 def test_softmax_rows_of_up_to_8_take_a_row_a_thread(op):
     """H100, forced configs: log_softmax 3464772x7 bf16 19.5 % of copy on one-warp tiles of 128 rows, 41.8 % on
@@ -214,7 +225,7 @@ def test_float32_softmax_rows_of_64k_or_more_are_split_over_programs_of_8192(N):
 def test_long_rows_fewer_than_the_sms_are_split_rows_in_every_dtype(dtype):
     """Fewer rows than SMs (132 on an H200): one program a row would stream on R of the SMs, so softmax,
     log_softmax, layer_norm and rms_norm rows past the single pass take the split (``rules.few_rows``); 132 rows
-    keep their rule, and so do rows that fit one program and logsumexp (one read in any strategy)."""
+    keep their rule, and so do rows that fit one program. logsumexp's take its own split (partials, no barrier)."""
     for op, strategy in (("softmax", "split"), ("log_softmax", "split"), ("layer_norm", "split_rows"),
                          ("rms_norm", "split_rows")):
         for M, N in ((8, 1 << 21), (16, 999983), (131, 65536)):
@@ -223,7 +234,8 @@ def test_long_rows_fewer_than_the_sms_are_split_rows_in_every_dtype(dtype):
         assert _config(op, 8, 32768, dtype="float32").strategy == "single_pass"
         if dtype != "float32" or op in ("layer_norm", "rms_norm"):
             assert _config(op, 132, 1 << 21, dtype=dtype).strategy == "multi_pass", op
-    assert _config("logsumexp", 8, 1 << 21, dtype=dtype).strategy == "multi_pass"
+    cfg = _config("logsumexp", 8, 1 << 21, dtype=dtype)
+    assert (cfg.strategy, cfg.BLOCK_K) == ("split", 1), cfg
 
 
 def test_shifted_rows_only_for_one_row_per_program_on_a_gpu(monkeypatch):

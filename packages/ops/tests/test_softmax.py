@@ -382,6 +382,39 @@ def test_split_columns(name, cfg, force, device, launch_spy):
             assert_close(out, _ref(name, xx, dim), n=130, scale=8, what=f"{name} {dtype} dim={dim} {cfg}")
 
 
+@pytest.mark.parametrize("cfg", [dict(strategy="split", BLOCK_N=16, BLOCK_K=1, split=5),  # partials merged inline
+                                 dict(strategy="split", BLOCK_N=8, BLOCK_K=1, split=13, num_warps=1)],  # merge launch
+                         ids=config_id)
+def test_logsumexp_few_long_rows_split(cfg, force, device, launch_spy):
+    """logsumexp's few long rows (``softmax.rules.few_rows_split``) take the split columns' kernels, a row as a
+    column of K = 1: partial (max, sum of exp) per slice, merged by the writing launch (or a merge launch past
+    ``MERGE_INLINE`` slices). Every slice, an all -inf row, +inf, NaN, a maximum in the last slice, a strided row, and
+    the 1-row call the rule gives under the interpreter, against float64."""
+    force("logsumexp", **cfg)
+    merge = cfg["split"] > 9
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        x = randn((6, 301), dtype, device, scale=4)
+        x[0] = -INF  # -inf, as torch
+        x[1, 250] = INF
+        x[2, 290] = float("nan")  # NaN in the last slice
+        x[3, 299] = 1e4  # a maximum far above the rest, in the last slice
+        x[4, :200] = -INF  # the first slices all -inf: their partials merge as empty
+        for xx in (x, x[:, ::2], x[1:2]):
+            launch_spy.clear()
+            out = tr.logsumexp(xx, 1)
+            kernels = [k for k, _ in launch_spy]
+            assert kernels == ["_cols_part_kernel", *(["_cols_merge_kernel"] if merge else []), "_cols_emit_kernel"]
+            assert_close(out, _ref("logsumexp", xx, 1), n=301, scale=8, what=f"{dtype} {tuple(xx.stride())}")
+
+
+def test_logsumexp_one_long_row_takes_the_split_unforced(device, launch_spy):
+    """Under the interpreter's device (2 SMs) one row past the single pass is few rows: the built-in rule splits it."""
+    x = randn((1, 5000), torch.float32, device, scale=3)
+    out = tr.logsumexp(x, -1)
+    assert launch_spy[0][0] == "_cols_part_kernel", launch_spy
+    assert_close(out, _ref("logsumexp", x, -1), n=5000, scale=4, what="one row")
+
+
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
 def test_split_columns_merge_launch(name, force, wait_spy, device, monkeypatch):
     """Past ``MERGE_INLINE`` slices each column's partials are merged once, by a launch of their own between the

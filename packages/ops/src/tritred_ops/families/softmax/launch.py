@@ -51,7 +51,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
                                  s_yk=syk, SPLIT=split, SPLIT_P2=parts, BLOCK_N=block_n,
                                  **{k: v for k, v in common.items() if k != "SINGLE"}))
         return
-    if rt.rows_layout(view):
+    if rt.rows_layout(view) and not (mode == 2 and cfg.strategy == "split"):
         rows = view.M * view.K
         programs, persist = rt.row_programs(cfg, rows)
         align = rt.row_align(x, view, cfg, single)
@@ -71,6 +71,7 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
         # Columns split along N (few column blocks): a launch of partial (max, sum of exp) per slice, then one that
         # merges them (past MERGE_INLINE slices, a merge launch in between) and writes its slice: the input is
         # read twice (softmax's loop over a column reads it twice too), but by cfg.split times more programs.
+        # logsumexp's few long rows take it too, a row as a column of K = 1 (``rules.few_rows_split``): read once.
         rt.no_tail(cfg, ("softmax", "log_softmax", "logsumexp")[mode])
         split, nps = rt.split_plan(cfg, view.N)
         k_blocks = rt.cdiv(view.K, cfg.BLOCK_K)

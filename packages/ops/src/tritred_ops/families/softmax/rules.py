@@ -52,6 +52,8 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     if problem.inner and "split_rows" in spec.strategies and problem.N >= caps.split_rows \
             and (problem.dtype == "float32" or few_rows(problem, caps)):
         return split_rows_config(problem, caps, "split")
+    if problem.inner and spec.name == "logsumexp" and problem.N > single_cap and few_rows(problem, caps):
+        return few_rows_split(problem, caps)
     if problem.inner and caps.gpu:
         for rule in (tail_rows, odd_rows_loop):
             cfg = rule(spec, problem, caps)
@@ -67,6 +69,27 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         return rows_config(problem, caps, False, single_cap, rows_tile, caps.norm_chunk, caps.loop_warps,
                            caps.norm_short_row)
     return cols_config(problem, caps, False, single_cap, 4, caps.programs, narrow=True, split_cols=True)
+
+
+@named
+def few_rows_split(problem: Problem, caps: Caps) -> LaunchConfig:
+    """logsumexp of rows past the single pass that are fewer than the SMs: each row split into slices of its own
+    programs, whose (max, sum of exp) partials a second launch merges (the split columns' kernels, a row being a
+    column of K = 1: ``launch._launch``); 2048-element tiles on 8 warps (8 elements a thread), slices enough for
+    ``caps.programs`` programs.
+
+    Why: one program a row streams a row on one SM: 2x3145735 bf16 ran at 1 % of copy on an H100 (eager 6.7x
+    faster), the grid's bound being R / SMs of the bandwidth. softmax's split rows hold a row for a
+    second sweep that logsumexp does not make; its partials need no barrier. Predicted from the grid (12.6 MB over
+    ~500 programs instead of 2): near the copy bandwidth less two small launches; not measured.
+    """
+    block_n, warps = (2048, 8) if caps.gpu else (64, 4)
+    split = max(2, min(cdiv(caps.programs, max(problem.outputs, 1)), cdiv(problem.N, block_n)))
+    return because(LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=1, split=split, num_warps=warps),
+                   f"split={split}: {problem.outputs} rows of {problem.N}, fewer than the {caps.sm_count} SMs, split "
+                   f"over about {caps.programs} programs, their partials merged by a second launch",
+                   f"BLOCK_N={block_n}, BLOCK_K=1, num_warps={warps}: a row as a column of one, "
+                   f"{block_n // (32 * warps)} elements a thread")
 
 
 @named

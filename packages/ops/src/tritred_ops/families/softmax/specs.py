@@ -8,7 +8,8 @@ from tritred_core import Knob, ReductionSpec
 from ... import runtime as rt
 
 #: What the kernels take: rows held by several programs (``split`` or ``split_rows``) for softmax and log_softmax;
-#: logsumexp's ``split`` splits columns only (it reads a row once in any strategy). A tail tile on the row single
+#: logsumexp's ``split`` splits columns, and its few long rows as columns of one (partials, no barrier: it reads a
+#: row once in any strategy). A tail tile on the row single
 #: pass, persistent row grids (and a cap on the split rows' grid). The backward kernels (``direction="backward"``)
 #: take ``single_pass`` and ``multi_pass``, and ``num_programs`` on rows.
 _KNOBS: tuple[Knob, ...] = ("BLOCK_TAIL", "num_programs")
