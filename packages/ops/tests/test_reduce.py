@@ -292,15 +292,19 @@ def test_deterministic(device):
                                  dict(strategy="multi_pass", BLOCK_M=1, BLOCK_N=4),
                                  dict(strategy="split", BLOCK_M=1, BLOCK_N=16, split=3)], ids=str)
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin"])
-def test_rows_off_16_byte_boundaries(name, cfg, force, device):
-    """Odd row strides take the shifted (ALIGN) tiles (not with a split); an unaligned base does not. Loops: the
-    head chunk and the tail masked, the chunks between unmasked (4-wide chunks: fp32 ones, not bf16's 8-element
-    shift); a NaN inside an inner chunk propagates."""
+def test_rows_off_16_byte_boundaries(name, cfg, force, device, launch_spy):
+    """Odd row strides take the shifted (ALIGN) tiles, a split's slices each shifted as a row of their own (slices
+    of 48, 48 and 5 of a 101-wide row); an unaligned base does not. Loops: the head chunk and the tail masked, the
+    chunks between unmasked (4-wide chunks: fp32 ones, not bf16's 8-element shift); a NaN inside an inner chunk
+    propagates."""
     if cfg is not None:
         force(name, **cfg)
     base = _inputs(name, (7, 123), torch.bfloat16, device, "contiguous")
     for x in (base[:, :101], base[:, 5:106], _inputs(name, (6, 77), torch.float32, device, "contiguous")):
+        launch_spy.clear()
         assert_close(_call(name, x, 1), _ref(name, x, 1), n=101, scale=2, what=f"{name} {x.shape} {x.stride()}")
+        if cfg is not None and cfg["strategy"] == "split" and x.data_ptr() % 16 == 0:
+            assert launch_spy[0][1]["ALIGN"] == 16 // x.element_size(), launch_spy[0]
         z = x.clone()  # (rows of 101 or 77: still off 16-byte boundaries)
         z[3, 41] = float("nan")
         out = _call(name, z, 1).cpu().double()

@@ -89,7 +89,7 @@ def _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constex
                   TRACK: tl.constexpr = False):
     """(``acc``, ``seen``) combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at
     column ``n_hi`` (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows
-    (:func:`row_masks`, never with a split: ``n_hi`` is N). TRACK: ``seen`` as :func:`_specials_seen`."""
+    (:func:`row_masks`; ``n_hi`` the row's length, or a split slice's). TRACK: ``seen`` as :func:`_specials_seen`."""
     cols = n0 + tl.arange(0, BLOCK_N)
     mask, lmask = row_masks(cols, lead, n_hi, row_ok, ALIGN)
     # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
@@ -120,10 +120,16 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
                 MEAN: tl.constexpr, SPLIT: tl.constexpr, SINGLE: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, UNROLL: tl.constexpr = 0, PART: tl.constexpr = 1,
                 TAIL: tl.constexpr = 0, MARK_IN: tl.constexpr = False, MARK_OUT: tl.constexpr = False):
-    """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows, no split): tiles start at the 16-byte
-    boundary below each row (see ``aligned_rows``), and the loop's chunks inside every row take no element mask."""
+    """Row block ``blk`` of :func:`_rows_kernel`. ALIGN (unit-stride rows): tiles start at the 16-byte boundary
+    below each row (see ``aligned_rows``), and the loop's chunks inside every row take no element mask; a split's
+    slice (whole chunks long but the last) is shifted as a row of its own, ``n_row`` long."""
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
+    n_row = N
+    if SPLIT > 1 and ALIGN > 0:  # (rows of odd width split over programs: 16x999983 bf16 loaded 2 bytes at a time)
+        s0 = tl.program_id(1).to(tl.int64) * n_per_split
+        x_off = x_off + s0
+        n_row = tl.minimum(N, s0 + n_per_split) - s0
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     # A product whose partials go to another launch (MARK_OUT) notes in its loops whether its slice may hold a 0 or
@@ -148,9 +154,10 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
         n_hi = tl.minimum(N, n_lo + n_per_split)
         n_end = n_hi
-        if ALIGN > 0:  # (never with SPLIT: n_lo is 0, the slice is the whole row)
-            n_hi = N
-            n_end = N + ALIGN - 1
+        if ALIGN > 0:  # (the whole row, or a split's slice as a row of its own)
+            n_lo = n_lo * 0
+            n_hi = n_row
+            n_end = n_row + ALIGN - 1
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         if PART > 1 and ALIGN == 0:
             # PART whole chunks per iteration, unrolled: their loads are issued together (a runtime trip count
@@ -166,9 +173,9 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             # element mask or select (as softmax._chunk_in), then the tail below, masked.
             acc, seen = _masked_chunk(acc, seen, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
                                       ALIGN, BLOCK_N, TRACK)
-            for n0 in range(BLOCK_N, N // BLOCK_N * BLOCK_N, BLOCK_N):
+            for n0 in range(BLOCK_N, n_row // BLOCK_N * BLOCK_N, BLOCK_N):
                 acc, seen = _whole_chunk(acc, seen, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N, TRACK)
-            n_lo = tl.maximum(N // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
+            n_lo = tl.maximum(n_row // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
         for n0 in range(n_lo, n_end, BLOCK_N):
             acc, seen = _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
                                       ALIGN, BLOCK_N, TRACK)

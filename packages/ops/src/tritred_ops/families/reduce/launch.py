@@ -52,7 +52,7 @@ def _launch_reduce(rec: Recorder, op: int, name: str, x: torch.Tensor, view: rt.
         programs, persist = rt.row_programs(cfg, R, split)
         grid = (programs, split)
         single = split == 1 and cfg.BLOCK_N + cfg.BLOCK_TAIL >= view.N
-        align = rt.row_align(x, view, cfg, single) if split == 1 else 0
+        align = rt.row_align(x, view, cfg, single)  # (a split's slices too: each shifted as a row of its own)
         rec.launch(
             _rows_kernel, grid, x, target, R, view.N, view.K, sxm, sxn, sxk, som, sok, nps, *f32_split(mean_divisor),
             PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
