@@ -159,6 +159,27 @@ def test_rows_off_16_byte_boundaries(cfg, force, device):
             _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 101, f"{name} {x.stride()}", scale=30)
 
 
+@pytest.mark.parametrize("name", ["var", "std_mean"])
+def test_split_slices_of_odd_rows_are_shifted(name, force, device, align_spy):
+    """A split of odd-width rows shifts each slice as a row of its own (slices of 48, 48 and 5 of a 101-wide row,
+    the last one shorter than a chunk): their partials merge (Chan) into torch's statistics, a large mean, NaN
+    in a middle slice and +inf in the last staying in their rows."""
+    force(name, strategy="split", BLOCK_M=1, BLOCK_N=16, split=3)
+    base = randn((7, 123), torch.bfloat16, device, offset=300.0)
+    x = base[:, :101]
+    align_spy.clear()
+    _cmp(getattr(tr, name)(x, 1), _ref(name, x, 1), 101, f"{name} split", scale=300)
+    assert align_spy and align_spy[0] == 8, align_spy
+    z = randn((5, 101), torch.float32, device, offset=2.0)  # (fp32 rows of 101: off 16-byte boundaries too)
+    z[1, 60] = float("nan")
+    z[3, 100] = float("inf")
+    out, ref = getattr(tr, name)(z, 1), _ref(name, z, 1)
+    out, ref = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    assert torch.equal(out[0].cpu().isnan(), ref[0].isnan()), (name, out, ref)
+    for o, r in zip(out, ref):
+        assert_close(o[[0, 2, 4]], r[[0, 2, 4]], n=101, scale=8, what=f"{name} finite rows")
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("block", [(1, 8), (2, 16), (1, 32)], ids=str)
 def test_loops_over_shifted_rows(dtype, block, force, device, align_spy):

@@ -84,7 +84,13 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
                       TAIL: tl.constexpr = 0, COLS: tl.constexpr = 0):
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_off = m * s_xm + k * s_xk
-    # odd widths (ALIGN; not with SPLIT): tiles start at the 16-byte boundary below each row
+    # odd widths (ALIGN): tiles start at the 16-byte boundary below each row; a split's slice (whole chunks long
+    # but the last) is shifted as a row of its own, n_row long
+    n_row = N
+    if SPLIT > 1 and ALIGN > 0:
+        s0 = tl.program_id(1).to(tl.int64) * n_per_split
+        x_off = x_off + s0
+        n_row = tl.minimum(N, s0 + n_per_split) - s0
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
@@ -108,8 +114,8 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        if ALIGN > 0:  # shifted rows (no split; BLOCK_N >= ALIGN): only the first and last chunks are masked
-            mean, m2, cnt = shifted_row_stats(x_row, lead, N, row_ok, s_xn, None, ACC, ALIGN, BLOCK_M, BLOCK_N,
+        if ALIGN > 0:  # shifted rows or slices (BLOCK_N >= ALIGN): only the first and last chunks are masked
+            mean, m2, cnt = shifted_row_stats(x_row, lead, n_row, row_ok, s_xn, None, ACC, ALIGN, BLOCK_M, BLOCK_N,
                                               "evict_first" if EVICT_LOOP else "", False)
         elif UNROLL > 0:  # N == UNROLL * BLOCK_N (no split), unrolled: all of the row's loads in flight at once
             n_full = UNROLL

@@ -37,7 +37,7 @@ def _launch(rec: Recorder, x: torch.Tensor, view: rt.View, out: torch.Tensor, me
     cols = rt.row_cols(cfg, x, name, rt.rows_layout(view), single, split)
     if rt.rows_layout(view):
         programs, persist = rt.row_programs(cfg, R, split)
-        align = rt.row_align(x, view, cfg, single, True) if split == 1 else 0
+        align = rt.row_align(x, view, cfg, single, True)  # (a split's slices too: each shifted as a row)
         rec.launch(
             _stats_rows_kernel, (programs, split), x, p_m2, p_mean, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
