@@ -74,6 +74,7 @@ def calls():
     yield "sum split of odd-width rows, shifted slices", lambda: tr.sum(r(16, 99999, dtype=bf), -1)
     yield "prod split of odd-width rows, shifted slices", lambda: tr.prod(r(16, 99999, dtype=bf), -1)
     yield "var split of odd-width rows, shifted slices", lambda: tr.var(r(16, 99999, dtype=bf), -1)
+    yield "max split of odd-width rows, shifted slices", lambda: tr.max(r(16, 99999, dtype=bf), -1)
     yield "prod of a sliced input in stages", lambda: tr.prod(r(64, 4000)[:, ::2])
     yield "mean two dims", lambda: tr.mean(r(4, 8, 6, 6), (0, 2, 3))
     yield "max rows", lambda: tr.max(r(64, 1000, dtype=bf), -1)

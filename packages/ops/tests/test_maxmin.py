@@ -56,13 +56,16 @@ def test_ties_and_nans_every_strategy(name, cfg, force, device):
 
 @pytest.mark.parametrize("name", ["max", "min"])
 @pytest.mark.parametrize("cfg", [dict(BLOCK_M=1, BLOCK_N=8), dict(BLOCK_M=2, BLOCK_N=16),
-                                 dict(BLOCK_M=1, BLOCK_N=8, num_stages=2), dict(BLOCK_M=1, BLOCK_N=8, num_stages=3)],
+                                 dict(BLOCK_M=1, BLOCK_N=8, num_stages=2), dict(BLOCK_M=1, BLOCK_N=8, num_stages=3),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=3),
+                                 dict(strategy="split", BLOCK_M=1, BLOCK_N=8, split=5, num_stages=2)],
                          ids=str)
 def test_loops_over_shifted_rows(name, cfg, force, device, align_spy):
     """Row loops over odd-width rows take the shifted tiles (head chunk and tails masked, whole chunks between, PART
-    per iteration): first-occurrence ties, the extreme in the first and the last element, a NaN in an inner chunk,
-    a row of the identity only (its index 0, not a lane before the row), every shift, rows shorter than a chunk."""
-    force(name, strategy="multi_pass", **cfg)
+    per iteration), a split's slices each shifted as a row of its own (positions offset by the slice's start):
+    first-occurrence ties, the extreme in the first and the last element, a NaN in an inner chunk, a row of the
+    identity only (its index 0, not a lane before the row), every shift, rows and slices shorter than a chunk."""
+    force(name, **{"strategy": "multi_pass", **cfg})
     ident = float("-inf") if name == "max" else float("inf")
     for dtype in (torch.bfloat16, torch.float32):
         for n in (3, 7, 17, 45, 8 * 16 + 5):

@@ -23,7 +23,8 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
     """(value, first index) of the max/min of each row; HAS_IDX_IN combines split partials (value, index);
     EVICT_LOOP: the evict-first hint on the loop's loads (2-byte dtypes, :func:`load_loop`); DIV: N and the row
     stride are multiples of DIV. PART (the loop): PART whole chunks per iteration, unrolled, then the rest.
-    ALIGN (the loop, no split; odd widths): shifted tiles (:func:`_arg_shifted_loop`). WAIT: a dependent launch
+    ALIGN (the loop; odd widths): shifted tiles (:func:`_arg_shifted_loop`), a split's slices each shifted as a row
+    of its own (unit-stride rows: ``s_xn`` is 1). WAIT: a dependent launch
     (the split's merge, ``runtime.dependent_launch``)."""
     wait_for_previous_launch(WAIT)
     N = restate_multiple(N, DIV)
@@ -59,8 +60,14 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
             acc_v, acc_i = arg_combine(acc_v, acc_i, v, i, IS_MAX)
         rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
     elif ALIGN > 0:
-        rv, ri = _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N, EVICT_LOOP,
-                                   PART, ALIGN)
+        if SPLIT > 1:  # a split's slice (whole chunks long but the last) shifted as a row of its own
+            s0 = tl.program_id(1).to(tl.int64) * n_per_split
+            rv, ri = _arg_shifted_loop(x_ptr, row_off + s0, row_ok, tl.minimum(N, s0 + n_per_split) - s0, s_xn,
+                                       IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N, EVICT_LOOP, PART, ALIGN)
+            ri = ri + s0
+        else:
+            rv, ri = _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N,
+                                       EVICT_LOOP, PART, ALIGN)
         rv = tl.load(x_ptr + row_off + ri * s_xn, mask=row_ok).to(ACC)  # x[index]: -0.0 vs 0.0 as torch
     else:
         # Each lane keeps its running extreme and the (int32) chunk where it was reached; positions are rebuilt

@@ -226,7 +226,7 @@ def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bo
     if rt.rows_layout(view):
         single = cfg.strategy == "single_pass"
         # odd widths, loops only: the shifted tiles (the single pass keeps its plain masked tiles: not measured)
-        align = rt.row_align(src, view, cfg, False, True) if not single and split == 1 else 0
+        align = rt.row_align(src, view, cfg, False, True) if not single else 0  # (a split's slices too)
         rec.launch(
             _arg_rows_kernel, (rt.cdiv(R, cfg.BLOCK_M), split), src, src, pv, pi, R, view.N, view.K, sxm, sxn, sxk, som,
             sok, nps, HAS_IDX_IN=False, SPLIT=split, SINGLE=single, BLOCK_M=cfg.BLOCK_M,
