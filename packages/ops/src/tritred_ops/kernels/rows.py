@@ -72,6 +72,15 @@ def aligned_rows(x_off, ALIGN: tl.constexpr):
 
 
 @triton.jit
+def slice_as_row(off, N, n_per_split):
+    """(offset, length, start) of this program's split slice (``program_id(1)``) of the unit-stride row at ``off``,
+    for :func:`aligned_rows` to shift it as a row of its own: a split's slices are whole chunks long but the last,
+    so each slice of an odd-width row starts off 16-byte boundaries as the row does."""
+    s0 = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
+    return off + s0, tl.minimum(N, s0 + n_per_split) - s0, s0
+
+
+@triton.jit
 def shifted_out(y_off, lead, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr):
     """Output row offsets for the tiles of :func:`aligned_rows`: shifted by the same ``lead`` (ALIGN_Y: the host
     checked that the output rows are then 16-byte aligned as well)."""

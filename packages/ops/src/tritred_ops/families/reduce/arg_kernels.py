@@ -11,7 +11,15 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import arg_combine, arg_finish, arg_reduce, arg_step
-from ...kernels.rows import aligned_rows, col_block, load_loop, restate_multiple, row_masks, wait_for_previous_launch
+from ...kernels.rows import (
+    aligned_rows,
+    col_block,
+    load_loop,
+    restate_multiple,
+    row_masks,
+    slice_as_row,
+    wait_for_previous_launch,
+)
 
 
 @triton.jit
@@ -61,9 +69,9 @@ def _arg_rows_kernel(x_ptr, idx_in_ptr, val_ptr, idx_ptr, R, N, K, s_xm, s_xn, s
         rv, ri = arg_reduce(acc_v, acc_i, 1, IS_MAX)
     elif ALIGN > 0:
         if SPLIT > 1:  # a split's slice (whole chunks long but the last) shifted as a row of its own
-            s0 = tl.program_id(1).to(tl.int64) * n_per_split
-            rv, ri = _arg_shifted_loop(x_ptr, row_off + s0, row_ok, tl.minimum(N, s0 + n_per_split) - s0, s_xn,
-                                       IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N, EVICT_LOOP, PART, ALIGN)
+            s_off, n_row, s0 = slice_as_row(row_off, N, n_per_split)
+            rv, ri = _arg_shifted_loop(x_ptr, s_off, row_ok, n_row, s_xn, IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N,
+                                       EVICT_LOOP, PART, ALIGN)
             ri = ri + s0
         else:
             rv, ri = _arg_shifted_loop(x_ptr, row_off, row_ok, N, s_xn, IS_MAX, IDENT, ACC, BLOCK_M, BLOCK_N,

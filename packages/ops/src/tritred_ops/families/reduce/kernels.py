@@ -17,7 +17,15 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import combine, div_exact, tile_reduce
-from ...kernels.rows import aligned_rows, col_block, restate_multiple, row_block, row_masks, wait_for_previous_launch
+from ...kernels.rows import (
+    aligned_rows,
+    col_block,
+    restate_multiple,
+    row_block,
+    row_masks,
+    slice_as_row,
+    wait_for_previous_launch,
+)
 
 
 @triton.jit
@@ -127,9 +135,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     x_off = m * s_xm + k * s_xk
     n_row = N
     if SPLIT > 1 and ALIGN > 0:  # (rows of odd width split over programs: 16x999983 bf16 loaded 2 bytes at a time)
-        s0 = tl.program_id(1).to(tl.int64) * n_per_split
-        x_off = x_off + s0
-        n_row = tl.minimum(N, s0 + n_per_split) - s0
+        x_off, n_row, _ = slice_as_row(x_off, N, n_per_split)
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     # A product whose partials go to another launch (MARK_OUT) notes in its loops whether its slice may hold a 0 or

@@ -15,7 +15,15 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact, sqrt_exact
-from ...kernels.rows import aligned_rows, col_block, load_loop, restate_multiple, row_block, wait_for_previous_launch
+from ...kernels.rows import (
+    aligned_rows,
+    col_block,
+    load_loop,
+    restate_multiple,
+    row_block,
+    slice_as_row,
+    wait_for_previous_launch,
+)
 from ...kernels.welford import (
     chan_fn,
     chunk_stats,
@@ -88,9 +96,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
     # but the last) is shifted as a row of its own, n_row long
     n_row = N
     if SPLIT > 1 and ALIGN > 0:
-        s0 = tl.program_id(1).to(tl.int64) * n_per_split
-        x_off = x_off + s0
-        n_row = tl.minimum(N, s0 + n_per_split) - s0
+        x_off, n_row, _ = slice_as_row(x_off, N, n_per_split)
     x_off, lead = aligned_rows(x_off, ALIGN)
     x_row = x_ptr + x_off
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
