@@ -63,7 +63,10 @@ def print_report(report: BenchReport, console: Any = None, show_failures: bool =
     what = "% of the copy bandwidth" if percent else "median time"
     title = (f"tritred bench on {report.device} (copy {report.copy_gbps:.0f} GB/s), "
              f"{PASS_TITLES.get(report.pass_, report.pass_)}: {what}")
-    table = Table(title=title, show_lines=False)
+    # (the title on its own line: as a table title rich wraps it to the table's width, and where a narrow table's
+    # wrap falls moves with the copy figure's digits)
+    console.print(title, style="table.title", markup=False, highlight=False)
+    table = Table(show_lines=False)
     table.add_column("case", no_wrap=True)
     table.add_column("MB", justify="right", no_wrap=True)
     for p in report.providers:
