@@ -24,6 +24,23 @@ def test_bench_latency(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert cli("bench", "--latency", "--suite", str(suite), "--peers", "compile").exit_code == 2
 
 
+def test_bench_accuracy(cli: Callable[..., Any], tmp_path: Path) -> None:
+    suite = tmp_path / "tiny.json"
+    suite.write_text(json.dumps([{"op": "sum", "shape": [4, 40], "dim": 0, "dtype": "float32"},
+                                 {"op": "prod", "shape": [3, 9], "dim": -1, "dtype": "float32"}]))
+    out = tmp_path / "acc.json"
+    r = cli("bench", "--accuracy", "--suite", str(suite), "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "relative error against float64" in r.output and "at or below torch eager's error" in r.output
+    data = json.loads(out.read_text())
+    assert data["meta"]["kind"] == "accuracy"
+    assert [(c["label"], c["inputs"]) for c in data["cases"]] == [
+        ("sum dim=0 4x40 float32", "plain"), ("sum dim=0 4x40 float32", "offset"), ("prod dim=-1 3x9 float32", "plain")]
+    assert all(c["tritred"] is not None and c["eager"] is not None for c in data["cases"])
+    for extra in (["--latency"], ["--peers", "compile"], ["--pass", "both"], ["--csv", str(tmp_path / "a.csv")]):
+        assert cli("bench", "--accuracy", "--suite", str(suite), *extra).exit_code == 2, extra
+
+
 def test_bench_report_merges_saved_runs(cli: Callable[..., Any], tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert cli("bench", "--quick", "sum", "--json", str(a)).exit_code == 0

@@ -11,13 +11,14 @@
     report = run(cases, providers=["eager", "compile", "liger", "quack"], pass_="both", memory=True)
     cases, about = load_suite("random", seed=1, count=100)   # realistic random cases drawn from a seed
 
-``measure_latency`` times tiny calls (host-bound) against torch eager; ``read_json``, ``merge_reports`` and
-``markdown_table`` work on saved reports.
+``measure_accuracy`` compares tritred's and eager's errors against float64; ``measure_latency`` times tiny calls
+(host-bound) against torch eager; ``read_json``, ``merge_reports`` and ``markdown_table`` work on saved reports.
 
 Nothing runs at import. On a machine without CUDA the runner uses the CPU with the Triton interpreter (it sets
 ``TRITON_INTERPRET=1`` before ``tritred_ops`` is loaded), which checks the machinery but measures nothing real.
 """
 
+from .accuracy import AccuracyReport, AccuracyResult, measure_accuracy, print_accuracy, write_accuracy_json
 from .checks import check_gradients, check_output
 from .inputs import build_inputs, with_view
 from .latency import LatencyReport, LatencyResult, measure_latency, print_latency, write_latency_json
@@ -47,6 +48,8 @@ __all__ = [
     "PEERS",
     "PROVIDERS",
     "TRAINING",
+    "AccuracyReport",
+    "AccuracyResult",
     "BenchReport",
     "Case",
     "CaseResult",
@@ -68,11 +71,13 @@ __all__ = [
     "get_provider",
     "load_suite",
     "markdown_table",
+    "measure_accuracy",
     "measure_copy_bandwidth",
     "measure_latency",
     "merge_reports",
     "pass_times",
     "peak_extra_bytes",
+    "print_accuracy",
     "print_latency",
     "print_report",
     "random_case",
@@ -90,6 +95,7 @@ __all__ = [
     "torch_op",
     "training_spec",
     "with_view",
+    "write_accuracy_json",
     "write_csv",
     "write_json",
     "write_latency_json",

@@ -1,11 +1,13 @@
 """``tritred bench``: the benchmark suite against the peers (tritred-bench), and its other modes: ``--latency``
-(tiny calls, µs per call) and ``--report`` (saved runs, merged).
+(tiny calls, µs per call), ``--accuracy`` (relative error against float64, tritred and eager) and ``--report``
+(saved runs, merged).
 
 ::
 
     tritred bench --quick --json out.json                 # the quick suite, tritred and eager
     tritred bench --suite training --pass both --memory   # training steps, peak memory
     tritred bench --latency                               # the latency suite: tritred vs eager, µs per call
+    tritred bench --accuracy --suite random --seed 7      # errors against float64: tritred vs eager
     tritred bench --report a.json --report b.json --markdown table.md --plot peers.png
 """
 
@@ -58,6 +60,9 @@ def bench_cmd(
     rep: Annotated[int | None, typer.Option("--rep", help="do_bench rep in ms (CUDA) / calls (CPU).")] = None,
     latency: Annotated[bool, typer.Option("--latency", help="Time tiny calls one at a time against torch eager "
                                           "(µs per call; suite `latency` unless --suite).")] = False,
+    accuracy: Annotated[bool, typer.Option("--accuracy", help="Measure each case's relative error against float64, "
+                                           "tritred and torch eager, on plain inputs and inputs far from zero "
+                                           "(no timing).")] = False,
     saved: Annotated[list[Path] | None, typer.Option("--report", help="Read saved --json reports instead of "
                                                       "running (repeat to merge runs, in order).")] = None,
     markdown_out: Annotated[Path | None, typer.Option("--markdown", help="With --report: write a markdown table "
@@ -80,8 +85,8 @@ def bench_cmd(
 
     --pass both times a training step (backward: the step minus the forward); --suite random --seed S --count N
     draws N realistic cases from seed S. --latency times tiny calls (host-bound) against torch eager instead;
-    --report reads saved --json reports (several runs merged) and prints, plots or tabulates them without running
-    anything.
+    --accuracy measures the errors of tritred and eager against float64 instead of time; --report reads saved
+    --json reports (several runs merged) and prints, plots or tabulates them without running anything.
     """
     prepare_backend()
     import tritred_bench as tb
@@ -128,6 +133,14 @@ def bench_cmd(
     cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=dtypes or None)
     if not cases:
         raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
+    if accuracy:
+        if latency or pass_ != "forward" or memory or peers or csv_out or plot_out:
+            raise UsageError("--accuracy compares the forward's errors of tritred and torch eager and writes --json "
+                             "only; --latency, --pass, --memory, --peers, --csv and --plot do not apply")
+        status = run_accuracy(cases, "cuda" if on_cuda else "cpu", input_seed, json_out, make_console())
+        if status:
+            raise typer.Exit(status)
+        return
     if latency:
         if pass_ != "forward" or memory:
             raise UsageError("--latency times the forward call; --pass and --memory do not apply")
@@ -193,6 +206,18 @@ def run_latency(cases: list[Any], device: str, quick: bool, seed: int, json_out:
     print_latency(report, console=console)
     if json_out is not None:
         console.print(f"wrote {write_latency_json(report, json_out)}")
+    return 1 if any(r.message for r in report.results) else 0
+
+
+def run_accuracy(cases: list[Any], device: str, seed: int, json_out: Path | None, console: Any) -> int:
+    """Measure and print the errors of ``cases`` against float64; write JSON when asked. Returns the exit status
+    (1: a case did not run)."""
+    from tritred_bench.accuracy import measure_accuracy, print_accuracy, write_accuracy_json
+
+    report = measure_accuracy(cases, device=device, seed=seed)
+    print_accuracy(report, console=console)
+    if json_out is not None:
+        console.print(f"wrote {write_accuracy_json(report, json_out)}")
     return 1 if any(r.message for r in report.results) else 0
 
 
