@@ -1,14 +1,16 @@
 """What autograd can ask beyond a first-order gradient: each op either does it as torch does or raises, never a
 silently wrong or missing result.
 
-Second order: the ops whose backward is a Triton kernel (the norms, batch_norm, softmax, log_softmax, logsumexp,
-cross_entropy) do not support a double backward. Under ``create_graph=True`` their gradients must still depend on
-the inputs that require grad, so that differentiating them raises (naming the op) instead of silently dropping a
-second-order term: the case here is a gradient penalty through an op whose output enters the loss linearly, where
-the incoming gradient is a constant (torch's own ``once_differentiable`` returns a constant gradient there).
+Second order: every op's gradients taken with ``create_graph=True`` can be differentiated again, as torch's (the
+backward kernels' ops through torch's differentiable formulas, ``rt.twice_differentiable``), except cross_entropy,
+which keeps no logits for its backward and refuses ``create_graph=True`` with an input that requires grad. The case
+here is a gradient penalty through an op whose output enters the loss linearly, where the incoming gradient is a
+constant (torch's own ``once_differentiable`` would return a constant gradient there and lose the second-order
+term).
 
-Forward mode (``torch.autograd.forward_ad``) and torch.func transforms (vmap, grad, jvp) and batched gradients are
-not supported: they raise NotImplementedError; a dual input's tangent is never dropped.
+Forward mode (``torch.autograd.forward_ad``), torch.func's vmap and jvp, and batched gradients are not supported:
+they raise NotImplementedError; a dual input's tangent is never dropped. torch.func.grad and jacrev work (they take
+the create_graph path).
 """
 
 from __future__ import annotations
@@ -37,34 +39,85 @@ def _cases(device):
 
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "batch_norm", "softmax", "log_softmax", "logsumexp",
                                 "cross_entropy"])
-def test_gradient_penalty_raises_instead_of_a_cut_gradient(op, device):
+def test_gradient_penalty_is_torchs(op, device):
     shape, call = _cases(device)[op]
     x0 = randn(shape, torch.float64, device)
     w0 = randn((shape[1],), torch.float64, device)
     out_shape = call(F, x0, w0).shape
     v = randn(tuple(out_shape), torch.float64, device) if len(out_shape) else T(1.3, dtype=torch.float64,
                                                                                   device=device)
-    named = rf"tritred\.{op}\(\): its backward is not differentiable"
-    grads = []
+    firsts, seconds = [], []
     for f in (tr, F):
         x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
         critic = (call(f, x, w) * v).sum()  # (linear in the op's output: a constant incoming gradient)
         if f is tr and op == "cross_entropy":  # (it saves no logits to link its gradient to: refused at once)
-            with pytest.raises(RuntimeError, match=named + ".*create_graph=True"):
+            with pytest.raises(RuntimeError, match=r"tritred\.cross_entropy\(\): its backward is not differentiable"
+                               ".*create_graph=True"):
                 torch.autograd.grad(critic, x, create_graph=True)
             (gx,) = torch.autograd.grad(critic, x)
-            grads.append(gx)
+            firsts.append(gx)
             continue
         (gx,) = torch.autograd.grad(critic, x, create_graph=True)
         assert gx.requires_grad, f  # (never a gradient cut from the graph)
-        grads.append(gx.detach())
-        if f is tr:
-            with pytest.raises(RuntimeError, match=named):
-                torch.autograd.grad((gx.norm() - 1) ** 2, w, retain_graph=True)
-            with pytest.raises(RuntimeError, match=named):
-                ((gx.norm() - 1) ** 2).backward()
-    torch.testing.assert_close(grads[0], grads[1])  # the first-order gradient itself is torch's
+        firsts.append(gx.detach())
+        penalty = (gx.norm() - 1) ** 2 + (gx * x).sum()  # (x enters both through gx and directly)
+        seconds.append(torch.autograd.grad(penalty, (x, w)))
+    torch.testing.assert_close(firsts[0], firsts[1])  # the first-order gradient itself is torch's
+    if op != "cross_entropy":
+        for ours, theirs in zip(*seconds):  # and the second-order ones, through x and through w
+            torch.testing.assert_close(ours, theirs)
 
+
+SECOND_ORDER = {
+    "layer_norm": ([(3, 5), (5,), (5,)], lambda x, w, b: tr.layer_norm(x, (5,), w, b)),
+    "layer_norm 2 dims": ([(4, 2, 3), (2, 3)], lambda x, w: tr.layer_norm(x, (2, 3), w, None, 1e-3)),
+    "rms_norm": ([(3, 5), (5,)], lambda x, w: tr.rms_norm(x, (5,), w)),
+    "rms_norm eps": ([(2, 3, 4)], lambda x: tr.rms_norm(x, (3, 4), None, 0.1)),
+    "batch_norm training": ([(4, 3, 2), (3,), (3,)], lambda x, w, b: tr.batch_norm(x, None, None, w, b, True)),
+    "batch_norm 2-D": ([(5, 3), (3,)], lambda x, w: tr.batch_norm(x, None, None, w, None, True, 0.1, 1e-3)),
+    "batch_norm eval": ([(4, 3, 2, 2), (3,), (3,)], lambda x, w, b: tr.batch_norm(
+        x, T([0.5, -1.0, 0.2], dtype=x.dtype, device=x.device), T([0.7, 1.5, 2.0], dtype=x.dtype, device=x.device),
+        w, b, False)),
+    "softmax": ([(3, 5)], lambda x: tr.softmax(x, 0)),
+    "softmax dtype": ([(3, 5)], lambda x: tr.softmax(x, 1, dtype=torch.float64)),
+    "log_softmax": ([(2, 3, 4)], lambda x: tr.log_softmax(x, 1)),
+    "logsumexp": ([(2, 3, 4)], lambda x: tr.logsumexp(x, (0, 2), keepdim=True)),
+}
+
+
+@pytest.mark.parametrize("case", list(SECOND_ORDER))
+def test_double_backward_gradgradcheck(case, device):
+    """Second derivatives by finite differences of the first (float64), through every input that takes one."""
+    shapes, fn = SECOND_ORDER[case]
+    inputs = [randn(s, torch.float64, device).requires_grad_() for s in shapes]
+    assert torch.autograd.gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_create_graph_keeps_the_first_order_gradients(dtype, device, caplog):
+    """Under create_graph=True the gradients come from torch's ops (logged), and equal the kernels' (float32
+    accumulation in both); without it the kernels run (nothing logged)."""
+    x0, w0 = randn((6, 40), dtype, device), randn((40,), dtype, device)
+    dy = randn((6, 40), dtype, device)
+    for name, call in (("layer_norm", lambda x, w: tr.layer_norm(x, (40,), w, w)),
+                       ("rms_norm", lambda x, w: tr.rms_norm(x, (40,), w)),
+                       ("softmax", lambda x, w: tr.softmax(x * w, -1)),
+                       ("log_softmax", lambda x, w: tr.log_softmax(x * w, 0, dtype=torch.float32).to(x.dtype)),
+                       ("batch_norm", lambda x, w: tr.batch_norm(x, None, None, w, None, True))):
+        grads = []
+        for create_graph in (False, True):
+            x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+            caplog.clear()
+            with caplog.at_level("DEBUG", logger="tritred"):
+                grads.append(torch.autograd.grad(call(x, w), (x, w), dy, create_graph=create_graph))
+            composite = [r for r in caplog.records if "create_graph=True" in r.getMessage()]
+            assert [r.getMessage() for r in composite] == (
+                [f"tritred.{name}: a backward with create_graph=True: its gradients from torch's ops"]
+                if create_graph else []), name
+        for kernel, composite_grad in zip(*grads):
+            assert composite_grad.dtype == kernel.dtype and composite_grad.requires_grad
+            tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+            torch.testing.assert_close(composite_grad.detach().float(), kernel.float(), rtol=tol, atol=tol)
 
 
 def test_forward_mode_ad_raises_instead_of_dropping_the_tangent(device):
@@ -86,8 +139,12 @@ def test_torch_func_and_batched_gradients_raise(device):
     message = "torch.func transforms .* not supported"
     with pytest.raises(NotImplementedError, match="tritred sum: " + message):
         torch.func.vmap(lambda t: tr.sum(t, 0))(x)
-    with pytest.raises(NotImplementedError, match="tritred layer_norm_backward: " + message):
-        torch.func.grad(lambda t: (tr.layer_norm(t, (5,)) * x).sum())(x)
+    # torch.func.grad and jacrev take the backward with a graph (the create_graph path): torch's gradients
+    for ours, theirs in ((lambda t: tr.layer_norm(t, (5,)), lambda t: F.layer_norm(t, (5,))),
+                         (lambda t: tr.softmax(t, 0), lambda t: torch.softmax(t, 0))):
+        torch.testing.assert_close(torch.func.grad(lambda t, f=ours: (f(t) * x).sum())(x),
+                                   torch.func.grad(lambda t, f=theirs: (f(t) * x).sum())(x))
+        torch.testing.assert_close(torch.func.jacrev(ours)(x), torch.func.jacrev(theirs)(x))
     leaf = x.clone().requires_grad_()
     with pytest.raises(NotImplementedError, match="tritred softmax_backward: " + message):
         torch.autograd.grad(tr.softmax(leaf, -1), leaf, randn((2, 3, 5), torch.float64, device),

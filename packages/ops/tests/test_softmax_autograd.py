@@ -92,12 +92,16 @@ def test_backward_errors(device):
         _op("softmax_backward")(y, y.clone(), 2, torch.float32)
 
 
-def test_double_backward_raises(device):
-    """The backward is not differentiable (torch's is): a second-order gradient raises rather than being wrong."""
-    x = randn((3, 4), torch.float64, device).requires_grad_()
-    (g,) = torch.autograd.grad(tr.softmax(x, 1)[:, 0].sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match=r"tritred\.softmax\(\): its backward is not differentiable"):
-        g.sum().backward()
+def test_double_backward_is_torchs(device):
+    """A second-order gradient through softmax and log_softmax equals torch's (more in test_autograd_modes.py)."""
+    x0 = randn((3, 4), torch.float64, device)
+    for ours, theirs in ((tr.softmax, torch.softmax), (tr.log_softmax, torch.log_softmax)):
+        got = []
+        for f in (ours, theirs):
+            x = x0.clone().requires_grad_()
+            (g,) = torch.autograd.grad(f(x, 1)[:, 0].sum(), x, create_graph=True)
+            got.append(torch.autograd.grad(g.square().sum(), x)[0])
+        torch.testing.assert_close(got[0], got[1])
 
 
 def test_only_inputs_that_need_a_gradient_get_one(device):

@@ -8,13 +8,14 @@
 - :mod:`.hints`: per-launch kernel knobs derived from a view and a config (divisibility, shifted tiles, tails);
 - :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key;
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
-  :func:`once_differentiable`, a backward whose gradients raise when differentiated again.
+  :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
+  :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
 here (``tritred_ops.host`` is the short list a plugin needs).
 """
 
-from .autograd import apply_function, once_differentiable
+from .autograd import apply_function, once_differentiable, twice_differentiable
 from .checks import (
     ALL_DTYPES,
     FLOATS,
@@ -151,6 +152,7 @@ __all__ = [
     "split_row_chunks",
     "tensor_key",
     "torch_accepts",
+    "twice_differentiable",
     "unit_stride",
     "unrolled_chunks",
     "view_of_groups",

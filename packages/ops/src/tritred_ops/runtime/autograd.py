@@ -1,5 +1,6 @@
 """The eager autograd Functions' plumbing: applying one without torch's per-call signature binding
-(:func:`apply_function`), and backward passes that are not themselves differentiable (:func:`once_differentiable`).
+(:func:`apply_function`), backward passes that are not themselves differentiable (:func:`once_differentiable`),
+and backward kernels whose gradients can be differentiated again through torch's ops (:func:`twice_differentiable`).
 
 ``torch.autograd.Function.apply`` of a Function with a separate ``setup_context`` (the style that
 ``torch.library.register_autograd`` and torch.func share) binds the call's arguments to ``forward``'s signature with
@@ -12,6 +13,7 @@ is nothing to fill in, and :func:`apply_function` calls torch's C++ ``apply`` (w
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,8 @@ from torch._C import _functions
 from torch._functorch.utils import unwrap_dead_wrappers
 
 Backward = Callable[..., Any]
+
+log = logging.getLogger("tritred")
 
 
 def apply_function(function: type[torch.autograd.Function], *args: Any) -> Any:
@@ -50,8 +54,7 @@ def once_differentiable(op: str) -> Callable[[Backward], Backward]:
     def decorate(fn: Backward) -> Backward:
         @functools.wraps(fn)
         def wrapper(ctx: Any, *grads: Any) -> Any:
-            graph = torch.is_grad_enabled() and (  # (False under create_graph=False: the common backward)
-                any(ctx.needs_input_grad) or any(isinstance(g, torch.Tensor) and g.requires_grad for g in grads))
+            graph = _graph_wanted(ctx, grads)  # (False under create_graph=False: the common backward)
             links: list[torch.Tensor] = []
             if graph:
                 # The error node's inputs: the gradients, and the saved tensors that require grad (the op's inputs,
@@ -71,5 +74,35 @@ def once_differentiable(op: str) -> Callable[[Backward], Backward]:
             ins = [t.detach() if isinstance(t, torch.Tensor) else t for t in outs]
             wrapped = _functions.DelayedError(message, len(ins) + len(links))(*ins, *links)[:len(outs)]
             return tuple(wrapped) if isinstance(outputs, tuple) else wrapped[0]
+        return wrapper
+    return decorate
+
+
+def _graph_wanted(ctx: Any, grads: tuple[Any, ...]) -> bool:
+    """Whether a backward must build a graph of its gradients: under ``create_graph=True`` (grad mode on inside a
+    backward), when an input of the op needs a gradient or an incoming gradient requires grad."""
+    return torch.is_grad_enabled() and (
+        any(ctx.needs_input_grad) or any(isinstance(g, torch.Tensor) and g.requires_grad for g in grads))
+
+
+def twice_differentiable(op: str, composite: Backward) -> Callable[[Backward], Backward]:
+    """A backward that runs ``op``'s backward kernels, and under ``create_graph=True`` gives gradients that can be
+    differentiated again (a double backward, a gradient penalty), as torch's.
+
+    The common backward (``create_graph=False``) runs the decorated function: the kernels, without grad. Under
+    ``create_graph=True``, when the op's inputs need gradients or an incoming gradient requires grad, the gradients
+    are ``composite(ctx, *grads)``'s instead: the same formulas (torch's ``derivatives.yaml``) written in torch's
+    differentiable ops on the saved tensors, the statistics recomputed from the input so that their own
+    dependence on it is in the graph. That path is torch's work, logged (debug) on the ``tritred`` logger; it is
+    only taken when a graph of the gradients is asked for.
+    """
+    def decorate(fn: Backward) -> Backward:
+        @functools.wraps(fn)
+        def wrapper(ctx: Any, *grads: Any) -> Any:
+            if _graph_wanted(ctx, grads):
+                log.debug("tritred.%s: a backward with create_graph=True: its gradients from torch's ops", op)
+                return composite(ctx, *grads)
+            with torch.no_grad():
+                return fn(ctx, *grads)
         return wrapper
     return decorate

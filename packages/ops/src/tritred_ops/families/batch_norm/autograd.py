@@ -67,6 +67,43 @@ def _backward(ctx: Any, dy: Tensor | None, bwd: Callable[..., Grads]) -> tuple[T
     return (dx if mask[0] else None, None, None, dw if mask[1] else None, db if mask[2] else None, None, None, None)
 
 
+def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+    """:func:`_backward`'s gradients in torch's differentiable ops, for a backward with ``create_graph=True``
+    (``rt.twice_differentiable``): torch's ``batchnorm_backward`` formulas in float32 (float64 for float64), the
+    batch statistics recomputed from the input in training (two passes) so that a double backward differentiates
+    them too; in eval the running statistics are constants::
+
+        training: x_hat = (x - mean) * invstd,  g = dy * weight
+                  dx = invstd * (g - mean(g) - x_hat * mean(g * x_hat))    (means over the batch and spatial dims)
+        eval:     dx = dy * weight * invstd
+        dweight = sum(dy * x_hat),  dbias = sum(dy)
+    """
+    need = ctx.needs_input_grad
+    if dy is None or not (need[0] or need[3] or need[4]):
+        return (None,) * 8
+    input, weight, mean, var = ctx.saved_tensors
+    acc = acc_dtype(input.dtype)
+    dims = (0, *range(2, input.dim()))
+    channel = (1, -1) + (1,) * (input.dim() - 2)  # (a [C] tensor as [1, C, 1, ...])
+    x, g = input.to(acc), dy.to(acc)
+    if ctx.training:
+        centered = x - x.mean(dims, keepdim=True)
+        invstd = torch.rsqrt(centered.square().mean(dims, keepdim=True) + ctx.eps)
+    else:
+        centered = x - mean.detach().to(acc).view(channel)
+        invstd = torch.rsqrt(var.detach().to(acc).view(channel) + ctx.eps)
+    x_hat = centered * invstd
+    gw = g * weight.to(acc).view(channel) if weight is not None else g
+    dx = None
+    if need[0]:
+        dx = invstd * (gw - gw.mean(dims, keepdim=True) - x_hat * (gw * x_hat).mean(dims, keepdim=True)) \
+            if ctx.training else gw * invstd
+        dx = dx.to(input.dtype)
+    dw = (g * x_hat).sum(dims).to(weight.dtype) if need[3] and weight is not None else None
+    db = g.sum(dims).to(ctx.bias_dtype) if need[4] and ctx.bias_dtype is not None else None
+    return dx, None, None, dw, db, None, None, None
+
+
 def _launch_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor, training: bool,
                      eps: float, mask: tuple[bool, bool, bool], bias_dtype: torch.dtype | None) -> Grads:
     return batch_norm_backward_call(SPEC, dy, input, weight, mean, var, training, eps, mask, bias_dtype)
@@ -81,8 +118,8 @@ def _op_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor,
 
 class BatchNormFunction(torch.autograd.Function):
     """Eager autograd of batch_norm: forward ``(y, save_mean, save_invstd)`` (the statistics None in eval; the
-    running statistics updated in place, once), backward through the Triton backward launcher. Not twice
-    differentiable (``once_differentiable``: a double backward raises)."""
+    running statistics updated in place, once), backward through the Triton backward launcher; under
+    ``create_graph=True`` through torch's ops (``twice_differentiable``: a double backward works, as torch's)."""
 
     @staticmethod
     def forward(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # type: ignore[override]
@@ -95,7 +132,7 @@ class BatchNormFunction(torch.autograd.Function):
     setup_context = staticmethod(_setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @rt.once_differentiable("batch_norm")
+    @rt.twice_differentiable("batch_norm", _composite_backward)
     def backward(ctx: Any, dy: Tensor, *_: Any) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         return _backward(ctx, dy, _launch_backward)
 

@@ -14,7 +14,8 @@ sharing one ``setup_context`` and one backward.
 Saved for backward (torch's ``native_layer_norm``: input, weight, mean, rstd): the input, the weight, the bias
 (only its shape and dtype are used: the gradient's), and the forward's per-row mean and rstd (float32; float64 for
 float64 inputs). Gradients that are not needed (``ctx.needs_input_grad``) are not computed: no dw/db partials
-without a weight/bias that requires grad, no dx for an input that does not.
+without a weight/bias that requires grad, no dx for an input that does not. In eager, gradients taken with
+``create_graph=True`` can be differentiated again (:func:`composite_backward`), as torch's.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def forward(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | Non
 def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]) -> None:
     input, normalized_shape, weight, bias, _ = inputs
     _, mean, rstd = output
-    ctx.normalized_shape = _shape(normalized_shape)
+    ctx.normalized_shape, ctx.eps = _shape(normalized_shape), inputs[4]
     ctx.save_for_backward(input, weight, bias, mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
     ctx.set_materialize_grads(False)  # (mean's and rstd's gradients: None, not two zero-filled launches a step)
@@ -72,6 +73,33 @@ def backward(ctx: Any, grad: Tensor | None, bwd: Backward,
         return None, None, None, None, None
     dx, dw, db = bwd(grad, input, ctx.normalized_shape, mean, rstd, weight, bias, mask)
     return dx if mask[0] else None, None, dw if mask[1] else None, db if mask[2] else None, None
+
+
+def composite_backward(ctx: Any, grad: Tensor | None, *_: Any,
+                       ) -> tuple[Tensor | None, None, Tensor | None, Tensor | None, None]:
+    """The gradients of :func:`backward` in torch's differentiable ops, for a backward with ``create_graph=True``
+    (``rt.twice_differentiable``): torch's formulas (``layer_norm_backward``), in float32 (float64 for float64),
+    the mean and rstd recomputed from the input (two passes) so that a double backward differentiates them too::
+
+        x_hat = (x - mean) * rstd,  g = dy * weight
+        dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)),  dweight = sum(dy * x_hat),  dbias = sum(dy)
+    """
+    input, weight, bias, _, _ = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    if grad is None or not (needs[0] or needs[2] or needs[3]):
+        return None, None, None, None, None
+    acc = acc_dtype(input.dtype)
+    dims = tuple(range(input.dim() - len(ctx.normalized_shape), input.dim()))
+    lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
+    x, dy = input.to(acc), grad.to(acc)
+    centered = x - x.mean(dims, keepdim=True)
+    rstd = torch.rsqrt(centered.square().mean(dims, keepdim=True) + ctx.eps)
+    x_hat = centered * rstd
+    g = dy * weight.to(acc) if weight is not None else dy
+    dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
+    dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
+    db = dy.sum(lead).to(bias.dtype) if needs[3] and bias is not None else None
+    return dx.to(input.dtype) if needs[0] else None, None, dw, db, None
 
 
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], mean: Tensor, rstd: Tensor,
@@ -92,7 +120,7 @@ class LayerNormFunction(torch.autograd.Function):
     setup_context = staticmethod(setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @rt.once_differentiable("layer_norm")
+    @rt.twice_differentiable("layer_norm", composite_backward)
     def backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 

@@ -9,7 +9,8 @@ ops are opaque custom ops).
 Saved for backward (torch's ``_fused_rms_norm``: input, weight, rstd): the input, the weight and the per-row rstd
 (float32; float64 for float64 inputs). dx = rstd * (w * dy - x_hat * mean(w * dy * x_hat)), dw = the sum over rows
 of dy * x_hat (x_hat = x * rstd), as per-program fp32 partials summed in a fixed order (fp64 for a float64 input or
-weight), rounded once to the weight's dtype. Gradients not needed (``ctx.needs_input_grad``) are not computed.
+weight), rounded once to the weight's dtype. Gradients not needed (``ctx.needs_input_grad``) are not computed. In
+eager, gradients taken with ``create_graph=True`` can be differentiated again (:func:`composite_backward`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def forward(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | Non
 
 def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
     input, normalized_shape, weight, _ = inputs
-    ctx.normalized_shape = list(normalized_shape)
+    ctx.normalized_shape, ctx.eps = list(normalized_shape), inputs[3]
     ctx.save_for_backward(input, weight, output[1])
     ctx.mark_non_differentiable(output[1])
     ctx.set_materialize_grads(False)  # (rstd's gradient: None, not a zero-filled launch a step)
@@ -67,6 +68,30 @@ def backward(ctx: Any, grad: Tensor | None, bwd: Backward) -> tuple[Tensor | Non
         return None, None, None, None
     dx, dw = bwd(grad, input, ctx.normalized_shape, rstd, weight, mask)
     return dx if mask[0] else None, None, dw if mask[1] else None, None
+
+
+def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor | None, None, Tensor | None, None]:
+    """The gradients of :func:`backward` in torch's differentiable ops, for a backward with ``create_graph=True``
+    (``rt.twice_differentiable``), rstd recomputed from the input so that a double backward differentiates it too;
+    in float32 (float64 for a float64 input or weight)::
+
+        x_hat = x * rstd,  g = dy * weight,  dx = rstd * (g - x_hat * mean(g * x_hat)),  dweight = sum(dy * x_hat)
+    """
+    input, weight, _ = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    if grad is None or not (needs[0] or needs[2]):
+        return None, None, None, None
+    wide = input.dtype == torch.float64 or (weight is not None and weight.dtype == torch.float64)
+    acc = torch.float64 if wide else torch.float32
+    dims = tuple(range(input.dim() - len(ctx.normalized_shape), input.dim()))
+    x, dy = input.to(acc), grad.to(acc)
+    rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + launch.resolve_eps(ctx.eps, input.dtype))
+    x_hat = x * rstd
+    g = dy * weight.to(acc) if weight is not None else dy
+    dx = rstd * (g - x_hat * (g * x_hat).mean(dims, keepdim=True))
+    lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
+    dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
+    return dx.to(input.dtype) if needs[0] else None, None, dw, None
 
 
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
@@ -88,7 +113,7 @@ class RMSNormFunction(torch.autograd.Function):
     setup_context = staticmethod(setup_context)  # type: ignore[assignment]
 
     @staticmethod
-    @rt.once_differentiable("rms_norm")
+    @rt.twice_differentiable("rms_norm", composite_backward)
     def backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 

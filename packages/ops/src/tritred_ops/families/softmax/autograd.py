@@ -6,8 +6,10 @@ op under compile).
 
 What is saved: softmax and log_softmax save their output (not the input: torch's ``derivatives.yaml``), logsumexp
 its input and result. Non-tensor arguments get no gradient; an input that does not need one gets None (no
-launch). The backward is not itself differentiable (``once_differentiable``; the registered backward ops have no
-autograd): a double backward raises.
+launch). In eager a gradient taken with ``create_graph=True`` can be differentiated again, as torch's: the
+backward then computes it with torch's differentiable ops (``_softmax_backward_data``, ``_log_softmax_backward_data``,
+whose own derivatives torch defines; logsumexp's backward is torch ops anyway). Under torch.compile the registered
+backward ops have no autograd: a double backward raises there.
 
 Why opaque ``custom_op``s and not ``triton_op``/``wrap_triton``: the launchers choose kernels from each call's
 tensors (the canonical view of its strides, 16-byte alignment), replay recorded plans and, for split rows,
@@ -62,6 +64,19 @@ def _softmax_grad(ctx: Any, grad: torch.Tensor | None, backward: Callable[..., t
     return backward(grad, output, ctx.dim, ctx.input_dtype), None, None
 
 
+def _softmax_composite(mode: int) -> Callable[..., tuple[Any, None, None]]:
+    """The gradient of softmax (``mode`` 0) or log_softmax (1) in torch's differentiable ops, for a backward
+    with ``create_graph=True`` (``rt.twice_differentiable``): torch's own backward functions of the output."""
+    def composite(ctx: Any, grad: torch.Tensor | None) -> tuple[Any, None, None]:
+        if grad is None or not ctx.needs_input_grad[0]:
+            return None, None, None
+        (output,) = ctx.saved_tensors
+        d = check_backward(_NAMES[mode], grad, output, ctx.dim, ctx.input_dtype)
+        backward = torch._softmax_backward_data if mode == 0 else torch._log_softmax_backward_data
+        return backward(grad, output, d, output.dtype).to(ctx.input_dtype), None, None
+    return composite
+
+
 def _setup_logsumexp(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     input, dim, keepdim = inputs
     ctx.save_for_backward(input, output)
@@ -92,7 +107,7 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
         setup_context = staticmethod(_setup_softmax)  # type: ignore[assignment]
 
         @staticmethod
-        @rt.once_differentiable(_NAMES[mode])
+        @rt.twice_differentiable(_NAMES[mode], _softmax_composite(mode))
         def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
             return _softmax_grad(ctx, grad, lambda *a: softmax_backward(mode, *a))
 
@@ -108,7 +123,7 @@ LogSoftmaxFunction = _softmax_function(1)
 
 
 class LogsumexpFunction(torch.autograd.Function):
-    """logsumexp(input, dim, keepdim) with torch's pointwise backward."""
+    """logsumexp(input, dim, keepdim) with torch's pointwise backward (differentiable: a double backward works)."""
 
     @staticmethod
     def forward(input: torch.Tensor, dim: Any, keepdim: bool) -> torch.Tensor:  # type: ignore[override]
@@ -117,7 +132,6 @@ class LogsumexpFunction(torch.autograd.Function):
     setup_context = staticmethod(_setup_logsumexp)  # type: ignore[assignment]
 
     @staticmethod
-    @rt.once_differentiable("logsumexp")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
         return _logsumexp_grad(ctx, grad, logsumexp_backward)
 

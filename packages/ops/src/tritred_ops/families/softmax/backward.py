@@ -306,6 +306,6 @@ def logsumexp_backward(grad: torch.Tensor, input: torch.Tensor, result: torch.Te
         for d in dims:
             grad, result = grad.unsqueeze(d), result.unsqueeze(d)
     acc = torch.float64 if input.dtype == torch.float64 else torch.float32
-    dx = input.to(acc) - result.to(acc)
-    dx = dx.exp_().mul_(grad.to(acc))
+    # (out of place: under create_graph=True these ops are the graph a double backward differentiates)
+    dx = (input.to(acc) - result.to(acc)).exp() * grad.to(acc)
     return dx.to(input.dtype)
