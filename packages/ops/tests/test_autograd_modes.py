@@ -8,9 +8,10 @@ here is a gradient penalty through an op whose output enters the loss linearly, 
 constant (torch's own ``once_differentiable`` would return a constant gradient there and lose the second-order
 term).
 
-Forward mode (``torch.autograd.forward_ad``), torch.func's vmap and jvp, and batched gradients are not supported:
-they raise NotImplementedError; a dual input's tangent is never dropped. torch.func.grad and jacrev work (they take
-the create_graph path).
+Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): softmax, log_softmax, logsumexp, the norms and
+batch_norm give torch's tangents (their Functions' jvp); the reductions and cross_entropy raise NotImplementedError,
+a dual input's tangent never dropped. torch.func's vmap and batched gradients raise NotImplementedError.
+torch.func.grad and jacrev work (they take the create_graph path).
 """
 
 from __future__ import annotations
@@ -121,17 +122,63 @@ def test_create_graph_keeps_the_first_order_gradients(dtype, device, caplog):
 
 
 def test_forward_mode_ad_raises_instead_of_dropping_the_tangent(device):
+    """The reductions' Functions have no jvp: a dual input raises (torch's error), its tangent never dropped."""
     import torch.autograd.forward_ad as fwAD
 
     x = randn((3, 5), torch.float64, device)
     with fwAD.dual_level():
         dual = fwAD.make_dual(x, torch.ones_like(x))
-        for call in (lambda t: tr.softmax(t, -1), lambda t: tr.sum(t, 1), lambda t: tr.layer_norm(t, (5,)),
-                     lambda t: tr.var(t, 1)):
+        for call in (lambda t: tr.sum(t, 1), lambda t: tr.var(t, 1), lambda t: tr.amax(t, 1),
+                     lambda t: tr.cross_entropy(t, T([1, 2, 0], device=device))):
             with pytest.raises(NotImplementedError, match="jvp"):
                 call(dual)
         # (no dual input inside a dual level: the result as usual)
-        torch.testing.assert_close(tr.softmax(x, -1), torch.softmax(x, -1))
+        torch.testing.assert_close(tr.sum(x, -1), torch.sum(x, -1))
+
+
+FORWARD_AD = {
+    "softmax": ([(3, 5)], lambda f, x: f.softmax(x, 0)),
+    "log_softmax dtype": ([(3, 5)], lambda f, x: f.log_softmax(x, 1, dtype=torch.float64)),
+    "logsumexp": ([(2, 3, 4)], lambda f, x: (tr if f is tr else torch).logsumexp(x, (0, 2))),
+    "layer_norm": ([(3, 5), (5,), (5,)], lambda f, x, w, b: f.layer_norm(x, (5,), w, b)),
+    "layer_norm 2 dims": ([(4, 2, 3)], lambda f, x: f.layer_norm(x, (2, 3))),
+    "rms_norm": ([(3, 5), (5,)], lambda f, x, w: f.rms_norm(x, (5,), w)),
+    "rms_norm eps": ([(2, 3, 4)], lambda f, x: f.rms_norm(x, (3, 4), None, 0.1)),
+    "batch_norm training": ([(4, 3, 2), (3,), (3,)], lambda f, x, w, b: f.batch_norm(x, None, None, w, b, True)),
+    "batch_norm 2-D": ([(5, 3), (3,)], lambda f, x, w: f.batch_norm(x, None, None, w, None, True)),
+    "batch_norm eval": ([(4, 3, 2, 2), (3,), (3,)], lambda f, x, w, b: f.batch_norm(
+        x, T([0.5, -1.0, 0.2], dtype=x.dtype, device=x.device), T([0.7, 1.5, 2.0], dtype=x.dtype, device=x.device),
+        w, b, False)),
+}
+
+
+@pytest.mark.parametrize("case", list(FORWARD_AD))
+def test_forward_mode_ad_is_torchs(case, device):
+    """Forward-mode AD (the Functions' jvp): torch.func.jvp gives torch's tangent, and gradcheck's forward-mode
+    check (finite differences, undefined tangents) passes, in float64."""
+    shapes, call = FORWARD_AD[case]
+    primals = tuple(randn(s, torch.float64, device) for s in shapes)
+    tangents = tuple(randn(s, torch.float64, device) for s in shapes)
+    ours = torch.func.jvp(lambda *a: call(tr, *a), primals, tangents)
+    theirs = torch.func.jvp(lambda *a: call(F, *a), primals, tangents)
+    torch.testing.assert_close(ours, theirs)
+    assert torch.autograd.gradcheck(lambda *a: call(tr, *a), [p.clone().requires_grad_() for p in primals],
+                                     check_forward_ad=True)
+
+
+def test_forward_mode_ad_in_half_precision(device):
+    """The tangent in the output's dtype, from float32 arithmetic: bfloat16 within its rounding of torch's."""
+    import torch.autograd.forward_ad as fwAD
+
+    x, t = randn((4, 64), torch.bfloat16, device), randn((4, 64), torch.bfloat16, device)
+    w = randn((64,), torch.bfloat16, device)
+    for ours, theirs in ((lambda u: tr.layer_norm(u, (64,), w), lambda u: F.layer_norm(u, (64,), w.double())),
+                         (lambda u: tr.softmax(u, -1), lambda u: torch.softmax(u, -1))):
+        with fwAD.dual_level():
+            a = fwAD.unpack_dual(ours(fwAD.make_dual(x, t))).tangent
+            b = fwAD.unpack_dual(theirs(fwAD.make_dual(x.double(), t.double()))).tangent
+        assert a.dtype == torch.bfloat16
+        torch.testing.assert_close(a.double(), b, rtol=2e-2, atol=2e-2)
 
 
 def test_torch_func_and_batched_gradients_raise(device):

@@ -9,13 +9,21 @@
 - :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key;
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
   :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
-  :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops.
+  :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops;
+  :func:`save_for_jvp`, :func:`normalized_jvp` and :func:`tangent_sum`, for the Functions' forward-mode AD (``jvp``).
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
 here (``tritred_ops.host`` is the short list a plugin needs).
 """
 
-from .autograd import apply_function, once_differentiable, twice_differentiable
+from .autograd import (
+    apply_function,
+    normalized_jvp,
+    once_differentiable,
+    save_for_jvp,
+    tangent_sum,
+    twice_differentiable,
+)
 from .checks import (
     ALL_DTYPES,
     FLOATS,
@@ -131,6 +139,7 @@ __all__ = [
     "next_pow2",
     "no_row_threads",
     "no_tail",
+    "normalized_jvp",
     "once_differentiable",
     "out_strides",
     "pow2_divisor",
@@ -145,11 +154,13 @@ __all__ = [
     "row_hint",
     "row_programs",
     "rows_layout",
+    "save_for_jvp",
     "scalar_of",
     "single_tail",
     "slices",
     "split_plan",
     "split_row_chunks",
+    "tangent_sum",
     "tensor_key",
     "torch_accepts",
     "twice_differentiable",

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch._C import _functions
 from torch._functorch.utils import unwrap_dead_wrappers
+from torch.autograd import forward_ad
 
 Backward = Callable[..., Any]
 
@@ -106,3 +107,30 @@ def twice_differentiable(op: str, composite: Backward) -> Callable[[Backward], B
                 return fn(ctx, *grads)
         return wrapper
     return decorate
+
+
+def save_for_jvp(ctx: Any, *tensors: torch.Tensor | None) -> None:
+    """``ctx.save_for_forward(*tensors)`` inside a forward-mode AD level (``torch.autograd.forward_ad``), where a
+    Function's ``jvp`` reads them; nothing otherwise (no reference kept by the common call)."""
+    if forward_ad._current_level >= 0:
+        ctx.save_for_forward(*tensors)
+
+
+def normalized_jvp(x_hat: torch.Tensor, scale: torch.Tensor, tangent: torch.Tensor, dims: tuple[int, ...],
+                   centered: bool) -> torch.Tensor:
+    """The tangent of ``x_hat``, the input normalized over ``dims`` (``scale``: rstd or invstd, broadcast), for an
+    input tangent ``tangent``: ``scale * (t - mean(t) - x_hat * mean(x_hat * t))``, without ``mean(t)`` for
+    rms_norm (``centered`` False). All in the accumulation dtype."""
+    t = tangent - tangent.mean(dims, keepdim=True) if centered else tangent
+    return scale * (t - x_hat * (x_hat * tangent).mean(dims, keepdim=True))
+
+
+def tangent_sum(terms: list[torch.Tensor], shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
+    """The sum of a ``jvp``'s tangent terms (broadcast), of ``shape`` and ``dtype``; None (an undefined tangent)
+    when there is none: every input's tangent undefined."""
+    if not terms:
+        return None
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out.expand(shape).to(dtype).contiguous()

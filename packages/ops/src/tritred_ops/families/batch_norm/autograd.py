@@ -49,8 +49,10 @@ def _setup_context(ctx: Any, inputs: Sequence[Any], output: Sequence[Any]) -> No
     ctx.bias_dtype = bias.dtype if bias is not None else None
     if training:
         ctx.save_for_backward(input, weight, output[1], output[2])
+        rt.save_for_jvp(ctx, input, weight, output[1], output[2])
     else:
         ctx.save_for_backward(input, weight, running_mean, running_var)
+        rt.save_for_jvp(ctx, input, weight, running_mean, running_var)
     ctx.mark_non_differentiable(*(t for t in output[1:] if t is not None))
     ctx.set_materialize_grads(False)  # (the statistics' gradients: None, not zero-filled launches; dy may be None)
 
@@ -104,6 +106,42 @@ def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | 
     return dx, None, None, dw, db, None, None, None
 
 
+def _jvp(ctx: Any, t_input: Tensor | None, t_running_mean: Tensor | None, t_running_var: Tensor | None,
+         t_weight: Tensor | None, t_bias: Tensor | None, *_: Any) -> tuple[Tensor | None, None, None]:
+    """The output's tangent (forward-mode AD) for the tangents of the input, weight and bias (torch's
+    ``batch_norm_jvp``), in float32 (float64 for float64), from the forward's statistics::
+
+        training: x_hat' = invstd * (t - mean(t) - x_hat * mean(x_hat * t))   (over the batch and spatial dims)
+        eval:     x_hat' = invstd * t
+        y' = x_hat' * weight + x_hat * weight' + bias'
+
+    In eval, a tangent of the running statistics raises NotImplementedError rather than being dropped."""
+    input, weight, mean, var = ctx.saved_tensors
+    acc = acc_dtype(input.dtype)
+    dims = (0, *range(2, input.dim()))
+    channel = (1, -1) + (1,) * (input.dim() - 2)  # (a [C] tensor as [1, C, 1, ...])
+    x = input.to(acc)
+    if ctx.training:
+        scale = var.to(acc).view(channel)  # (the saved invstd)
+    else:
+        if any(s is not None and bool(s.ne(0).any()) for s in (t_running_mean, t_running_var)):
+            raise NotImplementedError("tritred.batch_norm(): forward-mode AD with a tangent of the running "
+                                      "statistics in eval is not supported")
+        scale = torch.rsqrt(var.to(acc).view(channel) + ctx.eps)
+    x_hat = (x - mean.to(acc).view(channel)) * scale
+    w = weight.to(acc).view(channel) if weight is not None else None
+    terms = []  # (an undefined tangent is a zero one)
+    if t_input is not None:
+        t = t_input.to(acc)
+        dx_hat = rt.normalized_jvp(x_hat, scale, t, dims, centered=True) if ctx.training else t * scale
+        terms.append(dx_hat * w if w is not None else dx_hat)
+    if w is not None and t_weight is not None:
+        terms.append(x_hat * t_weight.to(acc).view(channel))
+    if t_bias is not None:
+        terms.append(t_bias.to(acc).view(channel))
+    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None, None
+
+
 def _launch_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor, training: bool,
                      eps: float, mask: tuple[bool, bool, bool], bias_dtype: torch.dtype | None) -> Grads:
     return batch_norm_backward_call(SPEC, dy, input, weight, mean, var, training, eps, mask, bias_dtype)
@@ -135,6 +173,8 @@ class BatchNormFunction(torch.autograd.Function):
     @rt.twice_differentiable("batch_norm", _composite_backward)
     def backward(ctx: Any, dy: Tensor, *_: Any) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         return _backward(ctx, dy, _launch_backward)
+
+    jvp = staticmethod(_jvp)
 
 
 # -- the registered ops (torch.compile) ---------------------------------------------------------------------------

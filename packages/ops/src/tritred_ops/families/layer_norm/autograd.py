@@ -58,6 +58,7 @@ def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tenso
     _, mean, rstd = output
     ctx.normalized_shape, ctx.eps = _shape(normalized_shape), inputs[4]
     ctx.save_for_backward(input, weight, bias, mean, rstd)
+    rt.save_for_jvp(ctx, input, weight, mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
     ctx.set_materialize_grads(False)  # (mean's and rstd's gradients: None, not two zero-filled launches a step)
 
@@ -102,6 +103,32 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any,
     return dx.to(input.dtype) if needs[0] else None, None, dw, db, None
 
 
+def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, t_bias: Tensor | None, _eps: Any,
+        ) -> tuple[Tensor | None, None, None]:
+    """The output's tangent (forward-mode AD) for the tangents of the input, weight and bias (torch's
+    ``layer_norm_jvp``), in float32 (float64 for float64), from the forward's mean and rstd::
+
+        x_hat' = rstd * (t - mean(t) - x_hat * mean(x_hat * t)),  y' = x_hat' * weight + x_hat * weight' + bias'
+    """
+    input, weight, mean, rstd = ctx.saved_tensors
+    acc = acc_dtype(input.dtype)
+    k = len(ctx.normalized_shape)
+    dims = tuple(range(input.dim() - k, input.dim()))
+    stat = (*input.shape[: input.dim() - k], *(1,) * k)  # (mean and rstd broadcast over the normalized dims)
+    scale = rstd.to(acc).reshape(stat)
+    x_hat = (input.to(acc) - mean.to(acc).reshape(stat)) * scale
+    w = weight.to(acc) if weight is not None else None
+    terms = []  # (an undefined tangent is a zero one)
+    if t_input is not None:
+        dx_hat = rt.normalized_jvp(x_hat, scale, t_input.to(acc), dims, centered=True)
+        terms.append(dx_hat * w if w is not None else dx_hat)
+    if w is not None and t_weight is not None:
+        terms.append(x_hat * t_weight.to(acc))
+    if t_bias is not None:
+        terms.append(t_bias.to(acc))
+    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None, None
+
+
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], mean: Tensor, rstd: Tensor,
                     weight: Tensor | None, bias: Tensor | None, mask: Sequence[bool],
                     ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
@@ -123,6 +150,8 @@ class LayerNormFunction(torch.autograd.Function):
     @rt.twice_differentiable("layer_norm", composite_backward)
     def backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
+
+    jvp = staticmethod(jvp)
 
 
 # -- the registered ops (torch.compile) ----------------------------------------------------------------------------

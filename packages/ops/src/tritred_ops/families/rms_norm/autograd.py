@@ -54,6 +54,7 @@ def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tenso
     input, normalized_shape, weight, _ = inputs
     ctx.normalized_shape, ctx.eps = list(normalized_shape), inputs[3]
     ctx.save_for_backward(input, weight, output[1])
+    rt.save_for_jvp(ctx, input, weight, output[1])
     ctx.mark_non_differentiable(output[1])
     ctx.set_materialize_grads(False)  # (rstd's gradient: None, not a zero-filled launch a step)
 
@@ -94,6 +95,30 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor |
     return dx.to(input.dtype) if needs[0] else None, None, dw, None
 
 
+def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _eps: Any,
+        ) -> tuple[Tensor | None, None]:
+    """The output's tangent (forward-mode AD) for the tangents of the input and the weight, from the forward's rstd,
+    in float32 (float64 for a float64 input or weight)::
+
+        x_hat' = rstd * (t - x_hat * mean(x_hat * t)),  y' = x_hat' * weight + x_hat * weight'
+    """
+    input, weight, rstd = ctx.saved_tensors
+    wide = input.dtype == torch.float64 or (weight is not None and weight.dtype == torch.float64)
+    acc = torch.float64 if wide else torch.float32
+    k = len(ctx.normalized_shape)
+    dims = tuple(range(input.dim() - k, input.dim()))
+    scale = rstd.to(acc).reshape(*input.shape[: input.dim() - k], *(1,) * k)
+    x_hat = input.to(acc) * scale
+    w = weight.to(acc) if weight is not None else None
+    terms = []  # (an undefined tangent is a zero one)
+    if t_input is not None:
+        dx_hat = rt.normalized_jvp(x_hat, scale, t_input.to(acc), dims, centered=False)
+        terms.append(dx_hat * w if w is not None else dx_hat)
+    if w is not None and t_weight is not None:
+        terms.append(x_hat * t_weight.to(acc))
+    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None  # (the output in the input's dtype)
+
+
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
                     weight: Tensor | None, mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
     dx, dw, _ = norm_backward(_spec(), grad, input, normalized_shape, None, rstd, weight, None,
@@ -116,6 +141,8 @@ class RMSNormFunction(torch.autograd.Function):
     @rt.twice_differentiable("rms_norm", composite_backward)
     def backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
+
+    jvp = staticmethod(jvp)
 
 
 # -- the registered ops (torch.compile) ----------------------------------------------------------------------------

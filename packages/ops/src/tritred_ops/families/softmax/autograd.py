@@ -51,6 +51,7 @@ def softmax_backward(mode: int, grad: torch.Tensor, output: torch.Tensor, dim: i
 def _setup_softmax(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     input, dim, _ = inputs
     ctx.save_for_backward(output)
+    rt.save_for_jvp(ctx, output)
     ctx.dim, ctx.input_dtype = dim, input.dtype
     ctx.set_materialize_grads(False)  # (an undefined output gradient: an undefined input gradient, as torch)
 
@@ -77,9 +78,41 @@ def _softmax_composite(mode: int) -> Callable[..., tuple[Any, None, None]]:
     return composite
 
 
+def _softmax_jvp(mode: int) -> Callable[..., torch.Tensor | None]:
+    """The output's tangent of softmax (``mode`` 0) or log_softmax (1) for the input's tangent ``t`` (forward-mode
+    AD; torch's formulas, in float32, float64 for float64): ``y * (t - sum(t * y))``, ``t - sum(t * exp(y))``."""
+    def jvp(ctx: Any, t: torch.Tensor | None, *_: Any) -> torch.Tensor | None:
+        if t is None:  # (an undefined tangent: the output's too)
+            return None
+        (output,) = ctx.saved_tensors
+        d = check_backward(_NAMES[mode], output, output, ctx.dim, ctx.input_dtype)
+        acc = torch.float64 if output.dtype == torch.float64 else torch.float32
+        y, t = output.to(acc), t.to(acc)
+        if mode == 0:
+            return (y * (t - (t * y).sum(d, keepdim=True))).to(output.dtype)
+        return (t - (t * y.exp()).sum(d, keepdim=True)).to(output.dtype)
+    return jvp
+
+
+def _logsumexp_jvp(ctx: Any, t: torch.Tensor | None, *_: Any) -> torch.Tensor | None:
+    """The result's tangent of logsumexp for the input's tangent ``t`` (forward-mode AD): ``sum(t * exp(x -
+    result))`` over the reduced dims, in float32 (float64 for float64)."""
+    if t is None:
+        return None
+    input, result = ctx.saved_tensors
+    acc = torch.float64 if input.dtype == torch.float64 else torch.float32
+    r = result.to(acc)
+    if not ctx.keepdim and input.dim():
+        for d in ctx.dims:
+            r = r.unsqueeze(d)
+    dims = ctx.dims if ctx.dims else list(range(input.dim()))
+    return (t.to(acc) * (input.to(acc) - r).exp()).sum(dims, keepdim=ctx.keepdim).to(result.dtype)
+
+
 def _setup_logsumexp(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     input, dim, keepdim = inputs
     ctx.save_for_backward(input, output)
+    rt.save_for_jvp(ctx, input, output)
     ctx.dims, ctx.keepdim = list(rt.wrap_dims("logsumexp", dim, input.dim())), keepdim
     ctx.set_materialize_grads(False)
 
@@ -111,6 +144,8 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
         def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
             return _softmax_grad(ctx, grad, lambda *a: softmax_backward(mode, *a))
 
+        jvp = staticmethod(_softmax_jvp(mode))
+
     Function.__name__ = Function.__qualname__ = ("SoftmaxFunction", "LogSoftmaxFunction")[mode]
     Function.__doc__ = f"{_NAMES[mode]}(input, dim, dtype) with its backward kernel."
     return Function
@@ -134,6 +169,8 @@ class LogsumexpFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
         return _logsumexp_grad(ctx, grad, logsumexp_backward)
+
+    jvp = staticmethod(_logsumexp_jvp)
 
 
 # -- torch.compile: the registered ops, their fake implementations and autograd ------------------------------------
