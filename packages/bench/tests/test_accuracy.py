@@ -104,6 +104,20 @@ def test_measure_accuracy_on_both_kinds_of_input(device: str, tmp_path: Any) -> 
     assert [c["inputs"] for c in data["cases"]] == [r.inputs for r in report.results]
 
 
+def test_float64_cases_are_measured_not_ranked_and_the_json_is_strict(device: str, tmp_path: Any) -> None:
+    """A float64 reference is eager's own result (eager's error 0): those cases are not counted either way; an
+    infinite ratio or error is written as null (strict JSON)."""
+    report = measure_accuracy([Case("softmax", (4, 300), "float64", -1, True), TINY[0]], device=device)
+    f64 = [r for r in report.results if r.case.dtype == "float64"]
+    assert len(f64) == 2 and all(r.eager == 0 and r.ok is None and r.note for r in f64)
+    assert all(r.tritred is not None and r.tritred < 1e-14 for r in f64)
+    assert "all: 2 of 2" in report.summary()  # (the float32 case's two kinds only)
+    report.results[-1].tritred = math.inf  # (a NaN where the reference has none)
+    text = write_accuracy_json(report, tmp_path / "acc.json").read_text()
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert data["cases"][-1]["tritred"] is None and data["cases"][-1]["ok"] is False
+
+
 def test_measure_accuracy_finds_a_less_accurate_result(device: str, monkeypatch: Any, capsys: Any) -> None:
     """A provider whose sums carry a relative error of 1e-4 fails every case; one that raises is reported."""
     def noisy(self: Any, rec: Any, case: Case, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -8,7 +8,8 @@ the same figure for the reference rounded to the output's dtype: no result of th
 error is the largest of its floating outputs' (indices are not counted: ties are the checks' business).
 
 A case passes when tritred's error is at or below eager's, or at the floor, each within :data:`TIE`: a result
-that is correctly rounded cannot do better, and bfloat16 and float16 outputs are mostly rounding. The inputs
+that is correctly rounded cannot do better, and bfloat16 and float16 outputs are mostly rounding. float64 cases
+are measured but not ranked (``note``): their reference is eager's own float64 result, so eager's error is 0. The inputs
 whose mean is far from zero (``offset``: the input plus :data:`OFFSET`, about 100 of its standard deviations)
 are the hard ones for sums of float32 and for variances (Welford, Chan et al. 1979); prod's are left out (its
 products overflow).
@@ -41,6 +42,7 @@ from tritred_core import Registry, get_registry
 
 from .inputs import build_inputs, clone_inputs
 from .providers import get_provider, torch_op
+from .report import _clean
 from .suites import Case
 from .timing import device_name, select_device, sync
 from .training import tensors, upcast
@@ -65,6 +67,7 @@ class AccuracyResult:
     eager: float | None = None
     floor: float | None = None
     message: str = ""
+    note: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -77,8 +80,9 @@ class AccuracyResult:
 
     @property
     def ok(self) -> bool | None:
-        """tritred's error at or below eager's, or at the floor (each within :data:`TIE`); None if not measured."""
-        if self.tritred is None or self.eager is None or self.floor is None:
+        """tritred's error at or below eager's, or at the floor (each within :data:`TIE`); None if not measured or
+        not ranked (``note``)."""
+        if self.tritred is None or self.eager is None or self.floor is None or self.note:
             return None
         return self.tritred <= (1 + TIE) * max(self.eager, self.floor)
 
@@ -86,7 +90,7 @@ class AccuracyResult:
         """JSON form."""
         return {"label": self.case.label, "case": self.case.to_dict(), "inputs": self.inputs,
                 "tritred": self.tritred, "eager": self.eager, "floor": self.floor, "ratio": self.ratio,
-                "ok": self.ok, "message": self.message}
+                "ok": self.ok, "message": self.message, "note": self.note}
 
 
 @dataclass
@@ -114,7 +118,7 @@ class AccuracyReport:
         return {"meta": {"kind": "accuracy", "device": self.device, "backend": self.backend, "offset": OFFSET,
                          "tie": TIE, "started": self.started, "versions": self.versions,
                          "summary": self.summary()},
-                "cases": [r.to_dict() for r in self.results]}
+                "cases": [_clean(r.to_dict()) for r in self.results]}  # (JSON has no inf: null)
 
 
 def relative_error(out: Any, ref: Any) -> float:
@@ -199,6 +203,8 @@ def measure_accuracy(cases: Sequence[Case], device: str | None = None, registry:
                 sync(dev)
                 result.tritred, result.eager = relative_error(outs[0], ref), relative_error(outs[1], ref)
                 result.floor = rounding_floor(ref, outs[1])
+                if case.dtype == "float64":
+                    result.note = "not ranked: the float64 reference is eager's own result"
             except Exception as e:
                 result.message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
     return report
@@ -227,10 +233,13 @@ def print_accuracy(report: AccuracyReport, console: Any = None, only_failing: bo
             continue
         ratio = r.ratio
         cell = "[red]failed[/]" if r.message else "-" if ratio is None else (
-            f"[{'green' if r.ok else 'red'}]{ratio:.2f}x[/]")
+            f"{ratio:.2f}x" if r.ok is None else f"[{'green' if r.ok else 'red'}]{ratio:.2f}x[/]")
         table.add_row(r.case.label, r.inputs, _err(r.tritred), _err(r.eager), cell, _err(r.floor))
     console.print(table)
     console.print(report.summary(), highlight=False)
+    notes = sum(bool(r.note) for r in report.results)
+    if notes:
+        console.print(f"{notes} not ranked: float64 cases, whose reference is eager's own result", highlight=False)
     for r in report.results:
         if r.message:
             console.print(f"[red]failed[/] {r.case.label} ({r.inputs}): {escape(r.message)}", markup=True,
