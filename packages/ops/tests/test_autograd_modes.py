@@ -8,9 +8,8 @@ here is a gradient penalty through an op whose output enters the loss linearly, 
 constant (torch's own ``once_differentiable`` would return a constant gradient there and lose the second-order
 term).
 
-Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): softmax, log_softmax, logsumexp, the norms and
-batch_norm give torch's tangents (their Functions' jvp); the reductions and cross_entropy raise NotImplementedError,
-a dual input's tangent never dropped. torch.func's vmap and batched gradients raise NotImplementedError.
+Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): every op but cross_entropy gives torch's tangents
+(its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func's vmap and batched gradients raise NotImplementedError.
 torch.func.grad and jacrev work (they take the create_graph path).
 """
 
@@ -122,21 +121,38 @@ def test_create_graph_keeps_the_first_order_gradients(dtype, device, caplog):
 
 
 def test_forward_mode_ad_raises_instead_of_dropping_the_tangent(device):
-    """The reductions' Functions have no jvp: a dual input raises (torch's error), its tangent never dropped."""
+    """cross_entropy's Function has no jvp: a dual input raises (torch's error), its tangent never dropped."""
     import torch.autograd.forward_ad as fwAD
 
     x = randn((3, 5), torch.float64, device)
     with fwAD.dual_level():
         dual = fwAD.make_dual(x, torch.ones_like(x))
-        for call in (lambda t: tr.sum(t, 1), lambda t: tr.var(t, 1), lambda t: tr.amax(t, 1),
-                     lambda t: tr.cross_entropy(t, T([1, 2, 0], device=device))):
-            with pytest.raises(NotImplementedError, match="jvp"):
-                call(dual)
+        with pytest.raises(NotImplementedError, match="jvp"):
+            tr.cross_entropy(dual, T([1, 2, 0], device=device))
         # (no dual input inside a dual level: the result as usual)
         torch.testing.assert_close(tr.sum(x, -1), torch.sum(x, -1))
 
 
+def _op(f, name):
+    """tritred's op, or torch's (``torch.nn.functional`` has no reductions)."""
+    return getattr(tr if f is tr else torch, name)
+
+
 FORWARD_AD = {
+    "sum": ([(2, 3, 4)], lambda f, x: _op(f, "sum")(x, (0, 2))),
+    "sum all": ([(2, 3, 4)], lambda f, x: _op(f, "sum")(x)),
+    "mean keepdim": ([(2, 3, 4)], lambda f, x: _op(f, "mean")(x, 1, keepdim=True)),
+    "prod": ([(3, 4)], lambda f, x: _op(f, "prod")(x, 1)),
+    "prod all": ([(2, 3)], lambda f, x: _op(f, "prod")(x)),
+    "amax": ([(2, 3, 4)], lambda f, x: _op(f, "amax")(x, (0, 2))),
+    "amin keepdim": ([(3, 4)], lambda f, x: _op(f, "amin")(x, 1, keepdim=True)),
+    "max dim": ([(3, 4)], lambda f, x: _op(f, "max")(x, 1)[0]),
+    "min dim keepdim": ([(2, 3, 4)], lambda f, x: _op(f, "min")(x, 0, keepdim=True)[0]),
+    "max all": ([(3, 4)], lambda f, x: _op(f, "max")(x)),
+    "var": ([(2, 3, 4)], lambda f, x: _op(f, "var")(x, (0, 2))),
+    "std correction": ([(3, 4)], lambda f, x: _op(f, "std")(x, 1, correction=0, keepdim=True)),
+    "var_mean all": ([(3, 4)], lambda f, x: _op(f, "var_mean")(x)),
+    "std_mean": ([(3, 4)], lambda f, x: _op(f, "std_mean")(x, 0, correction=2)),
     "softmax": ([(3, 5)], lambda f, x: f.softmax(x, 0)),
     "log_softmax dtype": ([(3, 5)], lambda f, x: f.log_softmax(x, 1, dtype=torch.float64)),
     "logsumexp": ([(2, 3, 4)], lambda f, x: (tr if f is tr else torch).logsumexp(x, (0, 2))),
@@ -164,6 +180,21 @@ def test_forward_mode_ad_is_torchs(case, device):
     torch.testing.assert_close(ours, theirs)
     assert torch.autograd.gradcheck(lambda *a: call(tr, *a), [p.clone().requires_grad_() for p in primals],
                                      check_forward_ad=True)
+
+
+def test_forward_mode_ad_special_values_are_torchs(device):
+    """Ties (the tangent shared evenly by amax and max without dim; the first index's by max with dim), NaN
+    (NaN tangents), zeros in a product, a constant row's std (0), and var over dim=[] (N counted as 1: NaN)."""
+    nan = float("nan")
+    x = T([[1.0, 3.0, 3.0, 0.5], [2.0, nan, 0.0, 1.0], [0.0, 0.0, 2.0, 1.0]], dtype=torch.float64, device=device)
+    t = randn((3, 4), torch.float64, device)
+    for name, call in (("amax", lambda m, u: m.amax(u, 1)), ("max dim", lambda m, u: m.max(u, 1)[0]),
+                       ("max all", lambda m, u: m.max(u[0])), ("prod", lambda m, u: m.prod(u, 1)),
+                       ("std of a constant row", lambda m, u: m.std(u * 0 + 1, 1)),
+                       ("var dim=[]", lambda m, u: m.var(u, []))):
+        ours = torch.func.jvp(lambda u, c=call: c(tr, u), (x,), (t,))[1]
+        theirs = torch.func.jvp(lambda u, c=call: c(torch, u), (x,), (t,))[1]
+        torch.testing.assert_close(ours, theirs, equal_nan=True, msg=name)
 
 
 def test_forward_mode_ad_in_half_precision(device):

@@ -25,6 +25,8 @@ The registered ops (arguments positional, as the launchers take them; outputs ne
 The backward formulas are :mod:`.backward`'s (torch's ``derivatives.yaml``), written with torch's ops: AOTAutograd
 traces them into the compiled backward graph. prod's backward branches on the data (zeros in the input), so it is
 an op of its own, ``tritred::prod_backward``: a compiled graph then takes the branch eager takes, at run time.
+The eager Functions also have torch's forward-mode formulas (``jvp``: ``torch.autograd.forward_ad``,
+``torch.func.jvp``), in torch's ops on the tangent.
 
 Why ``custom_op`` and not ``triton_op``/``wrap_triton``: the launchers choose kernels from the pointers' 16-byte
 alignment and the device's occupancy and launch with programmatic dependent launch, none of which a fake-tensor
@@ -57,11 +59,11 @@ def _fresh(out: Tensor, *inputs: Tensor) -> Tensor:
 
 
 def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[..., Any],
-              setup: Callable[..., None], backward: Callable[..., Any],
+              setup: Callable[..., None], backward: Callable[..., Any], jvp: Callable[..., Any],
               compiled_backward: Callable[..., Any] | None = None) -> Any:
     """Define ``tritred::<name>`` (``impl``, its ``fake``, autograd from ``setup`` and ``compiled_backward`` or
     ``backward``) and return the autograd Function of the eager path: forward ``impl``, the same ``setup`` and
-    ``backward``."""
+    ``backward``, and ``jvp`` (forward-mode AD; an undefined input tangent gives an undefined output tangent)."""
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(), schema=schema)
     op.register_fake(fake)
     n_inputs = len(inspect.signature(impl).parameters)
@@ -76,11 +78,30 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
             return (None,) * n_inputs if grad is None else fn(ctx, grad, *rest)
         return backward_of
 
+    def jvp_of(ctx: Any, t: Tensor | None, *_: Any) -> Any:
+        return None if t is None else jvp(ctx, t)
+
     op.register_autograd(undefined(compiled_backward or backward), setup_context=setup_undefined)
     return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
         "forward": staticmethod(impl), "setup_context": staticmethod(setup_undefined),
-        "backward": staticmethod(undefined(backward))})
+        "backward": staticmethod(undefined(backward)), "jvp": staticmethod(jvp_of)})
+
+
+def _restored(result: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
+    """``result`` with its reduced ``dims`` restored as size-1 dims (for a comparison with the input)."""
+    if not keepdim:
+        for d in sorted(dims):
+            result = result.unsqueeze(d)
+    return result
+
+
+def _evenly_jvp(t: Tensor, x: Tensor, result: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
+    """The tangent of amax/amin and of max/min without dim (torch's ``amaxamin_jvp``, ``evenly_read_jvp``): the
+    mean of the tangent over the elements equal to the result (NaN where the result is NaN)."""
+    mask = x == _restored(result, dims, keepdim)
+    dims = list(dims) or list(range(x.dim()))
+    return torch.where(mask, t, 0).sum(dims, keepdim) / mask.sum(dims, keepdim)
 
 
 def _check_differentiable(dtype: torch.dtype | None) -> None:
@@ -97,6 +118,7 @@ def _setup_sum(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     _check_differentiable(dtype)
     ctx.shape, ctx.dtype, ctx.keepdim = x.shape, x.dtype, keepdim
     ctx.dims = rt.wrap_dims("sum", dim, x.dim())
+    ctx.dim_arg, ctx.out_dtype = dim, dtype  # (the forward's own arguments: its jvp is the same linear op)
 
 
 def _plain(name: str, code: int) -> Callable[..., Tensor]:
@@ -118,10 +140,12 @@ def _mean_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
 _SUM_SCHEMA = "(Tensor input, int[]? dim, bool keepdim, ScalarType? dtype) -> Tensor"
 SumFunction = _register("sum", _SUM_SCHEMA, _plain("sum", SUM),
                         lambda input, dim, keepdim, dtype: torch.sum(input, dim, keepdim, dtype=dtype),
-                        _setup_sum, _sum_backward)
+                        _setup_sum, _sum_backward,
+                        lambda ctx, t: torch.sum(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype))
 MeanFunction = _register("mean", _SUM_SCHEMA, _plain("mean", SUM),
                          lambda input, dim, keepdim, dtype: torch.mean(input, dim, keepdim, dtype=dtype),
-                         _setup_sum, _mean_backward)
+                         _setup_sum, _mean_backward,
+                         lambda ctx, t: torch.mean(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype))
 
 
 # -- prod ----------------------------------------------------------------------------------------------------------
@@ -137,8 +161,18 @@ def _setup_prod(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     x, dim, keepdim, dtype = inputs
     _check_differentiable(dtype)
     ctx.save_for_backward(x, output)
+    rt.save_for_jvp(ctx, x, output)
     ctx.dim = None if dim is None else rt.wrap_dim("prod", dim, x.dim())
     ctx.keepdim = keepdim
+
+
+def _prod_jvp(ctx: Any, t: Tensor) -> Tensor:
+    """torch's prod jvp: the sum of the tangent times each element's product of the others (prod's backward with
+    a gradient of ones: exact with zeros in the input)."""
+    x, result = ctx.saved_tensors
+    others = bw.prod_backward(torch.ones_like(result), x.to(result.dtype), result, ctx.dim, ctx.keepdim)
+    terms = others * t.to(result.dtype)
+    return (terms.sum() if ctx.dim is None else terms.sum(ctx.dim, ctx.keepdim)).reshape(result.shape)
 
 
 def _prod_grad(ctx: Any, grad: Tensor, backward: Callable[..., Tensor]) -> tuple[Tensor | None, ...]:
@@ -158,7 +192,7 @@ torch.library.custom_op(
 ProdFunction = _register(
     "prod", "(Tensor input, int? dim, bool keepdim, ScalarType? dtype) -> Tensor",
     _plain("prod", PROD), _prod_fake, _setup_prod,
-    lambda ctx, grad: _prod_grad(ctx, grad, bw.prod_backward),
+    lambda ctx, grad: _prod_grad(ctx, grad, bw.prod_backward), _prod_jvp,
     lambda ctx, grad: _prod_grad(ctx, grad, torch.ops.tritred.prod_backward))
 
 
@@ -167,7 +201,13 @@ ProdFunction = _register(
 def _setup_amax(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     x, dim, keepdim = inputs
     ctx.save_for_backward(x, output)
+    rt.save_for_jvp(ctx, x, output)
     ctx.dims, ctx.keepdim = rt.wrap_dims("amax", dim, x.dim()), keepdim
+
+
+def _amax_jvp(ctx: Any, t: Tensor) -> Tensor:
+    x, result = ctx.saved_tensors
+    return _evenly_jvp(t, x, result, ctx.dims, ctx.keepdim)
 
 
 def _amax_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -185,9 +225,11 @@ def _extremum(name: str, code: int) -> Callable[..., Tensor]:
 
 _AMAX_SCHEMA = "(Tensor input, int[] dim, bool keepdim) -> Tensor"
 AmaxFunction = _register("amax", _AMAX_SCHEMA, _extremum("amax", MAX),
-                         lambda input, dim, keepdim: torch.amax(input, dim, keepdim), _setup_amax, _amax_backward)
+                         lambda input, dim, keepdim: torch.amax(input, dim, keepdim), _setup_amax, _amax_backward,
+                         _amax_jvp)
 AminFunction = _register("amin", _AMAX_SCHEMA, _extremum("amin", MIN),
-                         lambda input, dim, keepdim: torch.amin(input, dim, keepdim), _setup_amax, _amax_backward)
+                         lambda input, dim, keepdim: torch.amin(input, dim, keepdim), _setup_amax, _amax_backward,
+                         _amax_jvp)
 
 
 # -- max, min: with dim (values, indices), and without (max_all, min_all) ------------------------------------------
@@ -195,7 +237,17 @@ AminFunction = _register("amin", _AMAX_SCHEMA, _extremum("amin", MIN),
 def _setup_max(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
     x, dim, keepdim = inputs
     ctx.save_for_backward(output[1])
+    rt.save_for_jvp(ctx, output[1])
     ctx.shape, ctx.dim, ctx.keepdim = x.shape, rt.wrap_dim("max", dim, x.dim()), keepdim is True
+
+
+def _max_jvp(ctx: Any, t: Tensor) -> tuple[Tensor, None]:
+    """The values' tangent: the input's tangent at the indices (torch's ``gather_with_keepdimed_indices``)."""
+    (indices,) = ctx.saved_tensors
+    if t.dim() == 0:
+        return t.clone(), None
+    out = t.gather(ctx.dim, _restored(indices, (ctx.dim,), ctx.keepdim))
+    return (out if ctx.keepdim else out.squeeze(ctx.dim)), None
 
 
 def _max_backward(ctx: Any, grad: Tensor, _grad_indices: Tensor | None) -> tuple[Tensor | None, ...]:
@@ -205,6 +257,12 @@ def _max_backward(ctx: Any, grad: Tensor, _grad_indices: Tensor | None) -> tuple
 
 def _setup_max_all(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     ctx.save_for_backward(inputs[0], output)
+    rt.save_for_jvp(ctx, inputs[0], output)
+
+
+def _max_all_jvp(ctx: Any, t: Tensor) -> Tensor:
+    x, result = ctx.saved_tensors
+    return _evenly_jvp(t, x, result, (), False)
 
 
 def _max_all_backward(ctx: Any, grad: Tensor) -> Tensor:
@@ -227,10 +285,12 @@ def _arg(name: str) -> tuple[Callable[..., tuple[Tensor, Tensor]], Callable[...,
 
 _MAX_SCHEMA = "(Tensor input, int dim, bool keepdim) -> (Tensor values, Tensor indices)"
 MaxFunction = _register("max", _MAX_SCHEMA, _arg("max")[0],
-                        lambda input, dim, keepdim: tuple(torch.max(input, dim, keepdim)), _setup_max, _max_backward)
+                        lambda input, dim, keepdim: tuple(torch.max(input, dim, keepdim)), _setup_max, _max_backward,
+                        _max_jvp)
 MinFunction = _register("min", _MAX_SCHEMA, _arg("min")[0],
-                        lambda input, dim, keepdim: tuple(torch.min(input, dim, keepdim)), _setup_max, _max_backward)
+                        lambda input, dim, keepdim: tuple(torch.min(input, dim, keepdim)), _setup_max, _max_backward,
+                        _max_jvp)
 MaxAllFunction = _register("max_all", "(Tensor input) -> Tensor", _arg("max")[1], lambda input: torch.max(input),
-                           _setup_max_all, _max_all_backward)
+                           _setup_max_all, _max_all_backward, _max_all_jvp)
 MinAllFunction = _register("min_all", "(Tensor input) -> Tensor", _arg("min")[1], lambda input: torch.min(input),
-                           _setup_max_all, _max_all_backward)
+                           _setup_max_all, _max_all_backward, _max_all_jvp)

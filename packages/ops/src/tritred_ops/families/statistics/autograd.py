@@ -10,11 +10,13 @@ legacy ``var(x, True)`` turned into ``correction``):
 - ``tritred::var_mean(...) -> (Tensor var, Tensor mean)``, ``tritred::std_mean(...) -> (Tensor std, Tensor mean)``.
 
 The backward is :mod:`.backward`'s (torch's ``var_backward`` and its kin): torch's ops, traced into the compiled
-backward graph. It saves the input (and std's result), as torch does.
+backward graph. It saves the input (and std's result), as torch does. The eager Functions also have torch's
+forward-mode formulas (:func:`stats_jvp`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +43,32 @@ def given_dims(op: str, dim: object, ndim: int) -> tuple[int, ...] | None:
     return rt.wrap_dims(op, dim, ndim)  # type: ignore[arg-type]
 
 
+def stats_jvp(name: str, t: Tensor, x: Tensor, result: Tensor | None, dims: tuple[int, ...] | None,
+              correction: float, keepdim: bool) -> Any:
+    """The output's tangent under forward-mode AD (torch's ``var_jvp``, ``std_jvp``), in float32 (float64 for
+    float64), rounded to the output's dtype::
+
+        var' = 2 / (N - correction) * sum(t * (x - mean(x))),  std' = var' / (2 std) (0 where std is 0)
+        mean' = mean(t)
+
+    ``dims``: as the backward's (None: every dim; ``()``: every dim, N counted as 1, as torch)."""
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    over = list(range(x.dim())) if not dims else list(dims)
+    n = 1 if dims == () else math.prod(x.shape[d] for d in over) if x.dim() else 1
+    xa, ta = x.to(acc), t.to(acc)
+    factor = 2.0 / (n - correction) if n != correction else math.inf  # (N = correction: inf, as torch)
+    var_t = (factor * (ta * (xa - xa.mean(over, keepdim=True)))).sum(over, keepdim)  # (factor first, as torch)
+    out = var_t
+    if name.startswith("std"):
+        assert result is not None
+        r = result.to(acc)
+        out = torch.where(r == 0, 0.0, var_t / (2 * r))
+    out = out.to(x.dtype)
+    if name.endswith("_mean"):
+        return out, ta.mean(over, keepdim).to(x.dtype)
+    return out
+
+
 def _define(name: str) -> Any:
     """Register ``tritred::<name>`` and return the autograd Function of its eager path."""
     spec, pair, std = SPECS[name], name.endswith("_mean"), name.startswith("std")
@@ -57,6 +85,7 @@ def _define(name: str) -> Any:
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, dim, correction, keepdim = inputs
         ctx.save_for_backward(x, (output[0] if pair else output) if std else None)
+        rt.save_for_jvp(ctx, x, (output[0] if pair else output) if std else None)
         ctx.dims, ctx.correction, ctx.keepdim = given_dims(name, dim, x.dim()), correction, keepdim
         ctx.set_materialize_grads(False)  # (an unused output's gradient is undefined, not zeros: as torch)
 
@@ -66,6 +95,12 @@ def _define(name: str) -> Any:
         dx = stats_backward(name, grad, grad_mean, x, result, ctx.dims, ctx.correction, ctx.keepdim)
         return dx, None, None, None
 
+    def jvp(ctx: Any, t: Tensor | None, *_: Any) -> Any:
+        if t is None:
+            return (None, None) if pair else None
+        x, result = ctx.saved_tensors
+        return stats_jvp(name, t, x, result, ctx.dims, ctx.correction, ctx.keepdim)
+
     outputs = "(Tensor var, Tensor mean)" if name == "var_mean" else \
         "(Tensor std, Tensor mean)" if name == "std_mean" else "Tensor"
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(),
@@ -74,7 +109,8 @@ def _define(name: str) -> Any:
     op.register_autograd(backward, setup_context=setup)
     return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
-        "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward)})
+        "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward),
+        "jvp": staticmethod(jvp)})
 
 
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
