@@ -9,8 +9,9 @@ constant (torch's own ``once_differentiable`` would return a constant gradient t
 term).
 
 Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): every op but cross_entropy gives torch's tangents
-(its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func's vmap and batched gradients raise NotImplementedError.
-torch.func.grad and jacrev work (they take the create_graph path).
+(its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func's
+vmap and batched gradients raise NotImplementedError. torch.func.grad and jacrev work (they take the create_graph
+path).
 """
 
 from __future__ import annotations
