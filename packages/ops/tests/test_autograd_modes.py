@@ -9,9 +9,10 @@ constant (torch's own ``once_differentiable`` would return a constant gradient t
 term).
 
 Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): every op but cross_entropy gives torch's tangents
-(its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func's
-vmap and batched gradients raise NotImplementedError. torch.func.grad and jacrev work (they take the create_graph
-path).
+(its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func:
+grad and jacrev take the create_graph path; vmap takes each Function's vmap rule, so per-sample gradients, jacfwd
+and the hessian work; batch_norm under vmap, cross_entropy under any transform and batched gradients raise
+NotImplementedError naming the op.
 """
 
 from __future__ import annotations
@@ -213,19 +214,68 @@ def test_forward_mode_ad_in_half_precision(device):
         torch.testing.assert_close(a.double(), b, rtol=2e-2, atol=2e-2)
 
 
-def test_torch_func_and_batched_gradients_raise(device):
+VMAP = {
+    "sum": lambda f, u: _op(f, "sum")(u, 1),
+    "sum all, keepdim": lambda f, u: _op(f, "sum")(u, (0, 1), keepdim=True),
+    "mean of a 0-d sample": lambda f, u: _op(f, "mean")(u[0, 0]),
+    "prod": lambda f, u: _op(f, "prod")(u, 0),
+    "prod all": lambda f, u: _op(f, "prod")(u),
+    "amax": lambda f, u: _op(f, "amax")(u, -1),
+    "max with dim": lambda f, u: _op(f, "max")(u, 1),
+    "min of a 0-d sample": lambda f, u: _op(f, "min")(u[0, 0], 0, keepdim=True),
+    "max all": lambda f, u: _op(f, "max")(u),
+    "var": lambda f, u: _op(f, "var")(u, 1),
+    "std_mean all": lambda f, u: _op(f, "std_mean")(u, correction=0),
+    "softmax": lambda f, u: f.softmax(u, -1),
+    "log_softmax": lambda f, u: f.log_softmax(u, 0),
+    "logsumexp": lambda f, u: _op(f, "logsumexp")(u, (0, 1)),
+    "layer_norm": lambda f, u: f.layer_norm(u, (5,), torch.linspace(0.5, 1.5, 5, dtype=u.dtype, device=u.device)),
+    "rms_norm": lambda f, u: f.rms_norm(u, (4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", list(VMAP))
+@pytest.mark.parametrize("in_dim", [0, 2])
+def test_vmap_is_torchs(case, in_dim, device):
+    """torch.func.vmap (each Function's vmap rule: the batch dim in front, the dims shifted) equals torch's."""
+    x = randn((3, 4, 5), torch.float64, device).movedim(0, in_dim)
+    ours = torch.func.vmap(lambda u: VMAP[case](tr, u), in_dims=in_dim)(x)
+    theirs = torch.func.vmap(lambda u: VMAP[case](F, u), in_dims=in_dim)(x)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_torch_func_composes_as_torchs(device):
+    """Per-sample gradients (vmap of grad), jacfwd, jacrev and the hessian through tritred equal torch's."""
+    x = randn((6, 5), torch.float64, device)
+    w = randn((5,), torch.float64, device)
+
+    def loss(f, wt, xs):
+        h = f.layer_norm(xs * wt, (5,))
+        return _op(f, "logsumexp")(h, -1).sum() + _op(f, "var")(f.softmax(h, -1), -1).sum()
+
+    per_sample = [torch.func.vmap(torch.func.grad(lambda wt, xs, f=f: loss(f, wt, xs)), in_dims=(None, 0))(w, x)
+                  for f in (tr, F)]
+    torch.testing.assert_close(per_sample[0], per_sample[1])
+    for transform in (torch.func.jacfwd, torch.func.jacrev, torch.func.hessian):
+        ours = transform(lambda u: loss(tr, w, u))(x[:2])
+        theirs = transform(lambda u: loss(F, w, u))(x[:2])
+        torch.testing.assert_close(ours, theirs)
+
+
+def test_torch_func_refusals_name_the_op(device):
+    """What vmap cannot batch raises NotImplementedError naming the op: a batched weight, batch_norm (per-sample
+    statistics), cross_entropy (any transform), and batched gradients (is_grads_batched: the backward kernels)."""
     x = randn((3, 5), torch.float64, device)
-    message = "torch.func transforms .* not supported"
-    with pytest.raises(NotImplementedError, match="tritred sum: " + message):
-        torch.func.vmap(lambda t: tr.sum(t, 0))(x)
-    # torch.func.grad and jacrev take the backward with a graph (the create_graph path): torch's gradients
-    for ours, theirs in ((lambda t: tr.layer_norm(t, (5,)), lambda t: F.layer_norm(t, (5,))),
-                         (lambda t: tr.softmax(t, 0), lambda t: torch.softmax(t, 0))):
-        torch.testing.assert_close(torch.func.grad(lambda t, f=ours: (f(t) * x).sum())(x),
-                                   torch.func.grad(lambda t, f=theirs: (f(t) * x).sum())(x))
-        torch.testing.assert_close(torch.func.jacrev(ours)(x), torch.func.jacrev(theirs)(x))
+    with pytest.raises(NotImplementedError, match="tritred layer_norm: under torch.func.vmap only the input"):
+        torch.func.vmap(lambda wt: tr.layer_norm(x, (5,), wt))(randn((2, 5), torch.float64, device))
+    with pytest.raises(NotImplementedError, match="tritred batch_norm: torch.func.vmap is not supported"):
+        torch.func.vmap(lambda u: tr.batch_norm(u, None, None, None, None, True))(randn((2, 3, 5), torch.float64,
+                                                                                      device))
+    with pytest.raises(NotImplementedError, match="tritred cross_entropy: torch.func transforms"):
+        torch.func.vmap(lambda u: tr.cross_entropy(u, T([0, 1, 2], device=device)))(randn((2, 3, 5), torch.float64,
+                                                                                         device))
     leaf = x.clone().requires_grad_()
-    with pytest.raises(NotImplementedError, match="tritred softmax_backward: " + message):
+    with pytest.raises(NotImplementedError, match="tritred softmax_backward: torch.func transforms .* not supported"):
         torch.autograd.grad(tr.softmax(leaf, -1), leaf, randn((2, 3, 5), torch.float64, device),
                             is_grads_batched=True)
 

@@ -10,7 +10,8 @@
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
   :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
   :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops;
-  :func:`save_for_jvp`, :func:`normalized_jvp` and :func:`tangent_sum`, for the Functions' forward-mode AD (``jvp``).
+  :func:`save_for_jvp`, :func:`normalized_jvp` and :func:`tangent_sum`, for the Functions' forward-mode AD (``jvp``);
+  :func:`batch_front` and :func:`batched_dims`, for their ``torch.func.vmap`` rules.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
 here (``tritred_ops.host`` is the short list a plugin needs).
@@ -18,6 +19,8 @@ here (``tritred_ops.host`` is the short list a plugin needs).
 
 from .autograd import (
     apply_function,
+    batch_front,
+    batched_dims,
     normalized_jvp,
     once_differentiable,
     save_for_jvp,
@@ -110,6 +113,8 @@ __all__ = [
     "View",
     "apply_function",
     "as_index",
+    "batch_front",
+    "batched_dims",
     "canonical_view",
     "cdiv",
     "check_float",

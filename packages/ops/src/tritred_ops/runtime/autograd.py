@@ -21,6 +21,9 @@ import torch
 from torch._C import _functions
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
+from torch.utils._pytree import tree_leaves
+
+from .checks import wrap_dims
 
 Backward = Callable[..., Any]
 
@@ -134,3 +137,19 @@ def tangent_sum(terms: list[torch.Tensor], shape: torch.Size, dtype: torch.dtype
     for t in terms[1:]:
         out = out + t
     return out.expand(shape).to(dtype).contiguous()
+
+
+def batch_front(op: str, in_dims: tuple[Any, ...], x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A Function's ``vmap`` rule's input with its batch dim moved to the front, and its logical (per-sample)
+    number of dims. Only the input may be batched (a batched weight, target or statistic: NotImplementedError
+    naming the op); the caller handles an unbatched input (``in_dims[0] is None``)."""
+    if any(d is not None for d in tree_leaves(in_dims[1:])):  # (a list argument's in_dims are a list)
+        raise NotImplementedError(f"tritred {op}: under torch.func.vmap only the input may be batched (not its "
+                                  "weight, bias, target or statistics)")
+    return x.movedim(in_dims[0], 0), x.dim() - 1
+
+
+def batched_dims(op: str, dim: Any, ndim: int) -> list[int]:
+    """The logical ``dim`` argument of a reduction (None, an int or a list; None and ``()``: every dim) as the dims
+    of the input with its batch dim in front: each wrapped (torch's errors) and shifted by one."""
+    return [d + 1 for d in wrap_dims(op, dim, ndim)]

@@ -50,16 +50,19 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # -- argument checks ---------------------------------------------------------------------------------------------
 
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
 def grad_needed(*tensors: object) -> bool:
     """Whether a call must take its autograd Function: grad mode is enabled and a tensor argument requires grad
     (``torch.is_grad_enabled()``, then one attribute per tensor: the common inference call pays little), or
     forward-mode AD is on (inside ``torch.autograd.forward_ad.dual_level()``: a dual input's tangent must not be
-    dropped by the inference path; the Function refuses it with torch's "implement the jvp function" error)."""
+    dropped by the inference path), or a torch.func transform (vmap, grad, jvp) is: the Functions have its rules."""
     if torch.is_grad_enabled():
         for t in tensors:
             if isinstance(t, torch.Tensor) and t.requires_grad:
                 return True
-    return forward_ad._current_level >= 0
+    return forward_ad._current_level >= 0 or _functorch_active()
 
 
 def check_tensor(op: str, name: str, t: Any) -> torch.Tensor:

@@ -176,6 +176,12 @@ class BatchNormFunction(torch.autograd.Function):
 
     jvp = staticmethod(_jvp)
 
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], *args: Any) -> Any:
+        """torch.func.vmap: not supported (each sample's statistics, and the running statistics' updates, would be
+        per batch element): NotImplementedError naming the op."""
+        raise NotImplementedError("tritred batch_norm: torch.func.vmap is not supported")
+
 
 # -- the registered ops (torch.compile) ---------------------------------------------------------------------------
 

@@ -68,5 +68,8 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     if torch.compiler.is_compiling():
         return autograd.compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
+        if torch._C._are_functorch_transforms_active():
+            raise NotImplementedError("tritred cross_entropy: torch.func transforms (vmap, grad, jvp, jacrev) are not "
+                                      "supported: its gradient is formed by the forward pass, for no transform's rule")
         return rt.apply_function(autograd.CrossEntropyFunction, input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
     return forward(SPEC, input, target, weight, index, red, smoothing, False, False)[0]

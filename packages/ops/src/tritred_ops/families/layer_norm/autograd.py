@@ -153,6 +153,13 @@ class LayerNormFunction(torch.autograd.Function):
 
     jvp = staticmethod(jvp)
 
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, normalized_shape: Sequence[int],
+             weight: Tensor | None, bias: Tensor | None, eps: float) -> tuple[Any, tuple[int, int, int]]:
+        """torch.func.vmap's rule: the batch dim in front, a leading dim (the weight and bias unbatched)."""
+        x, _ = rt.batch_front("layer_norm", in_dims, input)
+        return LayerNormFunction.apply(x, normalized_shape, weight, bias, eps), (0, 0, 0)
+
 
 # -- the registered ops (torch.compile) ----------------------------------------------------------------------------
 

@@ -60,10 +60,11 @@ def _fresh(out: Tensor, *inputs: Tensor) -> Tensor:
 
 def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[..., Any],
               setup: Callable[..., None], backward: Callable[..., Any], jvp: Callable[..., Any],
-              compiled_backward: Callable[..., Any] | None = None) -> Any:
+              compiled_backward: Callable[..., Any] | None = None, vmap: Callable[..., Any] | None = None) -> Any:
     """Define ``tritred::<name>`` (``impl``, its ``fake``, autograd from ``setup`` and ``compiled_backward`` or
     ``backward``) and return the autograd Function of the eager path: forward ``impl``, the same ``setup`` and
-    ``backward``, and ``jvp`` (forward-mode AD; an undefined input tangent gives an undefined output tangent)."""
+    ``backward``, ``jvp`` (forward-mode AD; an undefined input tangent gives an undefined output tangent) and
+    ``vmap`` (``torch.func.vmap``'s rule: ``vmap(in_dims, *args)`` -> (output, out_dims))."""
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(), schema=schema)
     op.register_fake(fake)
     n_inputs = len(inspect.signature(impl).parameters)
@@ -82,10 +83,57 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
         return None if t is None else jvp(ctx, t)
 
     op.register_autograd(undefined(compiled_backward or backward), setup_context=setup_undefined)
-    return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
+    attrs: dict[str, Any] = {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
         "forward": staticmethod(impl), "setup_context": staticmethod(setup_undefined),
-        "backward": staticmethod(undefined(backward)), "jvp": staticmethod(jvp_of)})
+        "backward": staticmethod(undefined(backward)), "jvp": staticmethod(jvp_of)}
+    if vmap is not None:
+        def vmap_rule(info: Any, in_dims: tuple[Any, ...], *args: Any) -> Any:
+            return vmap(function, in_dims, *args)
+        attrs["vmap"] = staticmethod(vmap_rule)
+    function = type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), attrs)
+    return function
+
+
+def _vmap_reduce(op: str) -> Callable[..., Any]:
+    """The vmap rule of a reduction ``f(input, dim, keepdim, *rest)`` over a dim list (sum, mean, amax, amin): the
+    same reduction of the batched input over the shifted dims; a 0-d sample reduced as a dim of one."""
+    def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: Any, keepdim: bool, *rest: Any) -> Any:
+        x, n = rt.batch_front(op, in_dims, x)
+        if n == 0:
+            return function.apply(x.unsqueeze(1), [1], False, *rest), 0
+        return function.apply(x, rt.batched_dims(op, dim, n), keepdim, *rest), 0
+    return rule
+
+
+def _vmap_prod(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: int | None, keepdim: bool,
+               dtype: torch.dtype | None) -> Any:
+    """prod's vmap rule: over the shifted dim, or over each sample flattened (``dim=None``)."""
+    x, n = rt.batch_front("prod", in_dims, x)
+    if dim is None or n == 0:
+        out = function.apply(x.reshape(x.shape[0], -1), 1, False, dtype)
+        return (out.reshape(x.shape[0], *(1,) * n) if keepdim and dim is None else out), 0
+    return function.apply(x, rt.batched_dims("prod", dim, n)[0], keepdim, dtype), 0
+
+
+def _vmap_arg(op: str) -> Callable[..., Any]:
+    """The vmap rule of max/min with a dim: over the shifted dim (indices along it, as the sample's)."""
+    def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: int, keepdim: bool) -> Any:
+        x, n = rt.batch_front(op, in_dims, x)
+        if n == 0:
+            return function.apply(x.unsqueeze(1), 1, False), (0, 0)
+        return function.apply(x, rt.batched_dims(op, dim, n)[0], keepdim), (0, 0)
+    return rule
+
+
+def _vmap_all(op: str) -> Callable[..., Any]:
+    """The vmap rule of max/min without a dim: amax/amin over each sample's dims (the same values, and the same
+    gradient, shared evenly among equal elements)."""
+    def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor) -> Any:
+        x, n = rt.batch_front(op, in_dims, x)
+        extremum = AmaxFunction if op == "max" else AminFunction
+        return extremum.apply(x.reshape(x.shape[0], -1), [1], False), 0
+    return rule
 
 
 def _restored(result: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
@@ -141,11 +189,13 @@ _SUM_SCHEMA = "(Tensor input, int[]? dim, bool keepdim, ScalarType? dtype) -> Te
 SumFunction = _register("sum", _SUM_SCHEMA, _plain("sum", SUM),
                         lambda input, dim, keepdim, dtype: torch.sum(input, dim, keepdim, dtype=dtype),
                         _setup_sum, _sum_backward,
-                        lambda ctx, t: torch.sum(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype))
+                        lambda ctx, t: torch.sum(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype),
+                        vmap=_vmap_reduce("sum"))
 MeanFunction = _register("mean", _SUM_SCHEMA, _plain("mean", SUM),
                          lambda input, dim, keepdim, dtype: torch.mean(input, dim, keepdim, dtype=dtype),
                          _setup_sum, _mean_backward,
-                         lambda ctx, t: torch.mean(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype))
+                         lambda ctx, t: torch.mean(t, ctx.dim_arg, ctx.keepdim, dtype=ctx.out_dtype),
+                         vmap=_vmap_reduce("mean"))
 
 
 # -- prod ----------------------------------------------------------------------------------------------------------
@@ -193,7 +243,7 @@ ProdFunction = _register(
     "prod", "(Tensor input, int? dim, bool keepdim, ScalarType? dtype) -> Tensor",
     _plain("prod", PROD), _prod_fake, _setup_prod,
     lambda ctx, grad: _prod_grad(ctx, grad, bw.prod_backward), _prod_jvp,
-    lambda ctx, grad: _prod_grad(ctx, grad, torch.ops.tritred.prod_backward))
+    lambda ctx, grad: _prod_grad(ctx, grad, torch.ops.tritred.prod_backward), _vmap_prod)
 
 
 # -- amax, amin ----------------------------------------------------------------------------------------------------
@@ -226,10 +276,10 @@ def _extremum(name: str, code: int) -> Callable[..., Tensor]:
 _AMAX_SCHEMA = "(Tensor input, int[] dim, bool keepdim) -> Tensor"
 AmaxFunction = _register("amax", _AMAX_SCHEMA, _extremum("amax", MAX),
                          lambda input, dim, keepdim: torch.amax(input, dim, keepdim), _setup_amax, _amax_backward,
-                         _amax_jvp)
+                         _amax_jvp, vmap=_vmap_reduce("amax"))
 AminFunction = _register("amin", _AMAX_SCHEMA, _extremum("amin", MIN),
                          lambda input, dim, keepdim: torch.amin(input, dim, keepdim), _setup_amax, _amax_backward,
-                         _amax_jvp)
+                         _amax_jvp, vmap=_vmap_reduce("amin"))
 
 
 # -- max, min: with dim (values, indices), and without (max_all, min_all) ------------------------------------------
@@ -286,11 +336,11 @@ def _arg(name: str) -> tuple[Callable[..., tuple[Tensor, Tensor]], Callable[...,
 _MAX_SCHEMA = "(Tensor input, int dim, bool keepdim) -> (Tensor values, Tensor indices)"
 MaxFunction = _register("max", _MAX_SCHEMA, _arg("max")[0],
                         lambda input, dim, keepdim: tuple(torch.max(input, dim, keepdim)), _setup_max, _max_backward,
-                        _max_jvp)
+                        _max_jvp, vmap=_vmap_arg("max"))
 MinFunction = _register("min", _MAX_SCHEMA, _arg("min")[0],
                         lambda input, dim, keepdim: tuple(torch.min(input, dim, keepdim)), _setup_max, _max_backward,
-                        _max_jvp)
+                        _max_jvp, vmap=_vmap_arg("min"))
 MaxAllFunction = _register("max_all", "(Tensor input) -> Tensor", _arg("max")[1], lambda input: torch.max(input),
-                           _setup_max_all, _max_all_backward, _max_all_jvp)
+                           _setup_max_all, _max_all_backward, _max_all_jvp, vmap=_vmap_all("max"))
 MinAllFunction = _register("min_all", "(Tensor input) -> Tensor", _arg("min")[1], lambda input: torch.min(input),
-                           _setup_max_all, _max_all_backward, _max_all_jvp)
+                           _setup_max_all, _max_all_backward, _max_all_jvp, vmap=_vmap_all("min"))

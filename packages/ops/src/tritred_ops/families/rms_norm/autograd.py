@@ -144,6 +144,13 @@ class RMSNormFunction(torch.autograd.Function):
 
     jvp = staticmethod(jvp)
 
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, normalized_shape: Sequence[int],
+             weight: Tensor | None, eps: float | None) -> tuple[Any, tuple[int, int]]:
+        """torch.func.vmap's rule: the batch dim in front, a leading dim (the weight unbatched)."""
+        x, _ = rt.batch_front("rms_norm", in_dims, input)
+        return RMSNormFunction.apply(x, normalized_shape, weight, eps), (0, 0)
+
 
 # -- the registered ops (torch.compile) ----------------------------------------------------------------------------
 

@@ -146,6 +146,15 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
 
         jvp = staticmethod(_softmax_jvp(mode))
 
+        @staticmethod
+        def vmap(info: Any, in_dims: tuple[Any, ...], input: torch.Tensor, dim: int | None,
+                 dtype: torch.dtype | None) -> tuple[torch.Tensor, int]:
+            """torch.func.vmap's rule: over the shifted dim (a 0-d sample as a dim of one)."""
+            x, n = rt.batch_front(_NAMES[mode], in_dims, input)
+            if n == 0:
+                return Function.apply(x.unsqueeze(1), 1, dtype).squeeze(1), 0
+            return Function.apply(x, rt.batched_dims(_NAMES[mode], dim, n)[0], dtype), 0
+
     Function.__name__ = Function.__qualname__ = ("SoftmaxFunction", "LogSoftmaxFunction")[mode]
     Function.__doc__ = f"{_NAMES[mode]}(input, dim, dtype) with its backward kernel."
     return Function
@@ -171,6 +180,15 @@ class LogsumexpFunction(torch.autograd.Function):
         return _logsumexp_grad(ctx, grad, logsumexp_backward)
 
     jvp = staticmethod(_logsumexp_jvp)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], input: torch.Tensor, dim: Any,
+             keepdim: bool) -> tuple[torch.Tensor, int]:
+        """torch.func.vmap's rule: over the shifted dims (a 0-d sample as a dim of one)."""
+        x, n = rt.batch_front("logsumexp", in_dims, input)
+        if n == 0:
+            return LogsumexpFunction.apply(x.unsqueeze(1), [1], False), 0
+        return LogsumexpFunction.apply(x, rt.batched_dims("logsumexp", dim, n), keepdim), 0
 
 
 # -- torch.compile: the registered ops, their fake implementations and autograd ------------------------------------

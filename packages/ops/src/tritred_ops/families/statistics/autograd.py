@@ -101,6 +101,14 @@ def _define(name: str) -> Any:
         x, result = ctx.saved_tensors
         return stats_jvp(name, t, x, result, ctx.dims, ctx.correction, ctx.keepdim)
 
+    def vmap(info: Any, in_dims: tuple[Any, ...], x: Tensor, dim: Any, correction: float, keepdim: bool) -> Any:
+        """torch.func.vmap's rule: the statistic over the shifted dims (a 0-d sample as a dim of one)."""
+        x, n = rt.batch_front(name, in_dims, x)
+        if isinstance(dim, (tuple, list)) and len(dim) == 0:  # (torch counts N = 1 there: not batched as one call)
+            raise NotImplementedError(f"tritred {name}: dim=() under torch.func.vmap is not supported")
+        dims, keep = (rt.batched_dims(name, dim, n), keepdim) if n else ([1], False)
+        return FUNCTIONS[name].apply(x if n else x.unsqueeze(1), dims, correction, keep), ((0, 0) if pair else 0)
+
     outputs = "(Tensor var, Tensor mean)" if name == "var_mean" else \
         "(Tensor std, Tensor mean)" if name == "std_mean" else "Tensor"
     op = torch.library.custom_op(f"tritred::{name}", impl, mutates_args=(),
@@ -110,7 +118,7 @@ def _define(name: str) -> Any:
     return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
         "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward),
-        "jvp": staticmethod(jvp)})
+        "jvp": staticmethod(jvp), "vmap": staticmethod(vmap)})
 
 
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
