@@ -11,8 +11,8 @@ term).
 Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): every op but cross_entropy gives torch's tangents
 (its Function's jvp); cross_entropy raises NotImplementedError, a dual input's tangent never dropped. torch.func:
 grad and jacrev take the create_graph path; vmap takes each Function's vmap rule, so per-sample gradients, jacfwd
-and the hessian work; batch_norm under vmap, cross_entropy under any transform and batched gradients raise
-NotImplementedError naming the op.
+and the hessian work; cross_entropy under any transform and batched gradients raise NotImplementedError naming the
+op.
 """
 
 from __future__ import annotations
@@ -262,15 +262,34 @@ def test_torch_func_composes_as_torchs(device):
         torch.testing.assert_close(ours, theirs)
 
 
+@pytest.mark.parametrize("in_dim", [0, 1])
+def test_vmap_of_batch_norm_is_torchs(in_dim, device):
+    """Each sample normalized on its own (one launch: the samples side by side as channels), in training and in
+    eval, and per-sample gradients through it."""
+    x = randn((3, 4, 2, 5), torch.float64, device).movedim(0, in_dim)
+    w, b = randn((2,), torch.float64, device), randn((2,), torch.float64, device)
+    rm, rv = randn((2,), torch.float64, device), randn((2,), torch.float64, device).abs() + 0.5
+    for call in (lambda f, u: f.batch_norm(u, None, None, w, b, True),
+                 lambda f, u: f.batch_norm(u, rm, rv, w, b, False),
+                 lambda f, u: f.batch_norm(u[:, :, 0], None, None, w, None, True, 0.1, 1e-3)):
+        torch.testing.assert_close(torch.func.vmap(lambda u, c=call: c(tr, u), in_dims=in_dim)(x),
+                                   torch.func.vmap(lambda u, c=call: c(F, u), in_dims=in_dim)(x))
+    grads = [torch.func.vmap(torch.func.grad(lambda wt, u, f=f: (f.batch_norm(u, None, None, wt, b, True) ** 3).sum()),
+                             in_dims=(None, in_dim))(w, x) for f in (tr, F)]
+    torch.testing.assert_close(grads[0], grads[1])
+
+
 def test_torch_func_refusals_name_the_op(device):
-    """What vmap cannot batch raises NotImplementedError naming the op: a batched weight, batch_norm (per-sample
-    statistics), cross_entropy (any transform), and batched gradients (is_grads_batched: the backward kernels)."""
+    """What vmap cannot batch raises naming the op: a batched weight, batch_norm's running statistics in training
+    (RuntimeError, as torch), cross_entropy (any transform), and batched gradients (is_grads_batched: the
+    backward kernels)."""
     x = randn((3, 5), torch.float64, device)
     with pytest.raises(NotImplementedError, match="tritred layer_norm: under torch.func.vmap only the input"):
         torch.func.vmap(lambda wt: tr.layer_norm(x, (5,), wt))(randn((2, 5), torch.float64, device))
-    with pytest.raises(NotImplementedError, match="tritred batch_norm: torch.func.vmap is not supported"):
-        torch.func.vmap(lambda u: tr.batch_norm(u, None, None, None, None, True))(randn((2, 3, 5), torch.float64,
-                                                                                      device))
+    with pytest.raises(RuntimeError, match="tritred batch_norm: torch.func.vmap in training with running statistics"):
+        torch.func.vmap(lambda u: tr.batch_norm(u, torch.zeros(5, dtype=u.dtype, device=u.device),
+                                                torch.ones(5, dtype=u.dtype, device=u.device), None, None, True))(
+            randn((2, 3, 5), torch.float64, device))
     with pytest.raises(NotImplementedError, match="tritred cross_entropy: torch.func transforms"):
         torch.func.vmap(lambda u: tr.cross_entropy(u, T([0, 1, 2], device=device)))(randn((2, 3, 5), torch.float64,
                                                                                          device))

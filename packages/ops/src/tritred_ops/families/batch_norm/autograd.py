@@ -177,10 +177,30 @@ class BatchNormFunction(torch.autograd.Function):
     jvp = staticmethod(_jvp)
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple[Any, ...], *args: Any) -> Any:
-        """torch.func.vmap: not supported (each sample's statistics, and the running statistics' updates, would be
-        per batch element): NotImplementedError naming the op."""
-        raise NotImplementedError("tritred batch_norm: torch.func.vmap is not supported")
+    def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, running_mean: Tensor | None,
+             running_var: Tensor | None, weight: Tensor | None, bias: Tensor | None, training: bool, momentum: float,
+             eps: float) -> Any:
+        """torch.func.vmap's rule: each sample (N, C, ...) normalized on its own, as one launch of the samples side
+        by side as channels, (N, B x C, ...), the weight, bias and running statistics repeated per sample. In
+        training with running statistics (one unbatched buffer updated by every sample) RuntimeError, as torch's
+        vmap raises."""
+        x, n = rt.batch_front("batch_norm", in_dims, input)
+        if training and (running_mean is not None or running_var is not None):
+            raise RuntimeError("tritred batch_norm: torch.func.vmap in training with running statistics: every sample "
+                               "would update the one unbatched running_mean and running_var (as torch, not supported)")
+        if n < 2:
+            return BatchNormFunction.apply(input, running_mean, running_var, weight, bias, training, momentum, eps), 0
+        samples = x.shape[0]
+        side = x.movedim(0, 1)  # (N, B, C, ...)
+        flat = side.reshape(side.shape[0], samples * side.shape[2], *side.shape[3:])
+
+        def repeat(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.repeat(samples)
+
+        y, mean, invstd = BatchNormFunction.apply(flat, repeat(running_mean), repeat(running_var), repeat(weight),
+                                                  repeat(bias), training, momentum, eps)
+        stats = [None if t is None else t.reshape(samples, -1) for t in (mean, invstd)]
+        return (y.reshape(side.shape).movedim(1, 0), *stats), (0, *(None if t is None else 0 for t in stats))
 
 
 # -- the registered ops (torch.compile) ---------------------------------------------------------------------------
