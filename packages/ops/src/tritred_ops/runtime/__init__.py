@@ -10,7 +10,8 @@
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
   :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
   :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops;
-  :func:`save_for_jvp`, :func:`normalized_jvp` and :func:`tangent_sum`, for the Functions' forward-mode AD (``jvp``);
+  :func:`save_for_jvp`, :func:`normalized_product` and :func:`affine_tangent`, for the Functions' forward-mode AD
+  (``jvp``) and the norms' backward under ``create_graph``;
   :func:`batch_front` and :func:`batched_dims`, for their ``torch.func.vmap`` rules.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
@@ -18,13 +19,13 @@ here (``tritred_ops.host`` is the short list a plugin needs).
 """
 
 from .autograd import (
+    affine_tangent,
     apply_function,
     batch_front,
     batched_dims,
-    normalized_jvp,
+    normalized_product,
     once_differentiable,
     save_for_jvp,
-    tangent_sum,
     twice_differentiable,
 )
 from .checks import (
@@ -111,6 +112,7 @@ __all__ = [
     "Recorder",
     "Unset",
     "View",
+    "affine_tangent",
     "apply_function",
     "as_index",
     "batch_front",
@@ -144,7 +146,7 @@ __all__ = [
     "next_pow2",
     "no_row_threads",
     "no_tail",
-    "normalized_jvp",
+    "normalized_product",
     "once_differentiable",
     "out_strides",
     "pow2_divisor",
@@ -165,7 +167,6 @@ __all__ = [
     "slices",
     "split_plan",
     "split_row_chunks",
-    "tangent_sum",
     "tensor_key",
     "torch_accepts",
     "twice_differentiable",

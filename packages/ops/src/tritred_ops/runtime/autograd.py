@@ -119,24 +119,41 @@ def save_for_jvp(ctx: Any, *tensors: torch.Tensor | None) -> None:
         ctx.save_for_forward(*tensors)
 
 
-def normalized_jvp(x_hat: torch.Tensor, scale: torch.Tensor, tangent: torch.Tensor, dims: tuple[int, ...],
-                   centered: bool) -> torch.Tensor:
-    """The tangent of ``x_hat``, the input normalized over ``dims`` (``scale``: rstd or invstd, broadcast), for an
-    input tangent ``tangent``: ``scale * (t - mean(t) - x_hat * mean(x_hat * t))``, without ``mean(t)`` for
-    rms_norm (``centered`` False). All in the accumulation dtype."""
-    t = tangent - tangent.mean(dims, keepdim=True) if centered else tangent
-    return scale * (t - x_hat * (x_hat * tangent).mean(dims, keepdim=True))
+def normalized_product(x_hat: torch.Tensor, scale: torch.Tensor, v: torch.Tensor, dims: tuple[int, ...],
+                       centered: bool) -> torch.Tensor:
+    """``v`` times the Jacobian of ``x_hat``, the input normalized over ``dims`` (``scale``: rstd or invstd,
+    broadcast): ``scale * (v - mean(v) - x_hat * mean(x_hat * v))``, without ``mean(v)`` for rms_norm
+    (``centered`` False). The Jacobian is symmetric, so this is both x_hat's tangent for an input tangent ``v``
+    (the norms' jvp) and the input's gradient for x_hat's gradient ``v`` (their backward under create_graph).
+    All in the accumulation dtype."""
+    c = v - v.mean(dims, keepdim=True) if centered else v
+    return scale * (c - x_hat * (x_hat * v).mean(dims, keepdim=True))
 
 
-def tangent_sum(terms: list[torch.Tensor], shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
-    """The sum of a ``jvp``'s tangent terms (broadcast), of ``shape`` and ``dtype``; None (an undefined tangent)
-    when there is none: every input's tangent undefined."""
+def affine_tangent(x_hat: torch.Tensor, dx_hat: torch.Tensor | None, weight: torch.Tensor | None,
+                   t_weight: torch.Tensor | None, t_bias: torch.Tensor | None, dtype: torch.dtype,
+                   view: tuple[int, ...] | None = None) -> torch.Tensor | None:
+    """The tangent of ``y = x_hat * weight + bias`` (the norms' jvp): ``dx_hat * weight + x_hat * weight' +
+    bias'``, each term where its tangent (and the weight) is defined. The weight and the tangents are taken to
+    ``x_hat``'s (accumulation) dtype and, with ``view``, viewed as it (batch_norm's [1, C, 1, ...]); the result has
+    ``x_hat``'s shape and ``dtype``, None (an undefined tangent) when every tangent is undefined."""
+    def param(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(x_hat.dtype)
+        return t.view(view) if view is not None else t
+
+    terms = []
+    if dx_hat is not None:
+        terms.append(dx_hat * param(weight) if weight is not None else dx_hat)
+    if weight is not None and t_weight is not None:
+        terms.append(x_hat * param(t_weight))
+    if t_bias is not None:
+        terms.append(param(t_bias))
     if not terms:
         return None
     out = terms[0]
     for t in terms[1:]:
         out = out + t
-    return out.expand(shape).to(dtype).contiguous()
+    return out.expand(x_hat.shape).to(dtype).contiguous()
 
 
 def batch_front(op: str, in_dims: tuple[Any, ...], x: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -98,8 +98,7 @@ def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | 
     gw = g * weight.to(acc).view(channel) if weight is not None else g
     dx = None
     if need[0]:
-        dx = invstd * (gw - gw.mean(dims, keepdim=True) - x_hat * (gw * x_hat).mean(dims, keepdim=True)) \
-            if ctx.training else gw * invstd
+        dx = rt.normalized_product(x_hat, invstd, gw, dims, centered=True) if ctx.training else gw * invstd
         dx = dx.to(input.dtype)
     dw = (g * x_hat).sum(dims).to(weight.dtype) if need[3] and weight is not None else None
     db = g.sum(dims).to(ctx.bias_dtype) if need[4] and ctx.bias_dtype is not None else None
@@ -129,17 +128,11 @@ def _jvp(ctx: Any, t_input: Tensor | None, t_running_mean: Tensor | None, t_runn
                                       "statistics in eval is not supported")
         scale = torch.rsqrt(var.to(acc).view(channel) + ctx.eps)
     x_hat = (x - mean.to(acc).view(channel)) * scale
-    w = weight.to(acc).view(channel) if weight is not None else None
-    terms = []  # (an undefined tangent is a zero one)
+    dx_hat = None
     if t_input is not None:
         t = t_input.to(acc)
-        dx_hat = rt.normalized_jvp(x_hat, scale, t, dims, centered=True) if ctx.training else t * scale
-        terms.append(dx_hat * w if w is not None else dx_hat)
-    if w is not None and t_weight is not None:
-        terms.append(x_hat * t_weight.to(acc).view(channel))
-    if t_bias is not None:
-        terms.append(t_bias.to(acc).view(channel))
-    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None, None
+        dx_hat = rt.normalized_product(x_hat, scale, t, dims, centered=True) if ctx.training else t * scale
+    return rt.affine_tangent(x_hat, dx_hat, weight, t_weight, t_bias, input.dtype, channel), None, None
 
 
 def _launch_backward(dy: Tensor, input: Tensor, weight: Tensor | None, mean: Tensor, var: Tensor, training: bool,

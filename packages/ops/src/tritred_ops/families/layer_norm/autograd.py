@@ -97,7 +97,7 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any,
     rstd = torch.rsqrt(centered.square().mean(dims, keepdim=True) + ctx.eps)
     x_hat = centered * rstd
     g = dy * weight.to(acc) if weight is not None else dy
-    dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
+    dx = rt.normalized_product(x_hat, rstd, g, dims, centered=True)
     dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
     db = dy.sum(lead).to(bias.dtype) if needs[3] and bias is not None else None
     return dx.to(input.dtype) if needs[0] else None, None, dw, db, None
@@ -117,16 +117,8 @@ def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, t_b
     stat = (*input.shape[: input.dim() - k], *(1,) * k)  # (mean and rstd broadcast over the normalized dims)
     scale = rstd.to(acc).reshape(stat)
     x_hat = (input.to(acc) - mean.to(acc).reshape(stat)) * scale
-    w = weight.to(acc) if weight is not None else None
-    terms = []  # (an undefined tangent is a zero one)
-    if t_input is not None:
-        dx_hat = rt.normalized_jvp(x_hat, scale, t_input.to(acc), dims, centered=True)
-        terms.append(dx_hat * w if w is not None else dx_hat)
-    if w is not None and t_weight is not None:
-        terms.append(x_hat * t_weight.to(acc))
-    if t_bias is not None:
-        terms.append(t_bias.to(acc))
-    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None, None
+    dx_hat = None if t_input is None else rt.normalized_product(x_hat, scale, t_input.to(acc), dims, centered=True)
+    return rt.affine_tangent(x_hat, dx_hat, weight, t_weight, t_bias, input.dtype), None, None
 
 
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], mean: Tensor, rstd: Tensor,

@@ -130,24 +130,16 @@ def _vmap_all(op: str) -> Callable[..., Any]:
     """The vmap rule of max/min without a dim: amax/amin over each sample's dims (the same values, and the same
     gradient, shared evenly among equal elements)."""
     def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor) -> Any:
-        x, n = rt.batch_front(op, in_dims, x)
+        x, _ = rt.batch_front(op, in_dims, x)
         extremum = AmaxFunction if op == "max" else AminFunction
         return extremum.apply(x.reshape(x.shape[0], -1), [1], False), 0
     return rule
 
 
-def _restored(result: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
-    """``result`` with its reduced ``dims`` restored as size-1 dims (for a comparison with the input)."""
-    if not keepdim:
-        for d in sorted(dims):
-            result = result.unsqueeze(d)
-    return result
-
-
 def _evenly_jvp(t: Tensor, x: Tensor, result: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
     """The tangent of amax/amin and of max/min without dim (torch's ``amaxamin_jvp``, ``evenly_read_jvp``): the
     mean of the tangent over the elements equal to the result (NaN where the result is NaN)."""
-    mask = x == _restored(result, dims, keepdim)
+    mask = x == bw.restore_dims(result, dims, keepdim)
     dims = list(dims) or list(range(x.dim()))
     return torch.where(mask, t, 0).sum(dims, keepdim) / mask.sum(dims, keepdim)
 
@@ -296,7 +288,7 @@ def _max_jvp(ctx: Any, t: Tensor) -> tuple[Tensor, None]:
     (indices,) = ctx.saved_tensors
     if t.dim() == 0:
         return t.clone(), None
-    out = t.gather(ctx.dim, _restored(indices, (ctx.dim,), ctx.keepdim))
+    out = t.gather(ctx.dim, bw.restore_dims(indices, (ctx.dim,), ctx.keepdim))
     return (out if ctx.keepdim else out.squeeze(ctx.dim)), None
 
 

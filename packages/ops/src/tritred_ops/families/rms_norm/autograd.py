@@ -89,7 +89,7 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor |
     rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + launch.resolve_eps(ctx.eps, input.dtype))
     x_hat = x * rstd
     g = dy * weight.to(acc) if weight is not None else dy
-    dx = rstd * (g - x_hat * (g * x_hat).mean(dims, keepdim=True))
+    dx = rt.normalized_product(x_hat, rstd, g, dims, centered=False)
     lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
     dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
     return dx.to(input.dtype) if needs[0] else None, None, dw, None
@@ -109,14 +109,9 @@ def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _ep
     dims = tuple(range(input.dim() - k, input.dim()))
     scale = rstd.to(acc).reshape(*input.shape[: input.dim() - k], *(1,) * k)
     x_hat = input.to(acc) * scale
-    w = weight.to(acc) if weight is not None else None
-    terms = []  # (an undefined tangent is a zero one)
-    if t_input is not None:
-        dx_hat = rt.normalized_jvp(x_hat, scale, t_input.to(acc), dims, centered=False)
-        terms.append(dx_hat * w if w is not None else dx_hat)
-    if w is not None and t_weight is not None:
-        terms.append(x_hat * t_weight.to(acc))
-    return rt.tangent_sum(terms, x_hat.shape, input.dtype), None  # (the output in the input's dtype)
+    dx_hat = None if t_input is None else rt.normalized_product(x_hat, scale, t_input.to(acc), dims, centered=False)
+    # (the output in the input's dtype, whatever the weight's)
+    return rt.affine_tangent(x_hat, dx_hat, weight, t_weight, None, input.dtype), None
 
 
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,

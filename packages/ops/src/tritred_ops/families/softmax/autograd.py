@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ... import runtime as rt
+from ..reduce.backward import restore_dims
 from .backward import check_backward, logsumexp_backward, softmax_backward_call
 from .launch import logsumexp_call, logsumexp_checks, softmax_call, softmax_checks
 from .specs import SPECS
@@ -101,10 +102,7 @@ def _logsumexp_jvp(ctx: Any, t: torch.Tensor | None, *_: Any) -> torch.Tensor | 
         return None
     input, result = ctx.saved_tensors
     acc = torch.float64 if input.dtype == torch.float64 else torch.float32
-    r = result.to(acc)
-    if not ctx.keepdim and input.dim():
-        for d in ctx.dims:
-            r = r.unsqueeze(d)
+    r = restore_dims(result.to(acc), ctx.dims, ctx.keepdim)
     dims = ctx.dims if ctx.dims else list(range(input.dim()))
     return (t.to(acc) * (input.to(acc) - r).exp()).sum(dims, keepdim=ctx.keepdim).to(result.dtype)
 

@@ -33,6 +33,7 @@ from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
 from ...kernels.rows import col_block, restate_multiple, row_block
 from ...runtime import Recorder, find_plan
+from ..reduce.backward import restore_dims
 
 
 @triton.jit
@@ -302,9 +303,7 @@ def logsumexp_backward(grad: torch.Tensor, input: torch.Tensor, result: torch.Te
     in torch ops: fp32 for fp16/bf16 inputs (fp64 for fp64), rounded once to the input's dtype. ``dim`` as the
     forward's (``()``: every dim). A fresh tensor of the input's shape and dtype (never one of the arguments)."""
     dims = rt.wrap_dims("logsumexp_backward", list(dim), input.dim())
-    if not keepdim and input.dim():
-        for d in dims:
-            grad, result = grad.unsqueeze(d), result.unsqueeze(d)
+    grad, result = restore_dims(grad, dims, keepdim), restore_dims(result, dims, keepdim)
     acc = torch.float64 if input.dtype == torch.float64 else torch.float32
     # (out of place: under create_graph=True these ops are the graph a double backward differentiates)
     dx = (input.to(acc) - result.to(acc)).exp() * grad.to(acc)
