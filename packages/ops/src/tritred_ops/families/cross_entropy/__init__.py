@@ -57,7 +57,10 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
         TypeError, ValueError, IndexError, RuntimeError, NotImplementedError: as torch, naming the op: wrong
         shapes or dtypes, a reduction or label smoothing out of range; a class index out of range raises IndexError
         on the CPU and fails a device-side assert on CUDA (as torch's CUDA kernels do; no host synchronization).
-        RuntimeError: a weight that requires grad with class-index targets (as torch), not on CUDA.
+        RuntimeError: a weight that requires grad with class-index targets (as torch), not on CUDA; a gradient
+            taken with ``create_graph=True`` on logits that require grad (no double backward).
+        NotImplementedError: under a torch.func transform (vmap, grad, jvp, jacrev) or forward-mode AD (a dual
+            input): the gradient is formed by the forward pass, which no transform's rule covers.
 
     NaN and inf as torch: a sample whose logits hold NaN or +inf, or are all -inf, has a NaN loss and gradient
     (unless ignored: its loss is then 0 and its gradient 0, NaN only where torch's is); ``0 * inf`` products (a

@@ -48,7 +48,8 @@ _SOFTMAX_DOC = """
             run when ``TRITON_INTERPRET=1`` was set before importing tritred_ops).
 
     Gradient: torch's, from the saved output (:mod:`.backward`), in the input's dtype (with ``dtype=`` too);
-    computed in fp32 for fp16/bf16/fp32. Not differentiable twice.
+    computed in fp32 for fp16/bf16/fp32. Differentiable twice in eager (under ``create_graph=True`` through torch's
+    ``_softmax_backward_data``/``_log_softmax_backward_data``); forward-mode AD and ``torch.func.vmap`` as torch's.
 """
 
 
@@ -99,7 +100,7 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
         NotImplementedError: complex input.
 
     Gradient: torch's ``dy * exp(x - result)`` (pointwise torch ops, fp32 for fp16/bf16), from the saved input and
-    result. Not differentiable twice.
+    result; differentiable twice in eager. Forward-mode AD and ``torch.func.vmap`` as torch's.
     """
     if torch.compiler.is_compiling():
         return torch.ops.tritred.logsumexp(input, logsumexp_dims(dim), keepdim)
