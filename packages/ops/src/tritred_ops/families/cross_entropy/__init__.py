@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from ... import runtime as rt
-from . import autograd
+from . import autograd, composite
 from .checks import reduction_enum, scalars
 from .launch import forward
 from .spec import SPEC
@@ -71,8 +72,7 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     if torch.compiler.is_compiling():
         return autograd.compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
-        if torch._C._are_functorch_transforms_active():
-            raise NotImplementedError("tritred cross_entropy: torch.func transforms (vmap, grad, jvp, jacrev) are not "
-                                      "supported: its gradient is formed by the forward pass, for no transform's rule")
+        if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:
+            return composite.cross_entropy(input, target, weight, index, red, smoothing)
         return rt.apply_function(autograd.CrossEntropyFunction, input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
     return forward(SPEC, input, target, weight, index, red, smoothing, False, False)[0]
