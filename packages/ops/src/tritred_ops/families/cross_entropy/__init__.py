@@ -60,8 +60,10 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
         on the CPU and fails a device-side assert on CUDA (as torch's CUDA kernels do; no host synchronization).
         RuntimeError: a weight that requires grad with class-index targets (as torch), not on CUDA; a gradient
             taken with ``create_graph=True`` on logits that require grad (no double backward).
-        NotImplementedError: under a torch.func transform (vmap, grad, jvp, jacrev) or forward-mode AD (a dual
-            input): the gradient is formed by the forward pass, which no transform's rule covers.
+
+    Under a torch.func transform (vmap, grad, jvp, jacrev, hessian) or forward-mode AD (a dual level) the fused
+    launch, which forms the gradient in the forward, gives way to :mod:`.composite`: tritred's ``log_softmax`` in
+    fp32 (fp64) and torch's loss formulas, which those transforms batch and differentiate (logged at debug level).
 
     NaN and inf as torch: a sample whose logits hold NaN or +inf, or are all -inf, has a NaN loss and gradient
     (unless ignored: its loss is then 0 and its gradient 0, NaN only where torch's is); ``0 * inf`` products (a
