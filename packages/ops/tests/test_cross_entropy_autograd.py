@@ -256,3 +256,40 @@ def test_gradients_are_deterministic_and_target_grad_dtypes(device):
     assert_close(x.grad, xr.grad, n=10, scale=xr.grad.abs().max().item())
     assert_close(q.grad, qr.grad, n=10, scale=qr.grad.abs().max().item())
     assert_close(w.grad, wr.grad, n=40, scale=wr.grad.abs().max().item())
+
+
+@pytest.mark.parametrize("case", ["C input, (1,) target", "no classes, smoothing", "all ignored, smoothing",
+                                  "no samples, probabilities"])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_composite_edges_are_torchs(case, reduction, device):
+    """The composite path (forward-mode AD here) at the edges: a (C,) input with a (1,) target (without label
+    smoothing, which torch 2.13 refuses there), no classes or every target ignored under label smoothing (NaN, not
+    a ZeroDivisionError), no samples with probability targets (a NaN mean whose tangent is torch's -0); values and
+    tangents as torch's."""
+    import torch.autograd.forward_ad as fwAD
+
+    f64 = torch.float64
+    x, target, smoothing = {
+        "C input, (1,) target": (randn((5,), f64, device), torch.tensor([2], device=device), 0.0),
+        "no classes, smoothing": (randn((3, 0), f64, device), torch.ones(3, 0, dtype=f64, device=device), 0.1),
+        "all ignored, smoothing": (randn((3, 4), f64, device), torch.full((3,), -100, device=device), 0.1),
+        "no samples, probabilities": (randn((0, 5), f64, device), torch.zeros(0, 5, dtype=f64, device=device), 0.0),
+    }[case]
+    v = randn(tuple(x.shape), f64, device)
+    results = []
+    for f in (tr.cross_entropy, F.cross_entropy):
+        with fwAD.dual_level():
+            out = fwAD.unpack_dual(f(fwAD.make_dual(x, v), target, reduction=reduction, label_smoothing=smoothing))
+        results.append((out.primal, out.tangent))
+    (p, t), (p_ref, t_ref) = results
+    assert p.shape == p_ref.shape
+    torch.testing.assert_close(p, p_ref, equal_nan=True)
+    if t_ref is not None:
+        torch.testing.assert_close(t, t_ref, equal_nan=True)
+
+
+def test_composite_errors_name_the_op(device):
+    """A class index out of range on the composite path: torch's error, prefixed with the op's name."""
+    x = randn((3, 4), torch.float64, device)
+    with pytest.raises(IndexError, match=r"cross_entropy\(\): Target 5 is out of bounds"):
+        torch.func.grad(lambda u: tr.cross_entropy(u, torch.tensor([1, 5, 0], device=device)))(x)

@@ -13,6 +13,7 @@ is taken only under a transform or a dual level, and logged at debug level.
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,7 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | 
     log.debug("tritred cross_entropy: under a torch.func transform or forward-mode AD: tritred's log_softmax and "
               "torch's loss formulas (the fused launch forms its gradient in the forward)")
     d, C = call.class_dim, call.C
+    uniform = label_smoothing / C if C else math.inf  # (torch's double division: inf for no classes)
     logp = log_softmax(x, d, call.acc)
     w = None if weight is None else weight.to(call.acc)
     wb = None if w is None else w.view([C if i == d else 1 for i in range(x.dim())])  # (broadcast over the class dim)
@@ -42,23 +44,26 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | 
     if call.prob:
         q = target.to(call.acc)
         if label_smoothing > 0:
-            q = q * (1 - label_smoothing) + label_smoothing / C
+            q = q * (1 - label_smoothing) + uniform
         terms = logp * q if wb is None else logp * q * wb
         if reduction == 0:
             loss = -terms.sum(d)
         elif reduction == 2:
             loss = -terms.sum()
-        else:  # (torch: over the samples, input.numel() / C; NaN for no samples)
-            loss = -terms.sum() / (x.numel() // C) if x.numel() else terms.sum() * float("nan")
+        else:  # (torch: over the samples, input.numel() / C; NaN for no samples, its tangent -0 as torch's)
+            loss = -terms.sum() / (x.numel() // C) if x.numel() else -terms.sum() + math.nan
         return loss.to(call.loss_dtype)
     index = target.long()
-    loss = F.nll_loss(logp if x.dim() > 1 else logp.unsqueeze(0), index if x.dim() > 1 else index.unsqueeze(0),
-                      w, ignore_index=ignore_index, reduction=red)
+    try:  # (a (C,) input takes a 0-d or a (1,) target: nll_loss reads them as one sample of a (1, C) input)
+        loss = F.nll_loss(logp if x.dim() > 1 else logp.unsqueeze(0), index if x.dim() > 1 else index.reshape(1),
+                          w, ignore_index=ignore_index, reduction=red)
+    except (IndexError, RuntimeError) as e:  # (a class index out of range: torch's error, naming the op)
+        raise type(e)(f"cross_entropy(): {e}") from e
     if x.dim() == 1 and reduction == 0:
-        loss = loss.squeeze(0)
+        loss = loss.reshape(call.loss_shape)
     if label_smoothing > 0:
         ignored = index == ignore_index
-        smooth = -(logp if wb is None else logp * wb).sum(d).masked_fill(ignored, 0.0)
+        smooth = -(logp if wb is None else logp * wb).sum(d).reshape(ignored.shape).masked_fill(ignored, 0.0)
         if reduction == 1:  # (over the targets' weights, ignored targets left out, as nll_loss's mean)
             if w is None:
                 smooth = smooth.sum() / (~ignored).sum()
@@ -67,5 +72,5 @@ def cross_entropy(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | 
                 smooth = smooth.sum() / picked.masked_fill(ignored, 0.0).sum()
         elif reduction == 2:
             smooth = smooth.sum()
-        loss = (1 - label_smoothing) * loss + smooth * (label_smoothing / C)
+        loss = (1 - label_smoothing) * loss + smooth * uniform
     return loss.to(call.loss_dtype)
