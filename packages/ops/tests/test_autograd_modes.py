@@ -9,10 +9,11 @@ constant (torch's own ``once_differentiable`` would return a constant gradient t
 term).
 
 Forward mode (``torch.autograd.forward_ad``, torch.func.jvp): every op gives torch's tangents (its Function's jvp;
-cross_entropy through its composite path). torch.func: grad and jacrev take the create_graph path; vmap takes each
-Function's vmap rule, so per-sample gradients, jacfwd and the hessian work; cross_entropy under any transform takes
-its composite path (tritred's log_softmax and torch's loss formulas); batched gradients raise NotImplementedError
-naming the op.
+cross_entropy through its composite path), and those tangents can be differentiated again (forward over forward:
+jvp of jvp, jacfwd of jacfwd, jacfwd of the hessian; reverse over forward), as torch's ops (``rt.differentiable_jvp``).
+torch.func: grad and jacrev take the create_graph path; vmap takes each Function's vmap rule, so per-sample
+gradients, jacfwd and the hessian work; cross_entropy under any transform takes its composite path (tritred's
+log_softmax and torch's loss formulas); batched gradients raise NotImplementedError naming the op.
 """
 
 from __future__ import annotations
@@ -322,6 +323,102 @@ def test_torch_func_composes_as_torchs(device):
         ours = transform(lambda u: loss(tr, w, u))(x[:2])
         theirs = transform(lambda u: loss(F, w, u))(x[:2])
         torch.testing.assert_close(ours, theirs)
+
+
+def _normalized_ref(x, dims, w, b, view, eps=1e-5):
+    """layer_norm / batch_norm (training) in torch's ops: the statistics' own dependence on the input included."""
+    c = x - x.mean(dims, keepdim=True)
+    y = c * torch.rsqrt(c.square().mean(dims, keepdim=True) + eps)
+    return y * (w.view(view) if w is not None else 1) + (b.view(view) if b is not None else 0)
+
+
+def _pair(out):
+    return torch.stack(out) if isinstance(out, tuple) else out
+
+
+#: (input shape, weight/bias size, call(f, x, w, b)): f is tr or torch.nn.functional. aten's native_layer_norm and
+#: native_batch_norm (training) take their saved mean and rstd as constants in their own forward-over-forward and
+#: reverse-over-forward (finite differences disagree with them): their reference is the normalization in torch's ops.
+NESTED = {
+    "sum": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "sum")(x, (0, 2))),
+    "sum all": ((2, 3), 0, lambda f, x, w, b: _op(f, "sum")(x)),
+    "mean keepdim": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "mean")(x, 1, keepdim=True)),
+    "prod": ((3, 4), 0, lambda f, x, w, b: _op(f, "prod")(x, 1)),
+    "prod all": ((2, 3), 0, lambda f, x, w, b: _op(f, "prod")(x)),
+    "amax": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "amax")(x, (0, 2))),
+    "amin keepdim": ((3, 4), 0, lambda f, x, w, b: _op(f, "amin")(x, 1, keepdim=True)),
+    "max dim": ((3, 4), 0, lambda f, x, w, b: _op(f, "max")(x, 1)[0]),
+    "min dim keepdim": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "min")(x, 0, keepdim=True)[0]),
+    "max all": ((3, 4), 0, lambda f, x, w, b: _op(f, "max")(x)),
+    "min all": ((3, 4), 0, lambda f, x, w, b: _op(f, "min")(x)),
+    "var": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "var")(x, (0, 2))),
+    "std": ((3, 4), 0, lambda f, x, w, b: _op(f, "std")(x, 1, correction=0, keepdim=True)),
+    "var_mean": ((3, 4), 0, lambda f, x, w, b: _pair(_op(f, "var_mean")(x, 1))),
+    "std_mean all": ((3, 4), 0, lambda f, x, w, b: _pair(_op(f, "std_mean")(x, correction=2))),
+    "softmax": ((3, 5), 0, lambda f, x, w, b: f.softmax(x, 0)),
+    "log_softmax": ((3, 5), 0, lambda f, x, w, b: f.log_softmax(x, 1)),
+    "logsumexp": ((2, 3, 4), 0, lambda f, x, w, b: _op(f, "logsumexp")(x, (0, 2))),
+    "layer_norm": ((3, 5), 5, lambda f, x, w, b: tr.layer_norm(x, (5,), w, b) if f is tr else
+                   _normalized_ref(x, (1,), w, b, (5,))),
+    "layer_norm 2 dims": ((2, 2, 3), 0, lambda f, x, w, b: tr.layer_norm(x, (2, 3)) if f is tr else
+                          _normalized_ref(x, (1, 2), None, None, None)),
+    "rms_norm": ((3, 5), 5, lambda f, x, w, b: f.rms_norm(x, (5,), w)),
+    "rms_norm eps": ((2, 3, 4), 0, lambda f, x, w, b: f.rms_norm(x, (3, 4), None, 0.1)),
+    "batch_norm": ((4, 3, 2), 3, lambda f, x, w, b: tr.batch_norm(x, None, None, w, b, True) if f is tr else
+                   _normalized_ref(x, (0, 2), w, b, (1, 3, 1))),
+    "batch_norm 2-D": ((5, 3), 3, lambda f, x, w, b: tr.batch_norm(x, None, None, w, None, True) if f is tr else
+                       _normalized_ref(x, (0,), w, None, (1, 3))),
+    "batch_norm eval": ((4, 3, 2), 3, lambda f, x, w, b: f.batch_norm(
+        x, T([0.5, -1.0, 0.2], dtype=x.dtype, device=x.device), T([0.7, 1.5, 2.0], dtype=x.dtype, device=x.device),
+        w, b, False)),
+}
+
+
+@pytest.mark.parametrize("case", list(NESTED))
+def test_nested_forward_mode_is_torchs(case, device):
+    """Forward over forward: jvp of a jvp (the inner tangent constant, and depending on the point), jacfwd of jacfwd
+    and jacfwd of the hessian equal torch's, as does reverse over forward (jacrev of jacfwd), in float64; the
+    second-order tangent also equals finite differences of the first-order one. (torch runs a Function's jvp with
+    forward-mode AD off at every level: without ``rt.differentiable_jvp`` these second-order terms were zeros.)"""
+    shape, size, call = NESTED[case]
+    x, v, v2 = (randn(shape, torch.float64, device) for _ in range(3))
+    w, b = (randn((size,), torch.float64, device) if size else None for _ in range(2))
+    ours, theirs = (lambda u: call(tr, u, w, b)), (lambda u: call(F, u, w, b))
+    c = randn(tuple(ours(x).shape), torch.float64, device)  # (the hessian's scalar: a weighted sum of the output)
+
+    def first(g, a, t=v):
+        return torch.func.jvp(g, (a,), (t,))[1]
+
+    modes = {
+        "jvp of jvp": lambda g: torch.func.jvp(lambda a: first(g, a), (x,), (v2,))[1],
+        "jvp of jvp, tangent of the point": lambda g: torch.func.jvp(lambda a: first(g, a, a * v), (x,), (v2,))[1],
+        "jacfwd of jacfwd": lambda g: torch.func.jacfwd(torch.func.jacfwd(g))(x),
+        "jacfwd of hessian": lambda g: torch.func.jacfwd(torch.func.hessian(lambda a: (g(a) * c).sum()))(x),
+        "jacrev of jacfwd": lambda g: torch.func.jacrev(torch.func.jacfwd(g))(x),
+    }
+    for mode, transform in modes.items():
+        torch.testing.assert_close(transform(ours), transform(theirs), msg=lambda m, mode=mode: f"{mode}: {m}")
+    h = 1e-6
+    finite = (first(ours, x + h * v2) - first(ours, x - h * v2)) / (2 * h)
+    torch.testing.assert_close(modes["jvp of jvp"](ours), finite, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "batch_norm", "prod", "std"])
+def test_backward_through_a_forward_ad_tangent_is_torchs(op, device):
+    """Reverse over forward outside torch.func: a gradient of ``torch.autograd.forward_ad``'s tangent with respect
+    to the input (the norms' statistics recomputed in torch's ops: the forward's are constants to autograd)."""
+    import torch.autograd.forward_ad as fwAD
+
+    shape, _, call = NESTED[op]
+    x0, t = randn(shape, torch.float64, device), randn(shape, torch.float64, device)
+    grads = []
+    for f in (tr, F):
+        x = x0.clone().requires_grad_()
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(call(f, fwAD.make_dual(x, t), None, None)).tangent
+        weights = torch.linspace(-1, 2, tangent.numel(), dtype=tangent.dtype, device=device).view(tangent.shape)
+        grads.append(torch.autograd.grad((tangent * weights).sum(), x)[0])
+    torch.testing.assert_close(grads[0], grads[1])
 
 
 @pytest.mark.parametrize("in_dim", [0, 1])

@@ -10,8 +10,9 @@
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
   :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
   :func:`twice_differentiable`, backward kernels whose gradients under ``create_graph=True`` come from torch's ops;
-  :func:`save_for_jvp`, :func:`normalized_product` and :func:`affine_tangent`, for the Functions' forward-mode AD
-  (``jvp``) and the norms' backward under ``create_graph``;
+  :func:`save_for_jvp`, :func:`normalized_product`, :func:`normalized` and :func:`affine_tangent`, for the
+  Functions' forward-mode AD (``jvp``) and the norms' backward under ``create_graph``; :func:`differentiable_jvp`
+  and :func:`jvp_differentiated`, for jvps whose tangents are differentiated again (nested forward mode);
   :func:`batch_front` and :func:`batched_dims`, for their ``torch.func.vmap`` rules.
 
 The families (``tritred_ops.families``), the CLI, the bench and third-party plugins import the names below from
@@ -23,6 +24,9 @@ from .autograd import (
     apply_function,
     batch_front,
     batched_dims,
+    differentiable_jvp,
+    jvp_differentiated,
+    normalized,
     normalized_product,
     once_differentiable,
     save_for_jvp,
@@ -130,6 +134,7 @@ __all__ = [
     "decide",
     "dependent_launch",
     "device_info",
+    "differentiable_jvp",
     "dim_groups",
     "dim_list",
     "dtype_name",
@@ -140,12 +145,14 @@ __all__ = [
     "grad_needed",
     "hint_covers_align",
     "interpreting",
+    "jvp_differentiated",
     "launch_config",
     "launch_split_rows",
     "map_view",
     "next_pow2",
     "no_row_threads",
     "no_tail",
+    "normalized",
     "normalized_product",
     "once_differentiable",
     "out_strides",

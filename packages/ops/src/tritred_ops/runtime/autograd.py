@@ -1,6 +1,7 @@
 """The eager autograd Functions' plumbing: applying one without torch's per-call signature binding
 (:func:`apply_function`), backward passes that are not themselves differentiable (:func:`once_differentiable`),
-and backward kernels whose gradients can be differentiated again through torch's ops (:func:`twice_differentiable`).
+backward kernels whose gradients can be differentiated again through torch's ops (:func:`twice_differentiable`),
+and forward-mode formulas whose tangents can be (:func:`differentiable_jvp`).
 
 ``torch.autograd.Function.apply`` of a Function with a separate ``setup_context`` (the style that
 ``torch.library.register_autograd`` and torch.func share) binds the call's arguments to ``forward``'s signature with
@@ -19,13 +20,16 @@ from typing import Any
 
 import torch
 from torch._C import _functions
+from torch._C._functorch import TransformType, _unwrap_for_grad, _wrap_for_grad, get_interpreter_stack
+from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map_only
 
 from .checks import wrap_dims
 
 Backward = Callable[..., Any]
+Jvp = Callable[..., Any]
 
 log = logging.getLogger("tritred")
 
@@ -117,6 +121,77 @@ def save_for_jvp(ctx: Any, *tensors: torch.Tensor | None) -> None:
     Function's ``jvp`` reads them; nothing otherwise (no reference kept by the common call)."""
     if forward_ad._current_level >= 0:
         ctx.save_for_forward(*tensors)
+
+
+def differentiable_jvp(fn: Jvp) -> Jvp:
+    """A Function's ``jvp`` whose tangents can be differentiated again: forward over forward (``torch.func.jvp`` of
+    a jvp, ``jacfwd(jacfwd(f))``, ``jacfwd(hessian(f))``) and reverse over forward (``jacrev(jacfwd(f))``), as
+    torch's ops.
+
+    torch calls an autograd Function's ``jvp`` with forward-mode AD disabled (``_set_fwd_grad_enabled(False)``,
+    thread-local, for every level at once), on the tensors wrapped at the transform's level. Under nested
+    ``torch.func.jvp`` levels, the outer levels' interpreters do not turn it back on when the formula's ops reach
+    them, so the tangent comes back as a constant there: its own derivative (the second-order term) is silently
+    zero, even though the saved tensors (the op's output, its input) carry the outer tangents. torch's generated
+    single-level Function re-enables it for a Function's *forward* only (``autograd_function.py``:
+    ``generate_single_level_function``). Here, under a torch.func ``jvp`` transform, the formula runs as that
+    forward does: the saved tensors and the tangents unwrapped from the transform's level, forward-mode AD enabled,
+    the interpreter lowered (the levels below differentiate the formula's torch ops, each with its own grad mode),
+    and the tangents wrapped back at the level. Outside torch.func (``torch.autograd.forward_ad``, one level) the
+    formula runs as it is. The formula takes its tensors from ``ctx.saved_tensors`` and the tangents (its other
+    ``ctx`` attributes are not tensors); one whose saved tensors are constants to autograd (the norms' statistics,
+    outputs marked non-differentiable) recomputes them from the input where :func:`jvp_differentiated` says its
+    tangent will be differentiated. The first-order call (no transform below that differentiates) computes what
+    it computed before, from the saved tensors."""
+    @functools.wraps(fn)
+    def wrapper(ctx: Any, *tangents: Any) -> Any:
+        if not torch._C._are_functorch_transforms_active():
+            return fn(ctx, *tangents)
+        interpreter = retrieve_current_functorch_interpreter()
+        if interpreter.key() != TransformType.Jvp:
+            return fn(ctx, *tangents)
+        level = interpreter.level()
+
+        def unwrap(t: Any) -> Any:
+            return _unwrap_for_grad(t, level) if isinstance(t, torch.Tensor) else t
+
+        lowered = _SavedTensors(ctx, tuple(unwrap(t) for t in ctx.saved_tensors))
+        with forward_ad._set_fwd_grad_enabled(True), interpreter.lower():
+            out = fn(lowered, *(unwrap(t) for t in tangents))
+        return tree_map_only(torch.Tensor, lambda t: _wrap_for_grad(t, level), out)
+    return wrapper
+
+
+class _SavedTensors:
+    """A Function's ctx with other ``saved_tensors`` (the lowered ones): every other attribute the ctx's."""
+
+    def __init__(self, ctx: Any, saved: tuple[Any, ...]) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "saved_tensors", saved)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+def jvp_differentiated(*tensors: torch.Tensor | None) -> bool:
+    """Whether a ``jvp`` formula's tangent (see :func:`differentiable_jvp`) will itself be differentiated: a
+    torch.func ``jvp`` or ``grad`` transform below the one it serves, or autograd recording it (grad mode on and
+    one of ``tensors`` requires grad: a backward through ``torch.autograd.forward_ad``'s tangent). The norms
+    then recompute their statistics from the input (the forward's saved ones are constants to autograd)."""
+    if any(i.key() in (TransformType.Jvp, TransformType.Grad) for i in get_interpreter_stack() or ()):
+        return True
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def normalized(x: torch.Tensor, dims: tuple[int, ...], eps: float, centered: bool,
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x_hat, scale)``: ``x`` normalized over ``dims`` with the statistics computed here in torch's ops (two
+    passes, so that autograd differentiates them), ``scale`` (rstd) broadcast over ``dims``: ``(x - mean(x)) *
+    rsqrt(var(x) + eps)``, or ``x * rsqrt(mean(x^2) + eps)`` (rms_norm: ``centered`` False). For the norms'
+    backward under create_graph and their jvp when its tangent is differentiated."""
+    c = x - x.mean(dims, keepdim=True) if centered else x
+    scale = torch.rsqrt(c.square().mean(dims, keepdim=True) + eps)
+    return c * scale, scale
 
 
 def normalized_product(x_hat: torch.Tensor, scale: torch.Tensor, v: torch.Tensor, dims: tuple[int, ...],

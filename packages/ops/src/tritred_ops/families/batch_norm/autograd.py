@@ -89,12 +89,10 @@ def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | 
     channel = (1, -1) + (1,) * (input.dim() - 2)  # (a [C] tensor as [1, C, 1, ...])
     x, g = input.to(acc), dy.to(acc)
     if ctx.training:
-        centered = x - x.mean(dims, keepdim=True)
-        invstd = torch.rsqrt(centered.square().mean(dims, keepdim=True) + ctx.eps)
+        x_hat, invstd = rt.normalized(x, dims, ctx.eps, centered=True)
     else:
-        centered = x - mean.detach().to(acc).view(channel)
         invstd = torch.rsqrt(var.detach().to(acc).view(channel) + ctx.eps)
-    x_hat = centered * invstd
+        x_hat = (x - mean.detach().to(acc).view(channel)) * invstd
     gw = g * weight.to(acc).view(channel) if weight is not None else g
     dx = None
     if need[0]:
@@ -108,7 +106,8 @@ def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | 
 def _jvp(ctx: Any, t_input: Tensor | None, t_running_mean: Tensor | None, t_running_var: Tensor | None,
          t_weight: Tensor | None, t_bias: Tensor | None, *_: Any) -> tuple[Tensor | None, None, None]:
     """The output's tangent (forward-mode AD) for the tangents of the input, weight and bias (torch's
-    ``batch_norm_jvp``), in float32 (float64 for float64), from the forward's statistics::
+    ``batch_norm_jvp``), in float32 (float64 for float64), from the forward's statistics (in training recomputed
+    from the input in torch's ops when the tangent is differentiated again, ``rt.jvp_differentiated``)::
 
         training: x_hat' = invstd * (t - mean(t) - x_hat * mean(x_hat * t))   (over the batch and spatial dims)
         eval:     x_hat' = invstd * t
@@ -120,14 +119,17 @@ def _jvp(ctx: Any, t_input: Tensor | None, t_running_mean: Tensor | None, t_runn
     dims = (0, *range(2, input.dim()))
     channel = (1, -1) + (1,) * (input.dim() - 2)  # (a [C] tensor as [1, C, 1, ...])
     x = input.to(acc)
-    if ctx.training:
+    if ctx.training and rt.jvp_differentiated(input):
+        x_hat, scale = rt.normalized(x, dims, ctx.eps, centered=True)
+    elif ctx.training:
         scale = var.to(acc).view(channel)  # (the saved invstd)
+        x_hat = (x - mean.to(acc).view(channel)) * scale
     else:
         if any(s is not None and bool(s.ne(0).any()) for s in (t_running_mean, t_running_var)):
             raise NotImplementedError("tritred.batch_norm(): forward-mode AD with a tangent of the running "
                                       "statistics in eval is not supported")
         scale = torch.rsqrt(var.to(acc).view(channel) + ctx.eps)
-    x_hat = (x - mean.to(acc).view(channel)) * scale
+        x_hat = (x - mean.to(acc).view(channel)) * scale
     dx_hat = None
     if t_input is not None:
         t = t_input.to(acc)
@@ -167,7 +169,7 @@ class BatchNormFunction(torch.autograd.Function):
     def backward(ctx: Any, dy: Tensor, *_: Any) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         return _backward(ctx, dy, _launch_backward)
 
-    jvp = staticmethod(_jvp)
+    jvp = staticmethod(rt.differentiable_jvp(_jvp))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, running_mean: Tensor | None,

@@ -93,9 +93,7 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any,
     dims = tuple(range(input.dim() - len(ctx.normalized_shape), input.dim()))
     lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
     x, dy = input.to(acc), grad.to(acc)
-    centered = x - x.mean(dims, keepdim=True)
-    rstd = torch.rsqrt(centered.square().mean(dims, keepdim=True) + ctx.eps)
-    x_hat = centered * rstd
+    x_hat, rstd = rt.normalized(x, dims, ctx.eps, centered=True)
     g = dy * weight.to(acc) if weight is not None else dy
     dx = rt.normalized_product(x_hat, rstd, g, dims, centered=True)
     dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
@@ -106,7 +104,9 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any,
 def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, t_bias: Tensor | None, _eps: Any,
         ) -> tuple[Tensor | None, None, None]:
     """The output's tangent (forward-mode AD) for the tangents of the input, weight and bias (torch's
-    ``layer_norm_jvp``), in float32 (float64 for float64), from the forward's mean and rstd::
+    ``layer_norm_jvp``), in float32 (float64 for float64), from the forward's mean and rstd (recomputed from the
+    input in torch's ops when the tangent is differentiated again, ``rt.jvp_differentiated``: the saved ones are
+    constants to autograd)::
 
         x_hat' = rstd * (t - mean(t) - x_hat * mean(x_hat * t)),  y' = x_hat' * weight + x_hat * weight' + bias'
     """
@@ -114,9 +114,12 @@ def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, t_b
     acc = acc_dtype(input.dtype)
     k = len(ctx.normalized_shape)
     dims = tuple(range(input.dim() - k, input.dim()))
-    stat = (*input.shape[: input.dim() - k], *(1,) * k)  # (mean and rstd broadcast over the normalized dims)
-    scale = rstd.to(acc).reshape(stat)
-    x_hat = (input.to(acc) - mean.to(acc).reshape(stat)) * scale
+    if rt.jvp_differentiated(input):
+        x_hat, scale = rt.normalized(input.to(acc), dims, ctx.eps, centered=True)
+    else:
+        stat = (*input.shape[: input.dim() - k], *(1,) * k)  # (mean and rstd broadcast over the normalized dims)
+        scale = rstd.to(acc).reshape(stat)
+        x_hat = (input.to(acc) - mean.to(acc).reshape(stat)) * scale
     dx_hat = None if t_input is None else rt.normalized_product(x_hat, scale, t_input.to(acc), dims, centered=True)
     return rt.affine_tangent(x_hat, dx_hat, weight, t_weight, t_bias, input.dtype), None, None
 
@@ -143,7 +146,7 @@ class LayerNormFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor | None, _mean: Any, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 
-    jvp = staticmethod(jvp)
+    jvp = staticmethod(rt.differentiable_jvp(jvp))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, normalized_shape: Sequence[int],

@@ -86,7 +86,7 @@ def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[.
     attrs: dict[str, Any] = {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
         "forward": staticmethod(impl), "setup_context": staticmethod(setup_undefined),
-        "backward": staticmethod(undefined(backward)), "jvp": staticmethod(jvp_of)}
+        "backward": staticmethod(undefined(backward)), "jvp": staticmethod(rt.differentiable_jvp(jvp_of))}
     if vmap is not None:
         def vmap_rule(info: Any, in_dims: tuple[Any, ...], *args: Any) -> Any:
             return vmap(function, in_dims, *args)

@@ -86,8 +86,7 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor |
     acc = torch.float64 if wide else torch.float32
     dims = tuple(range(input.dim() - len(ctx.normalized_shape), input.dim()))
     x, dy = input.to(acc), grad.to(acc)
-    rstd = torch.rsqrt(x.square().mean(dims, keepdim=True) + launch.resolve_eps(ctx.eps, input.dtype))
-    x_hat = x * rstd
+    x_hat, rstd = rt.normalized(x, dims, launch.resolve_eps(ctx.eps, input.dtype), centered=False)
     g = dy * weight.to(acc) if weight is not None else dy
     dx = rt.normalized_product(x_hat, rstd, g, dims, centered=False)
     lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
@@ -97,7 +96,8 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor |
 
 def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _eps: Any,
         ) -> tuple[Tensor | None, None]:
-    """The output's tangent (forward-mode AD) for the tangents of the input and the weight, from the forward's rstd,
+    """The output's tangent (forward-mode AD) for the tangents of the input and the weight, from the forward's rstd
+    (recomputed from the input in torch's ops when the tangent is differentiated again, ``rt.jvp_differentiated``),
     in float32 (float64 for a float64 input or weight)::
 
         x_hat' = rstd * (t - x_hat * mean(x_hat * t)),  y' = x_hat' * weight + x_hat * weight'
@@ -107,8 +107,11 @@ def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _ep
     acc = torch.float64 if wide else torch.float32
     k = len(ctx.normalized_shape)
     dims = tuple(range(input.dim() - k, input.dim()))
-    scale = rstd.to(acc).reshape(*input.shape[: input.dim() - k], *(1,) * k)
-    x_hat = input.to(acc) * scale
+    if rt.jvp_differentiated(input):
+        x_hat, scale = rt.normalized(input.to(acc), dims, launch.resolve_eps(ctx.eps, input.dtype), centered=False)
+    else:
+        scale = rstd.to(acc).reshape(*input.shape[: input.dim() - k], *(1,) * k)
+        x_hat = input.to(acc) * scale
     dx_hat = None if t_input is None else rt.normalized_product(x_hat, scale, t_input.to(acc), dims, centered=False)
     # (the output in the input's dtype, whatever the weight's)
     return rt.affine_tangent(x_hat, dx_hat, weight, t_weight, None, input.dtype), None
@@ -137,7 +140,7 @@ class RMSNormFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor | None, _rstd: Any) -> tuple[Any, ...]:  # type: ignore[override]
         return backward(ctx, grad, _eager_backward)
 
-    jvp = staticmethod(jvp)
+    jvp = staticmethod(rt.differentiable_jvp(jvp))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], input: Tensor, normalized_shape: Sequence[int],

@@ -142,7 +142,7 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
         def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
             return _softmax_grad(ctx, grad, lambda *a: softmax_backward(mode, *a))
 
-        jvp = staticmethod(_softmax_jvp(mode))
+        jvp = staticmethod(rt.differentiable_jvp(_softmax_jvp(mode)))
 
         @staticmethod
         def vmap(info: Any, in_dims: tuple[Any, ...], input: torch.Tensor, dim: int | None,
@@ -177,7 +177,7 @@ class LogsumexpFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:  # type: ignore[override]
         return _logsumexp_grad(ctx, grad, logsumexp_backward)
 
-    jvp = staticmethod(_logsumexp_jvp)
+    jvp = staticmethod(rt.differentiable_jvp(_logsumexp_jvp))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], input: torch.Tensor, dim: Any,

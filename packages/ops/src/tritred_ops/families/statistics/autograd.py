@@ -118,7 +118,7 @@ def _define(name: str) -> Any:
     return type(f"{name.title().replace('_', '')}Function", (torch.autograd.Function,), {
         "__doc__": f"tritred.{name} with autograd (eager): the launcher forward, tritred::{name}'s backward.",
         "forward": staticmethod(impl), "setup_context": staticmethod(setup), "backward": staticmethod(backward),
-        "jvp": staticmethod(jvp), "vmap": staticmethod(vmap)})
+        "jvp": staticmethod(rt.differentiable_jvp(jvp)), "vmap": staticmethod(vmap)})
 
 
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
