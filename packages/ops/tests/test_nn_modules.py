@@ -264,6 +264,7 @@ def test_fallback(device, calls, caplog, monkeypatch):
     x = torch.randn(4, 8, device=device)
     falls_back(tr.nn.LayerNorm(8, device="meta"), x.to("meta"), reason="on meta")
     falls_back(tr.nn.BatchNorm1d(8, device="meta"), x.to("meta"), reason="on meta")
+    falls_back(tr.nn.SyncBatchNorm(8, device="meta"), x.to("meta"), reason="on meta")
     falls_back(tr.nn.Softmax(1), x.as_subclass(Tagged), reason="Tagged")
     falls_back(tr.nn.CrossEntropyLoss(), x, torch.zeros(4, dtype=torch.long, device=device).as_subclass(Tagged),
                reason="Tagged")
@@ -280,3 +281,31 @@ def test_fallback(device, calls, caplog, monkeypatch):
     if device == "cpu":
         monkeypatch.setattr(tr.nn.common, "CPU_RUNS", False)
         falls_back(tr.nn.RMSNorm(8), x, reason="on cpu")
+        falls_back(tr.nn.SyncBatchNorm(8).eval(), x, reason="on cpu")
+
+
+@pytest.mark.parametrize("layer", ["LayerNorm", "RMSNorm", "BatchNorm1d", "SyncBatchNorm"])
+def test_model_ensembling_falls_back(layer, device, caplog):
+    """Model ensembling (``stack_module_state`` and ``vmap(functional_call)``) batches a module's parameters, which
+    tritred's ops do not take: the modules run torch's forward there (logged), equal to torch's modules; the input
+    alone batched stays on tritred."""
+    from torch.func import functional_call, stack_module_state
+
+    caplog.set_level(logging.DEBUG, logger="tritred")
+    make = {"LayerNorm": lambda m: m.LayerNorm(6), "RMSNorm": lambda m: m.RMSNorm(6),
+            "BatchNorm1d": lambda m: m.BatchNorm1d(6).eval(), "SyncBatchNorm": lambda m: m.SyncBatchNorm(6).eval()}
+    x = torch.randn(5, 6, dtype=torch.float64, device=device)
+    outs = []
+    for m in (tr.nn, torch.nn):
+        torch.manual_seed(0)
+        models = [make[layer](m).to(device, torch.float64) for _ in range(3)]
+        for k, model in enumerate(models):  # (each member its own parameters and statistics)
+            for t in (*model.parameters(), *model.buffers()):
+                if t.is_floating_point():
+                    t.data.add_(0.1 * (k + 1))
+        params, buffers = stack_module_state(models)
+        base = copy.deepcopy(models[0]).to("meta")
+        outs.append(torch.func.vmap(lambda p, b, u, base=base: functional_call(base, (p, b), (u,)),
+                                    in_dims=(0, 0, None))(params, buffers, x))
+    torch.testing.assert_close(outs[0], outs[1])
+    assert "batched by torch.func.vmap" in caplog.text

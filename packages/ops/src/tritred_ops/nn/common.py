@@ -5,8 +5,9 @@ does not, and the module runs its torch class's own forward instead (:func:`log_
 on the ``"tritred"`` logger): tensors that are not plain tensors (``__torch_function__`` subclasses such as
 DTensor, ``torch.fx`` proxies), devices tritred does not run on (not CUDA; the CPU only under Triton's
 interpreter; meta), dtypes it has no kernel for, tensors on other devices than the input (torch then raises its own
-error) and, for ops that torch's autocast recasts, calls under ``torch.autocast`` (tritred's ops are not autocast
-ops: torch's forward keeps autocast's dtype policy exactly).
+error), parameters or buffers batched by ``torch.func.vmap`` (model ensembling with ``stack_module_state``) and,
+for ops that torch's autocast recasts, calls under ``torch.autocast`` (tritred's ops are not autocast ops: torch's
+forward keeps autocast's dtype policy exactly).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def refusal(input: object, *others: object, dtypes: tuple[torch.dtype, ...] = FL
         return f"the input is on {device} (tritred runs on CUDA, on the CPU only under TRITON_INTERPRET=1)"
     if input.dtype not in dtypes:
         return f"no kernel for {input.dtype} inputs"
+    transforms = torch._C._are_functorch_transforms_active()
     for t in others:
         if t is None:
             continue
@@ -46,9 +48,24 @@ def refusal(input: object, *others: object, dtypes: tuple[torch.dtype, ...] = FL
         assert isinstance(t, torch.Tensor)
         if t.device != device:
             return f"an argument is on {t.device}, the input on {device}"
+        if transforms and _batched(t):
+            return "a parameter or buffer is batched by torch.func.vmap (model ensembling): torch's forward batches it"
     if autocast and torch.is_autocast_enabled(device.type):
         return f"torch.autocast is on for {device.type} (torch's forward applies its dtype policy)"
     return None
+
+
+def _batched(t: torch.Tensor) -> bool:
+    """Whether ``t`` is batched by a torch.func.vmap level (under any grad or functionalization wrappers): a
+    module's own parameters are, with ``stack_module_state`` and ``vmap(functional_call)``. tritred's ops batch
+    the input only (their vmap rules refuse a batched weight)."""
+    functorch = torch._C._functorch
+    while True:
+        if functorch.is_batchedtensor(t):
+            return True
+        if not (functorch.is_gradtrackingtensor(t) or functorch.is_functionaltensor(t)):
+            return False
+        t = functorch.get_unwrapped(t)
 
 
 def log_fallback(module: torch.nn.Module, reason: str) -> None:

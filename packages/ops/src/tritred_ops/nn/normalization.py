@@ -81,7 +81,7 @@ class _BatchNormForward(_Base):
         self._check_input_dim(input)
         why = refusal(input, self.weight, self.bias, self.running_mean, self.running_var, autocast=False)
         if why is None:
-            why = _param_dtypes(input, self.weight, self.bias, self.running_mean, self.running_var)
+            why = param_dtypes(input, self.weight, self.bias, self.running_mean, self.running_var)
         if why is not None:  # (torch's forward checks the dims again and counts the batch itself)
             log_fallback(self, why)
             return super().forward(input)
@@ -97,7 +97,7 @@ class _BatchNormForward(_Base):
                           self.weight, self.bias, bn_training, factor, self.eps)
 
 
-def _param_dtypes(input: Tensor, *params: Tensor | None) -> str | None:
+def param_dtypes(input: Tensor, *params: Tensor | None) -> str | None:
     """tritred's batch_norm takes parameters of the input's dtype, and float32 ones beside a float16/bfloat16 input
     (torch's rule; on CUDA running statistics of any floating dtype). Anything else goes to torch, which decides."""
     for i, p in enumerate(params):
