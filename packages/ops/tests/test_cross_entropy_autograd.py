@@ -289,7 +289,10 @@ def test_composite_edges_are_torchs(case, reduction, device):
 
 
 def test_composite_errors_name_the_op(device):
-    """A class index out of range on the composite path: torch's error, prefixed with the op's name."""
+    """A class index out of range on the composite path: torch's error, prefixed with the op's name (on the CPU;
+    on CUDA torch's nll_loss stops with a device-side assert, which ends the process's CUDA context)."""
+    if device != "cpu":
+        pytest.skip("torch's nll_loss refuses the index with a device-side assert on CUDA")
     x = randn((3, 4), torch.float64, device)
     with pytest.raises(IndexError, match=r"cross_entropy\(\): Target 5 is out of bounds"):
         torch.func.grad(lambda u: tr.cross_entropy(u, torch.tensor([1, 5, 0], device=device)))(x)
