@@ -266,3 +266,25 @@ def test_compile_fullgraph(training, device):
                 assert torch.equal(a, b), f"step {step}"
         else:  # Inductor's own kernels for the torch ops around tritred's: as accurate as eager
             _as_accurate(got, want, _step(exact, device, step), f"step {step}")
+
+
+@pytest.mark.parametrize("lazy", [torch.nn.LazyBatchNorm1d, torch.nn.LazyBatchNorm2d])
+def test_lazy_modules_become_tritreds(lazy, device, monkeypatch):
+    """A lazy batch norm patched before its first forward becomes tritred's class there (torch's would become its
+    torch class), and its later calls run tritred, with torch's results; unpatch before the forward gives torch's
+    class back."""
+    x = torch.randn((6, 5) if lazy is torch.nn.LazyBatchNorm1d else (4, 5, 3, 3), device=device)
+    ref = lazy(device=device)
+    model = tr.patch(torch.nn.Sequential(lazy(device=device)))
+    assert type(model[0]) is lazy
+    calls = spy_ops(monkeypatch)
+    model(x), ref(x)  # (torch's module call takes the lazy class's forward before its hook changes the class)
+    assert type(model[0]).__dict__.get("_tritred_original") is type(ref)  # (BatchNorm1d/2d after the forward)
+    assert not calls
+    out, want = model(x), ref(x)
+    assert calls == {"batch_norm": 1}
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(model[0].running_mean, ref.running_mean)
+    undone = tr.unpatch(tr.patch(torch.nn.Sequential(lazy(device=device))))
+    undone(x)
+    assert type(undone[0]) is type(ref)

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import torch
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.utils import parametrize
 
 from . import nn as tnn
@@ -144,7 +145,10 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
     Idempotent: patching a patched model changes nothing. A module whose ``forward`` was set on the instance
     (``module.forward = ...``, as accelerate's hooks do) is skipped, logged: the instance attribute would hide the
     class's forward. So is a parametrized module (``torch.nn.utils.parametrize``): its class is parametrize's own,
-    which ``remove_parametrizations`` must find and strip again (patch first, then parametrize: both work).
+    which ``remove_parametrizations`` must find and strip again (patch first, then parametrize: both work). A
+    lazy module (``LazyBatchNorm2d``...) not yet run keeps its class and becomes tritred's class at its first
+    forward, where torch's makes it its torch class (``cls_to_become``); that first call runs the lazy class's
+    forward, as torch's, and the later ones tritred's.
     :func:`unpatch` undoes it.
 
     Raises:
@@ -156,6 +160,8 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
     done: Counter[str] = Counter()
     for name, module in model.named_modules():
         cls = type(module)
+        if isinstance(module, LazyModuleMixin) and isinstance(getattr(module, "cls_to_become", None), type):
+            cls = module.cls_to_become  # (a lazy module becomes this class at its first forward: give it ours)
         target = patched_class(cls)
         if target is None or (inc is not None and not _selected(cls, inc)) or (exc is not None
                                                                               and _selected(cls, exc)):
@@ -168,7 +174,10 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
             logger.debug("tritred_ops.patch: %s (%s) left alone: parametrized (patch before registering "
                          "parametrizations)", name or "<model>", cls.__name__)
             continue
-        module.__class__ = target
+        if cls is type(module):
+            module.__class__ = target
+        else:
+            module.cls_to_become = target
         done[cls.__name__] += 1
     if done:
         logger.debug("tritred_ops.patch: %s", ", ".join(f"{n} x{c}" for n, c in sorted(done.items())))
@@ -185,6 +194,9 @@ def unpatch(model: M) -> M:
         original = type(module).__dict__.get("_tritred_original")
         if original is not None:
             module.__class__ = original
+        become = module.__dict__.get("cls_to_become")
+        if isinstance(become, type) and "_tritred_original" in become.__dict__:
+            del module.cls_to_become  # (a lazy module patched before its first forward: torch's class again)
     return model
 
 
