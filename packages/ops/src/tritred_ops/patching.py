@@ -159,9 +159,10 @@ def patch(model: M, include: Any = None, exclude: Any = None) -> M:
     inc, exc = _selection(include, "include"), _selection(exclude, "exclude")
     done: Counter[str] = Counter()
     for name, module in model.named_modules():
-        cls = type(module)
-        if isinstance(module, LazyModuleMixin) and isinstance(getattr(module, "cls_to_become", None), type):
-            cls = module.cls_to_become  # (a lazy module becomes this class at its first forward: give it ours)
+        cls: type = type(module)
+        become = getattr(module, "cls_to_become", None) if isinstance(module, LazyModuleMixin) else None
+        if isinstance(become, type):
+            cls = become  # (a lazy module becomes this class at its first forward: give it ours)
         target = patched_class(cls)
         if target is None or (inc is not None and not _selected(cls, inc)) or (exc is not None
                                                                               and _selected(cls, exc)):
