@@ -319,6 +319,10 @@ def test_names(device):
     assert {e.overload for e in select(["layer_norm"], None)} == {"native_layer_norm", "native_layer_norm_backward"}
     assert {e.overload for e in select([torch.ops.aten.max.dim, "aten::min"], None)} == {"max.dim", "min", "min.dim"}
     assert {e.overload for e in select(["_softmax.default"], None)} == {"_softmax"}
+    # (a default overload named as such is that overload alone; the bare name is the packet's every overload)
+    for default in (torch.ops.aten.max.default, "max.default", "aten::max.default"):
+        assert {e.overload for e in select([default], None)} == {"max"}
+    assert {e.overload for e in select(["aten::max"], None)} == {"max", "max.dim"}
     assert len(select(None, ["batch_norm", torch.ops.aten.sum])) == len(TABLE) - 8
     with pytest.raises(ValueError, match="log_softmax"):
         tr.enable(include=["cross_entropy"], device=device)

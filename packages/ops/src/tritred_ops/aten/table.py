@@ -120,7 +120,10 @@ def matching(name: object) -> tuple[Entry, ...]:
     aten overload (``"sum.dim_IntList"``, ``"_softmax"``) or an aten op with all its overloads here (``"max"``).
     ValueError for a name that matches none, listing the accepted ones."""
     n = _normalize(name)
-    rows = tuple(e for e in TABLE if n in (e.op, e.overload, e.packet))
+    # (an overload named as such, ``torch.ops.aten.max.default`` or ``"max.default"``, is that overload alone, not
+    # its packet's others, which the bare ``"max"`` names)
+    overload = isinstance(name, torch._ops.OpOverload) or (isinstance(name, str) and name.endswith(".default"))
+    rows = tuple(e for e in TABLE if (n == e.overload if overload else n in (e.op, e.overload, e.packet)))
     if not rows:
         hint = _INSTEAD.get(n)
         raise ValueError(f"tritred_ops.enable(): unknown op name {name!r}" + (f": {hint}" if hint else "")
