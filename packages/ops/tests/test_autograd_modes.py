@@ -484,3 +484,26 @@ def test_an_undefined_output_gradient_leaves_the_gradients_undefined(op, device)
         other = torch.ones((), dtype=torch.float64, device=device, requires_grad=True)
         (_DropGrad.apply(call(f, x, w)).sum() + other).backward()
         assert w.grad is None, f
+
+
+def test_per_sample_gradients_of_prod_with_zeros(device):
+    """prod's backward under vmap(grad) takes the branch-free formula (no ``.item()`` of a batched tensor):
+    samples with no zero, one zero and two zeros equal torch's, over a dim and over all."""
+    x = randn((3, 4), torch.float64, device)
+    x[1, 2] = 0
+    x[2, 0] = x[2, 3] = 0
+    for call in (lambda f, r: f.prod(r), lambda f, r: f.prod(r, 0)):
+        ours, theirs = (torch.func.vmap(torch.func.grad(lambda r, f=f, c=call: c(f, r)))(x) for f in (tr, torch))
+        torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "prod", "max", "var", "logsumexp", "softmax"])
+def test_vmap_of_0d_samples_checks_dim(op, device):
+    """A 0-d sample under vmap takes dims 0 and -1 only: another dim raises torch's IndexError, as outside vmap."""
+    x = randn((3,), torch.float64, device)
+    call = {"softmax": lambda s, d: tr.softmax(s, d)}.get(op, lambda s, d: getattr(tr, op)(s, d))
+    torch.testing.assert_close(torch.func.vmap(lambda s: call(s, -1))(x),
+                               torch.func.vmap(lambda s: (torch.softmax(s, -1) if op == "softmax" else
+                                                          getattr(torch, op)(s, -1)))(x), equal_nan=True)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.func.vmap(lambda s: call(s, 2))(x)

@@ -100,6 +100,10 @@ def prod_backward(grad: torch.Tensor, input: torch.Tensor, result: torch.Tensor,
         return g.to(input.dtype)
     if dim is not None and not keepdim:
         g, r = g.unsqueeze(dim), r.unsqueeze(dim)
+    if torch._C._are_functorch_transforms_active():  # (a batched input has no .item(): the branch-free
+        # formula, as torch's own prod_backward takes for wrapped tensors)
+        res = _safe_zeros(g, x.reshape(-1), 0).reshape(input.shape) if dim is None else _safe_zeros(g, x, dim)
+        return res.to(input.dtype)
     zeros = int((x == 0).sum().item())
     if zeros == 0:
         res = g * (r / x)

@@ -150,6 +150,7 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
             """torch.func.vmap's rule: over the shifted dim (a 0-d sample as a dim of one)."""
             x, n = rt.batch_front(_NAMES[mode], in_dims, input)
             if n == 0:
+                rt.wrap_dims(_NAMES[mode], dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
                 return Function.apply(x.unsqueeze(1), 1, dtype).squeeze(1), 0
             return Function.apply(x, rt.batched_dims(_NAMES[mode], dim, n)[0], dtype), 0
 
@@ -185,6 +186,7 @@ class LogsumexpFunction(torch.autograd.Function):
         """torch.func.vmap's rule: over the shifted dims (a 0-d sample as a dim of one)."""
         x, n = rt.batch_front("logsumexp", in_dims, input)
         if n == 0:
+            rt.wrap_dims("logsumexp", dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
             return LogsumexpFunction.apply(x.unsqueeze(1), [1], False), 0
         return LogsumexpFunction.apply(x, rt.batched_dims("logsumexp", dim, n), keepdim), 0
 
