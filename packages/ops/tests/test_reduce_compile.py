@@ -46,7 +46,8 @@ def test_opcheck(name, device):
 def _model(x):
     """A representative use: several reductions in one graph, their sum as the loss."""
     return (tr.sum(x, 1).pow(2).sum() + tr.mean(x, (0, 1), keepdim=True).sum() + tr.prod(x, 1).sum()
-            + tr.prod(x) + tr.amax(x, 0).sum() + tr.amin(x, (), True).sum() + tr.max(x, 1).values.sum()
+            + tr.prod(x) + tr.amax(x, 0).sum() + tr.amin(x, (), True).sum() + tr.amax(x, None) + tr.amin(x, None)
+            + tr.max(x, 1).values.sum()
             + tr.min(x, 0, keepdim=True)[0].sum() + tr.max(x) + tr.min(x) + tr.sum(x, dtype=torch.float64).float())
 
 

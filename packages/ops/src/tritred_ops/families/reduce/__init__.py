@@ -130,7 +130,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     (ties share it); a slice whose maximum is NaN gets NaN.
     """
     if _compiling():
-        return torch.ops.tritred.amax(input, rt.dim_list("amax", dim), keepdim)
+        return torch.ops.tritred.amax(input, rt.dim_list("amax", dim) or [], keepdim)  # (None: every dim)
     if rt.grad_needed(input):
         return rt.apply_function(ag.AmaxFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
@@ -139,7 +139,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
     if _compiling():
-        return torch.ops.tritred.amin(input, rt.dim_list("amin", dim), keepdim)
+        return torch.ops.tritred.amin(input, rt.dim_list("amin", dim) or [], keepdim)  # (None: every dim)
     if rt.grad_needed(input):
         return rt.apply_function(ag.AminFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)
