@@ -108,6 +108,8 @@ log_softmax_backward_data = _softmax_backward(1)
 
 def logsumexp(self: Tensor, dim: Sequence[int], keepdim: bool = False) -> Tensor:
     _dtypes(self, _REAL)
+    # (torch's dim=() is version-dependent, where tritred's own op reduces every dim: torch's kernel decides)
+    _need(len(dim) > 0 or self.dim() == 0, "dim=() (torch's kernel decides)")
     return logsumexp_call(SOFTMAX["logsumexp"], self, tuple(dim), keepdim)
 
 
