@@ -79,9 +79,7 @@ class _BatchNormForward(_Base):
 
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
-        why = refusal(input, self.weight, self.bias, self.running_mean, self.running_var, autocast=False)
-        if why is None:
-            why = param_dtypes(input, self.weight, self.bias, self.running_mean, self.running_var)
+        why = batch_norm_refusal(self, input)
         if why is not None:  # (torch's forward checks the dims again and counts the batch itself)
             log_fallback(self, why)
             return super().forward(input)
@@ -97,7 +95,16 @@ class _BatchNormForward(_Base):
                           self.weight, self.bias, bn_training, factor, self.eps)
 
 
-def param_dtypes(input: Tensor, *params: Tensor | None) -> str | None:
+def batch_norm_refusal(module: torch.nn.modules.batchnorm._NormBase, input: Tensor) -> str | None:
+    """Why tritred's batch_norm does not take ``module``'s call on ``input`` (None: it does), for BatchNorm*d and
+    SyncBatchNorm alike: :func:`.common.refusal` over the input, parameters and running statistics (not an autocast
+    op), then their dtypes (:func:`_param_dtypes`)."""
+    params = (module.weight, module.bias, module.running_mean, module.running_var)
+    why = refusal(input, *params, autocast=False)
+    return why if why is not None else _param_dtypes(input, *params)
+
+
+def _param_dtypes(input: Tensor, *params: Tensor | None) -> str | None:
     """tritred's batch_norm takes parameters of the input's dtype, and float32 ones beside a float16/bfloat16 input
     (torch's rule; on CUDA running statistics of any floating dtype). Anything else goes to torch, which decides."""
     for i, p in enumerate(params):

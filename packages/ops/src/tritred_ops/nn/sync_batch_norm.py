@@ -10,8 +10,8 @@ import torch.distributed as dist
 from ..distributed import _comm
 from ..distributed.batch_norm import sync_batch_norm
 from ..families.batch_norm import batch_norm
-from .common import log_fallback, refusal
-from .normalization import param_dtypes
+from .common import log_fallback
+from .normalization import batch_norm_refusal
 
 Tensor = torch.Tensor
 
@@ -44,12 +44,10 @@ class SyncBatchNorm(torch.nn.SyncBatchNorm):
 
     def forward(self, input: Tensor) -> Tensor:
         """torch.nn.SyncBatchNorm.forward's logic, with tritred's kernels (no device check: CPU under the
-        interpreter runs too); a call tritred does not take (:func:`.common.refusal`, parameter dtypes as
+        interpreter runs too); a call tritred does not take (:func:`.normalization.batch_norm_refusal`, as
         BatchNorm's) runs torch's forward, logged at DEBUG."""
         self._check_input_dim(input)
-        why = refusal(input, self.weight, self.bias, self.running_mean, self.running_var, autocast=False)
-        if why is None:
-            why = param_dtypes(input, self.weight, self.bias, self.running_mean, self.running_var)
+        why = batch_norm_refusal(self, input)
         if why is not None:
             log_fallback(self, why)
             return super().forward(input)

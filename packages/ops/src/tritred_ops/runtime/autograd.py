@@ -243,5 +243,6 @@ def batch_front(op: str, in_dims: tuple[Any, ...], x: torch.Tensor) -> tuple[tor
 
 def batched_dims(op: str, dim: Any, ndim: int) -> list[int]:
     """The logical ``dim`` argument of a reduction (None, an int or a list; None and ``()``: every dim) as the dims
-    of the input with its batch dim in front: each wrapped (torch's errors) and shifted by one."""
+    of the input with its batch dim in front: each wrapped (torch's errors) and shifted by one; none for a 0-d
+    sample (``ndim`` 0), whose dim is still checked (0 and -1 only)."""
     return [d + 1 for d in wrap_dims(op, dim, ndim)]

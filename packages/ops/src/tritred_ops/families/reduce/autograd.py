@@ -100,10 +100,10 @@ def _vmap_reduce(op: str) -> Callable[..., Any]:
     same reduction of the batched input over the shifted dims; a 0-d sample reduced as a dim of one."""
     def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: Any, keepdim: bool, *rest: Any) -> Any:
         x, n = rt.batch_front(op, in_dims, x)
+        dims = rt.batched_dims(op, dim, n)  # (wrapped against the sample, a 0-d one too: torch's IndexError)
         if n == 0:
-            rt.wrap_dims(op, dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
             return function.apply(x.unsqueeze(1), [1], False, *rest), 0
-        return function.apply(x, rt.batched_dims(op, dim, n), keepdim, *rest), 0
+        return function.apply(x, dims, keepdim, *rest), 0
     return rule
 
 
@@ -111,21 +111,21 @@ def _vmap_prod(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: int | No
                dtype: torch.dtype | None) -> Any:
     """prod's vmap rule: over the shifted dim, or over each sample flattened (``dim=None``)."""
     x, n = rt.batch_front("prod", in_dims, x)
-    rt.wrap_dims("prod", dim, n)  # (torch's IndexError for a dim the sample lacks, a 0-d one too)
+    dims = rt.batched_dims("prod", dim, n)  # (wrapped against the sample, a 0-d one too: torch's IndexError)
     if dim is None or n == 0:
         out = function.apply(x.reshape(x.shape[0], -1), 1, False, dtype)
         return (out.reshape(x.shape[0], *(1,) * n) if keepdim and dim is None else out), 0
-    return function.apply(x, rt.batched_dims("prod", dim, n)[0], keepdim, dtype), 0
+    return function.apply(x, dims[0], keepdim, dtype), 0
 
 
 def _vmap_arg(op: str) -> Callable[..., Any]:
     """The vmap rule of max/min with a dim: over the shifted dim (indices along it, as the sample's)."""
     def rule(function: Any, in_dims: tuple[Any, ...], x: Tensor, dim: int, keepdim: bool) -> Any:
         x, n = rt.batch_front(op, in_dims, x)
+        dims = rt.batched_dims(op, dim, n)  # (wrapped against the sample, a 0-d one too: torch's IndexError)
         if n == 0:
-            rt.wrap_dims(op, dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
             return function.apply(x.unsqueeze(1), 1, False), (0, 0)
-        return function.apply(x, rt.batched_dims(op, dim, n)[0], keepdim), (0, 0)
+        return function.apply(x, dims[0], keepdim), (0, 0)
     return rule
 
 

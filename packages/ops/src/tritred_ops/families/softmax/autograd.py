@@ -149,10 +149,10 @@ def _softmax_function(mode: int) -> type[torch.autograd.Function]:
                  dtype: torch.dtype | None) -> tuple[torch.Tensor, int]:
             """torch.func.vmap's rule: over the shifted dim (a 0-d sample as a dim of one)."""
             x, n = rt.batch_front(_NAMES[mode], in_dims, input)
+            dims = rt.batched_dims(_NAMES[mode], dim, n)  # (wrapped against the sample, a 0-d one too)
             if n == 0:
-                rt.wrap_dims(_NAMES[mode], dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
                 return Function.apply(x.unsqueeze(1), 1, dtype).squeeze(1), 0
-            return Function.apply(x, rt.batched_dims(_NAMES[mode], dim, n)[0], dtype), 0
+            return Function.apply(x, dims[0], dtype), 0
 
     Function.__name__ = Function.__qualname__ = ("SoftmaxFunction", "LogSoftmaxFunction")[mode]
     Function.__doc__ = f"{_NAMES[mode]}(input, dim, dtype) with its backward kernel."
@@ -185,10 +185,10 @@ class LogsumexpFunction(torch.autograd.Function):
              keepdim: bool) -> tuple[torch.Tensor, int]:
         """torch.func.vmap's rule: over the shifted dims (a 0-d sample as a dim of one)."""
         x, n = rt.batch_front("logsumexp", in_dims, input)
+        dims = rt.batched_dims("logsumexp", dim, n)  # (wrapped against the sample, a 0-d one too)
         if n == 0:
-            rt.wrap_dims("logsumexp", dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
             return LogsumexpFunction.apply(x.unsqueeze(1), [1], False), 0
-        return LogsumexpFunction.apply(x, rt.batched_dims("logsumexp", dim, n), keepdim), 0
+        return LogsumexpFunction.apply(x, dims, keepdim), 0
 
 
 # -- torch.compile: the registered ops, their fake implementations and autograd ------------------------------------

@@ -106,9 +106,8 @@ def _define(name: str) -> Any:
         x, n = rt.batch_front(name, in_dims, x)
         if isinstance(dim, (tuple, list)) and len(dim) == 0:  # (torch counts N = 1 there: not batched as one call)
             raise NotImplementedError(f"tritred {name}: dim=() under torch.func.vmap is not supported")
-        if n == 0:
-            rt.wrap_dims(name, dim, 0)  # (a dim a 0-d sample lacks: torch's IndexError)
-        dims, keep = (rt.batched_dims(name, dim, n), keepdim) if n else ([1], False)
+        dims = rt.batched_dims(name, dim, n)  # (wrapped against the sample, a 0-d one too: torch's IndexError)
+        dims, keep = (dims, keepdim) if n else ([1], False)
         return FUNCTIONS[name].apply(x if n else x.unsqueeze(1), dims, correction, keep), ((0, 0) if pair else 0)
 
     outputs = "(Tensor var, Tensor mean)" if name == "var_mean" else \
