@@ -142,15 +142,11 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
         out_dtype = torch.int64  # torch promotes integer and bool sums/products to int64
     else:
         out_dtype = cast
+    if name in ("amax", "amin") and x.numel() == 0:
+        _check_nonzero_dims(name, x, dim)
     dims = rt.wrap_dims(name, dim, x.dim())
     rt.check_runnable(name, x)
     if x.numel() == 0 or any(x.shape[d] == 0 for d in dims):
-        if name in ("amax", "amin") and (x.numel() == 0 and (dim is None or dim == () or dim == [])):
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
-                               "Specify the reduction dim with the 'dim' argument.")
-        for d in dims:
-            if x.shape[d] == 0 and name in ("amax", "amin", "max", "min"):
-                raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         fill = {"sum": 0, "prod": 1, "mean": float("nan")}.get(name, 0)  # amax/amin: the result is empty
         return torch.full(rt.reduced_shape(x.shape, dims, keepdim), fill, dtype=out_dtype, device=x.device)
     acc = acc_dtype(cast)
@@ -164,6 +160,19 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
         _launch_reduce(rec, op, name, src, view, out, cast, acc, divisor, rt.decide(spec, x, view, layout))
     rec.save(key, out)
     return out
+
+
+def _check_nonzero_dims(name: str, x: torch.Tensor, dim: int | Sequence[int] | None) -> None:
+    """amax/amin of an empty input, torch's checks (before the dims are wrapped and checked for repeats): a dim must
+    be given, and each given dim, in order, must have a non-zero size (IndexError naming the dim as given)."""
+    index = rt.as_index(dim)
+    given: list[int] = [index] if index is not None else [int(d) for d in dim or ()]  # type: ignore[union-attr]
+    if not given:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    for d in given:
+        if x.shape[rt.wrap_dim(name, d, x.dim())] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def check_arg_form(name: str, dim: object, keepdim: object) -> None:
