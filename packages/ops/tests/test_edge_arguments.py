@@ -66,3 +66,21 @@ def test_correction_that_is_a_numpy_scalar(name, device):
             torch.testing.assert_close(o.cpu(), r, rtol=1e-12, atol=1e-12)
     with pytest.raises(TypeError):
         getattr(tr, name)(x, 1, correction=np.array([1]))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "softmax", "log_softmax"])
+@pytest.mark.parametrize("py_type", [float, int, bool])
+@pytest.mark.parametrize("grad", [False, True])
+def test_dtype_that_is_a_python_type(name, py_type, grad, device):
+    """torch's argument parser reads a Python scalar type as a dtype: ``sum(x, dtype=float)`` is a float64 sum
+    (int: int64, bool: bool); tritred raised TypeError 'must be torch.dtype, not type'. What torch then does with
+    that dtype (a value, or its error for an integer softmax or mean) tritred does too."""
+    g = torch.Generator().manual_seed(seed())
+    x = torch.randn(5, 7, generator=g).to(device).requires_grad_(grad)
+    want = _outcome(getattr(torch, name), x.detach().cpu().requires_grad_(grad), 1, dtype=py_type)
+    assert _outcome(getattr(tr, name), x, 1, dtype=py_type) == want
+    if want[0] == "ok":
+        out = getattr(tr, name)(x, 1, dtype=py_type)
+        ref = getattr(torch, name)(x.detach().cpu(), 1, dtype=py_type)
+        assert out.requires_grad == (grad and ref.dtype.is_floating_point)
+        torch.testing.assert_close(out.detach().cpu(), ref, rtol=1e-6, atol=1e-6)

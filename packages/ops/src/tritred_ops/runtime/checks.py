@@ -165,6 +165,16 @@ def torch_accepts(name: str, call: Callable[[], object]) -> bool:
     return caches().accepts.get_or_make(name, accepted)
 
 
+#: The Python types torch's argument parser reads as a dtype (``sum(x, dtype=float)`` is a float64 sum).
+PYTHON_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool, complex: torch.complex128}
+
+
+def dtype_arg(dtype: Any) -> Any:
+    """A ``dtype=`` argument as torch's parser reads it: a Python scalar type as its dtype; anything else as it is
+    (a torch.dtype, None, or a wrong type for the caller's TypeError)."""
+    return PYTHON_DTYPES.get(dtype, dtype) if isinstance(dtype, type) else dtype
+
+
 def check_keepdim(op: str, keepdim: object) -> bool:
     """``keepdim`` if it is a bool (TypeError, as torch's, otherwise)."""
     if not isinstance(keepdim, bool):

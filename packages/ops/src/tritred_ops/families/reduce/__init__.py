@@ -53,6 +53,8 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
 
     Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
     """
+    if dtype is not None:
+        dtype = rt.dtype_arg(dtype)
     if _compiling():
         return torch.ops.tritred.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
     if rt.grad_needed(input):
@@ -71,6 +73,8 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     Gradient: the output's gradient divided by the number of reduced elements (in the output's dtype), broadcast
     back over the reduced dims, in the input's dtype.
     """
+    if dtype is not None:
+        dtype = rt.dtype_arg(dtype)
     if _compiling():
         return torch.ops.tritred.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
     if rt.grad_needed(input):
@@ -97,6 +101,8 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     zero, 0 with several), in the output's dtype (float32 for float16/bfloat16), returned in the input's.
     """
     d = _prod_dim(dim, keepdim)
+    if dtype is not None:
+        dtype = rt.dtype_arg(dtype)
     if _compiling():
         return torch.ops.tritred.prod(input, d, keepdim, dtype)
     if rt.grad_needed(input):

@@ -59,6 +59,8 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
     Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
     partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
     """
+    if dtype is not None:
+        dtype = rt.dtype_arg(dtype)
     if torch.compiler.is_compiling():  # an opaque registered op: fake implementation, registered autograd
         return torch.ops.tritred.softmax(input, dim, dtype)
     if rt.grad_needed(input):
@@ -68,6 +70,8 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
 
 def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
+    if dtype is not None:
+        dtype = rt.dtype_arg(dtype)
     if torch.compiler.is_compiling():
         return torch.ops.tritred.log_softmax(input, dim, dtype)
     if rt.grad_needed(input):
