@@ -97,7 +97,7 @@ def _composite_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | 
     dx = None
     if need[0]:
         dx = rt.normalized_product(x_hat, invstd, gw, dims, centered=True) if ctx.training else gw * invstd
-        dx = dx.to(input.dtype)
+        dx = dx.to(input.dtype).contiguous(memory_format=_out_format(input))  # (torch's layout, as the kernels')
     dw = (g * x_hat).sum(dims).to(weight.dtype) if need[3] and weight is not None else None
     db = g.sum(dims).to(ctx.bias_dtype) if need[4] and ctx.bias_dtype is not None else None
     return dx, None, None, dw, db, None, None, None

@@ -143,7 +143,8 @@ def target_weight_grads(grad_output: torch.Tensor, x: torch.Tensor, target: torc
     acc = lse.dtype
     kept = [s for i, s in enumerate(x.shape) if i != class_dim]
     mx, ls = (v.reshape(kept).unsqueeze(class_dim) for v in lse.unbind(1))
-    logp = (x.to(acc) - mx) - ls
+    # (contiguous, as torch's log-probabilities: the target's gradient takes their layout)
+    logp = (x.contiguous().to(acc) - mx) - ls
     g = grad_output.to(acc)
     if reduction == 1:
         g = g / (lse.shape[0] if lse.shape[0] else float("nan"))

@@ -2,7 +2,7 @@
 
 One call is up to three launches, all recorded for replay: ``_targets_kernel`` (class-index targets: the mean's
 denominator as partials, the sum of the weights for label smoothing, the device-side range check on CUDA), then
-``_xent_kernel`` (each row's loss, and with grad required the gradient into a new buffer of the logits' layout),
+``_xent_kernel`` (each row's loss, and with grad required the gradient into a new contiguous buffer),
 then ``_merge_kernel`` (mean and sum: the per-program partials summed in a fixed order). The mean's denominator
 stays on the device: no host synchronization. The launch decision is asked with ``direction="backward"`` when
 the launch forms the gradient (two sweeps and a write per row), ``"forward"`` when it only computes the loss.
@@ -36,9 +36,9 @@ Outputs = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
 
 def grad_like(x: torch.Tensor) -> torch.Tensor:
-    """The gradient buffer of logits ``x``: ``torch.empty_like`` (x's strides when x is dense and
-    non-overlapping, else contiguous: the layout autograd keeps as ``x.grad`` without a copy)."""
-    return torch.empty_like(x, memory_format=torch.preserve_format)
+    """The gradient buffer of logits ``x``: contiguous, whatever x's strides, as torch's gradient of
+    cross_entropy (its log_softmax backward allocates a contiguous one)."""
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def forward(spec: ReductionSpec, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,

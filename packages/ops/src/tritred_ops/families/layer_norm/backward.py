@@ -25,10 +25,11 @@ log = logging.getLogger("tritred")
 
 
 def _joint_view(x: torch.Tensor, g: torch.Tensor, out_strides: Sequence[int], dims: tuple[int, ...],
-                ) -> tuple[torch.Tensor, torch.Tensor, rt.View]:
+                ) -> tuple[torch.Tensor, torch.Tensor, rt.View | None]:
     """The M x N x K view shared by the input, the output gradient (any strides: expanded, transposed) and the
-    contiguous input gradient, reduced over the normalized ``dims`` in order; where their strides share none, the
-    input and the gradient are read from contiguous copies (logged)."""
+    input gradient, reduced over the normalized ``dims`` in order; where their strides share none, the input and
+    the gradient are read from contiguous copies (logged). None where even those share none with ``out_strides``
+    (an input gradient that is not contiguous)."""
     view = rt.canonical_view(x.shape, [x.stride(), g.stride(), out_strides], dims, reorder_reduced=False)
     if view is None:
         log.debug("norm backward: dims %s of a %s input (strides %s) and its gradient (strides %s) share "
@@ -36,7 +37,6 @@ def _joint_view(x: torch.Tensor, g: torch.Tensor, out_strides: Sequence[int], di
                           g.stride())
         x, g = x.contiguous(), g.contiguous()
         view = rt.canonical_view(x.shape, [x.stride(), g.stride(), out_strides], dims, reorder_reduced=False)
-        assert view is not None
     return x, g, view
 
 
@@ -72,14 +72,16 @@ def _div_hint(view: rt.View) -> int:
 def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tensor, normalized_shape: Sequence[int],
                   mean: torch.Tensor | None, rstd: torch.Tensor, weight: torch.Tensor | None,
                   bias: torch.Tensor | None, output_mask: Sequence[bool], rms: bool = False,
+                  dx_like: torch.Tensor | None = None,
                   ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """(dx, dw, db) of layer_norm (``rms``: rms_norm, whose ``mean`` and ``bias`` are None) from the forward's
     saved input, weight and per-row ``mean``/``rstd`` (fp32, fp64 for fp64 inputs; shaped like the leading dims,
     any shape of that many elements). ``output_mask``: which of the three to compute (None for the others, and for
     dw/db without a weight/bias).
 
-    dx: contiguous, the input's shape and dtype (as torch's); dw, db: the weight's/bias's shape and dtype, summed
-    in fp32 (fp64 for fp64 inputs or weights) and rounded once.
+    dx: the input's shape and dtype, contiguous (as torch's layer_norm), or laid out as ``torch.empty_like(dx_like)``
+    where ``dx_like`` is given; dw, db: the weight's/bias's shape and dtype, summed in fp32 (fp64 for fp64 inputs
+    or weights) and rounded once.
 
     Raises:
         RuntimeError: ``grad_out`` not of the input's shape, or statistics of the wrong size.
@@ -109,7 +111,10 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
         if t is not None and t.numel() != R:
             raise RuntimeError(f"{op}_backward(): expected {name} of {R} elements (one per row), got {t.numel()}")
     rec = Recorder(grad_out, input, mean, rstd, weight, bias)
-    dx = rec.empty(input.shape, input.dtype, input.device) if need_dx else None
+    dx = None
+    if need_dx:
+        dx = rec.adopt(torch.empty_like(dx_like, dtype=input.dtype)) if dx_like is not None else \
+            rec.empty(input.shape, input.dtype, input.device)
     dw = rec.empty(weight.shape, weight.dtype, input.device) if need_dw else None  # type: ignore[union-attr]
     db = rec.empty(bias.shape, bias.dtype, input.device) if need_db else None  # type: ignore[union-attr]
     if not (need_dx or need_dw or need_db):
@@ -120,8 +125,13 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
                 t.zero_()
         return dx, dw, db
     dims = tuple(range(input.dim() - D, input.dim()))
+    out = dx  # (what the kernel writes: dx, or a contiguous buffer copied into it)
     out_strides = list(dx.stride()) if dx is not None else _contiguous_strides(input.shape)
     x, g, view = _joint_view(input, grad_out, out_strides, dims)
+    if view is None:  # (a dx laid out as a dy whose strides no view shares with contiguous copies: one more copy)
+        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+        view = rt.canonical_view(x.shape, [x.stride(), g.stride(), out.stride()], dims, reorder_reduced=False)
+        assert view is not None
     assert view.M * view.K == R and view.N == N
     cfg = rt.decide(spec, x, view, direction="backward")
     single = _check_config(cfg, op)
@@ -138,7 +148,7 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     cs = rec.empty((R, 2), acc, x.device) if need_dx and not single else None
 
     def args(pw: torch.Tensor | None, pb: torch.Tensor | None) -> tuple[object, ...]:
-        return (x, g, w if w is not None else dummy, stats[0], stats[1], dx if dx is not None else dummy,
+        return (x, g, w if w is not None else dummy, stats[0], stats[1], out if out is not None else dummy,
                 pw if pw is not None else dummy, pb if pb is not None else dummy, cs if cs is not None else dummy,
                 R, N, view.K, sxm, sxn, sxk, sgm, sgn, sgk, som, son, sok)
     kwargs = dict(RMS=rms, HAS_W=w is not None, NEED_DX=need_dx, NEED_DW=need_dw, NEED_DB=need_db,
@@ -162,6 +172,8 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
                    pb if pb is not None else dummy, dw if dw is not None else dummy,
                    db if db is not None else dummy, programs, N, HAS_W=need_dw, HAS_B=need_db, PACC=tl_dtype(pacc),
                    BLOCK_P=block_p, BLOCK_N=block_n, num_warps=4, **rt.dependent_launch(x.device))
+    if dx is not None and out is not None and out is not dx:  # (a buffer the plan cannot name: no plan is kept)
+        dx.copy_(out)
     outs = [t for t in (dx, dw, db) if t is not None]
     rec.save(key, *outs)
     return dx, dw, db

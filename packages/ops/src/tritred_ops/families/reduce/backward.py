@@ -9,7 +9,8 @@ data (whether the input holds zeros), as torch's does: it is the registered op `
 Sources (PyTorch, ``tools/autograd/derivatives.yaml`` and ``torch/csrc/autograd/FunctionsManual.cpp``):
 
 - sum: ``sum_backward``: the output gradient with the reduced dims restored, expanded (a broadcast view);
-- mean: ``mean_backward``: the same, divided by the number of reduced elements (numel for a full reduction);
+- mean: ``mean_backward``: the same, divided by the number of reduced elements (numel for a full reduction): a
+  dense tensor, as torch's division of the broadcast gradient;
 - prod: ``prod_backward``: ``grad * result / input`` when the input has no zero, else the product of the other
   elements of each slice as exclusive cumulative products from both ends (``prod_safe_zeros_backward``), which
   is exact with one zero and gives 0 with several; a full reduction with several zeros is all zeros;
@@ -17,7 +18,7 @@ Sources (PyTorch, ``tools/autograd/derivatives.yaml`` and ``torch/csrc/autograd/
   whose result is NaN has no such element: 0/0, its gradient is NaN);
 - max/min with dim: ``value_selecting_reduction_backward``: the gradient to the index, zeros elsewhere;
 - max/min without dim: ``evenly_distribute_backward``: split evenly among the elements equal to the result
-  (among the NaN elements when the result is NaN).
+  (among the NaN elements when the result is NaN); CUDA's formula, contiguous off CUDA as torch's CPU result.
 
 With ``dtype=`` (sum, mean, prod), the gradient is computed in the output's dtype, as torch's formulas are, and
 returned in the input's. prod's gradient of float16/bfloat16 is computed in float32 and rounded once.
@@ -53,10 +54,11 @@ def sum_backward(grad: torch.Tensor, shape: Sequence[int], dims: Sequence[int], 
 
 def mean_backward(grad: torch.Tensor, shape: Sequence[int], dims: Sequence[int], keepdim: bool,
                   dtype: torch.dtype) -> torch.Tensor:
-    """d mean / d input: ``grad / N`` (N: the reduced elements' count), divided in ``grad``'s dtype as torch's
-    ``mean_backward`` does, then in ``dtype`` and broadcast to ``shape`` (a view of the divided gradient)."""
+    """d mean / d input: ``grad / N`` (N: the reduced elements' count), as torch's ``mean_backward``: ``grad``
+    broadcast to ``shape``, then divided in ``grad``'s dtype (a dense tensor, laid out as torch's division of the
+    broadcast gradient lays it out), then in ``dtype``."""
     n = _numel([shape[d] for d in dims])
-    return (restore_dims(grad, dims, keepdim) / n).to(dtype).expand(shape)
+    return (restore_dims(grad, dims, keepdim).expand(shape) / n).to(dtype)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -138,4 +140,7 @@ def max_all_backward(grad: torch.Tensor, input: torch.Tensor, result: torch.Tens
     """d max(input) (min) / d input, torch's ``evenly_distribute_backward``: the 0-d ``grad`` split evenly among
     the elements equal to ``result`` (the NaN elements when ``result`` is NaN), zeros elsewhere."""
     mask = (input == result).logical_or_(input.isnan().logical_and_(result.isnan()))
-    return mask * (grad / mask.sum())
+    res = mask * (grad / mask.sum())
+    # (the layout of torch's: CUDA's formula above follows the input's layout; off CUDA torch fills a new
+    # contiguous tensor of zeros instead)
+    return res if input.is_cuda else res.contiguous()

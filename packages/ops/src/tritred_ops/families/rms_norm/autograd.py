@@ -9,8 +9,10 @@ ops are opaque custom ops).
 Saved for backward (torch's ``_fused_rms_norm``: input, weight, rstd): the input, the weight and the per-row rstd
 (float32; float64 for float64 inputs). dx = rstd * (w * dy - x_hat * mean(w * dy * x_hat)), dw = the sum over rows
 of dy * x_hat (x_hat = x * rstd), as per-program fp32 partials summed in a fixed order (fp64 for a float64 input or
-weight), rounded once to the weight's dtype. Gradients not needed (``ctx.needs_input_grad``) are not computed. In
-eager, gradients taken with ``create_graph=True`` can be differentiated again (:func:`composite_backward`).
+weight), rounded once to the weight's dtype. dx is laid out as torch's (``launch.input_grad_like``): as dy where
+torch runs its composite (channels-last inputs, a weight of another dtype, off CUDA), else contiguous. Gradients
+not needed (``ctx.needs_input_grad``) are not computed. In eager, gradients taken with ``create_graph=True`` can be
+differentiated again (:func:`composite_backward`).
 """
 
 from __future__ import annotations
@@ -91,7 +93,14 @@ def composite_backward(ctx: Any, grad: Tensor | None, *_: Any) -> tuple[Tensor |
     dx = rt.normalized_product(x_hat, rstd, g, dims, centered=False)
     lead = tuple(range(input.dim() - len(ctx.normalized_shape)))
     dw = (dy * x_hat).sum(lead).to(weight.dtype) if needs[2] and weight is not None else None
-    return dx.to(input.dtype) if needs[0] else None, None, dw, None
+    return _laid_out(dx.to(input.dtype), grad, input, weight) if needs[0] else None, None, dw, None
+
+
+def _laid_out(dx: Tensor, grad: Tensor, input: Tensor, weight: Tensor | None) -> Tensor:
+    """``dx`` in torch's layout for the input's gradient (:func:`launch.input_grad_like`), copied where its strides
+    differ (a differentiable copy)."""
+    want = launch.new_input_grad(grad, input, weight)
+    return dx if want.stride() == dx.stride() else want.copy_(dx)
 
 
 def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _eps: Any,
@@ -120,7 +129,8 @@ def jvp(ctx: Any, t_input: Tensor | None, _ns: Any, t_weight: Tensor | None, _ep
 def _eager_backward(grad: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
                     weight: Tensor | None, mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
     dx, dw, _ = norm_backward(_spec(), grad, input, normalized_shape, None, rstd, weight, None,
-                              (mask[0], mask[1], False), rms=True)
+                              (mask[0], mask[1], False), rms=True,
+                              dx_like=launch.input_grad_like(grad, input, weight))
     return dx, dw
 
 
@@ -179,7 +189,7 @@ def rms_norm_backward_op(grad_out: Tensor, input: Tensor, normalized_shape: Sequ
 @rms_norm_backward_op.register_fake
 def _rms_norm_backward_fake(grad_out: Tensor, input: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
                             weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor, Tensor]:
-    dx = input.new_empty(input.shape) if output_mask[0] else input.new_empty(0)
+    dx = launch.new_input_grad(grad_out, input, weight) if output_mask[0] else input.new_empty(0)
     dw = input.new_empty(weight.shape, dtype=weight.dtype) if output_mask[1] and weight is not None \
         else input.new_empty(0)
     return dx, dw

@@ -76,6 +76,23 @@ def output_format(input: torch.Tensor) -> torch.memory_format | None:
     return fmt if fmt in (torch.channels_last, torch.channels_last_3d) else None
 
 
+def input_grad_like(grad_out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None,
+                    ) -> torch.Tensor | None:
+    """The tensor whose layout (``torch.empty_like``'s) torch gives the input's gradient, or None for contiguous.
+    torch's composite rms_norm (pointwise ops: the input's gradient laid out as the output's gradient) runs for
+    channels-last inputs, for a weight of another dtype than the input's, and off CUDA (its fused kernel is
+    CUDA's); the fused kernel's gradient is contiguous."""
+    composite = (not input.is_cuda or output_format(input) is not None
+                 or (weight is not None and weight.dtype != input.dtype))
+    return grad_out if composite else None
+
+
+def new_input_grad(grad_out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """An uninitialized input gradient laid out as torch's (:func:`input_grad_like`; the fake op's too)."""
+    like = input_grad_like(grad_out, input, weight)
+    return input.new_empty(input.shape) if like is None else torch.empty_like(like, dtype=input.dtype)
+
+
 def new_output(input: torch.Tensor) -> torch.Tensor:
     """An uninitialized output of the input's shape, dtype and device, laid out as torch's (the fake op's too)."""
     fmt = output_format(input)

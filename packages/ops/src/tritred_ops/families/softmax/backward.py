@@ -305,6 +305,17 @@ def logsumexp_backward(grad: torch.Tensor, input: torch.Tensor, result: torch.Te
     dims = rt.wrap_dims("logsumexp_backward", list(dim), input.dim())
     grad, result = restore_dims(grad, dims, keepdim), restore_dims(result, dims, keepdim)
     acc = torch.float64 if input.dtype == torch.float64 else torch.float32
-    # (out of place: under create_graph=True these ops are the graph a double backward differentiates)
-    dx = (input.to(acc) - result.to(acc)).exp() * grad.to(acc)
+    # (out of place: under create_graph=True these ops are the graph a double backward differentiates; grad
+    # first, as in torch's formula, and still broadcast, so that the product is laid out as torch's)
+    dx = _to_keeping_broadcast(grad, acc) * (input.to(acc) - result.to(acc)).exp()
     return dx.to(input.dtype)
+
+
+def _to_keeping_broadcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype`` with its broadcast (stride-0) dims still broadcast: one slice along them converted, then
+    expanded (a plain conversion, or the CPU's promotion inside a mixed-dtype product, materializes them
+    contiguous, and a pointwise op's result then takes that layout instead of the other operand's)."""
+    if t.dtype == dtype:
+        return t
+    one = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(t.stride(), t.shape))
+    return t[one].to(dtype).expand(t.shape)

@@ -61,7 +61,8 @@ def std_backward(result: torch.Tensor, grad: torch.Tensor, x: torch.Tensor, dims
                  correction: float, keepdim: bool) -> torch.Tensor:
     """d std / d x (compute dtype): ``grad / (2 std)`` (0 where std is 0) through :func:`var_backward`."""
     r = _compute(result)
-    grad_var = (_compute(grad) / (r * 2)).masked_fill(r == 0, 0)
+    # (in place on the fresh quotient, as torch's: the out-of-place masked_fill would return a contiguous copy)
+    grad_var = (_compute(grad) / (r * 2)).masked_fill_(r == 0, 0)
     return var_backward(grad_var, x, dims, correction, keepdim)
 
 
