@@ -183,15 +183,58 @@ def check_keepdim(op: str, keepdim: object) -> bool:
 
 
 def float_arg(op: str, name: str, position: int, value: object) -> float:
-    """``value`` as a float, as torch's argument parser takes a ``float`` argument (a number, a 0-d tensor);
-    TypeError naming the argument and its position otherwise (a string is not a number there)."""
-    try:
-        if isinstance(value, str):
-            raise TypeError
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be float, not "
-                        f"{type(value).__name__}") from None
+    """``value`` as a float, as torch's argument parser takes a ``float`` argument: a Python int, float or bool, a
+    numpy scalar (a complex one: its real part), a 0-d tensor that does not require grad (a complex one only with
+    no imaginary part: RuntimeError otherwise, as torch's). TypeError naming the argument and its position for
+    anything else: a string, a Decimal or Fraction, a 0-d numpy array, a tensor of one element and some dims."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and not value.requires_grad:
+            number = value.item()
+            if isinstance(number, complex):
+                if number.imag:
+                    raise RuntimeError(f"{op}(): argument '{name}': value cannot be converted to type double "
+                                       "without overflow")
+                number = number.real
+            return float(number)
+    elif isinstance(value, (int, float)):
+        return float(value)
+    elif _numpy_scalar(value):
+        return float(value.real)  # type: ignore[attr-defined]
+    raise TypeError(f"{op}(): argument '{name}' (position {position}) must be float, not {type_name(value)}")
+
+
+def _numpy_scalar(value: object) -> bool:
+    """Whether ``value`` is a numpy bool or number scalar (numpy is not imported for this: without it loaded no
+    value is one)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, (np.bool_, np.number))
+
+
+def type_name(value: object) -> str:
+    """The type's name as torch's argument parser writes it (CPython's ``tp_name``): the qualified name of a type
+    defined in C (``numpy.ndarray``, ``decimal.Decimal``), the bare name of one defined in Python (``Fraction``)."""
+    t = type(value)
+    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # (Py_TPFLAGS_HEAPTYPE: a class statement's)
+        return t.__name__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def int_list(op: str, name: str, position: int, value: object) -> list[Any]:
+    """An ``int[]`` argument (``normalized_shape``) as torch's argument parser reads it: a tuple, list or torch.Size
+    (no other iterable) of ints, numpy ints or integer 0-d tensors, symbolic sizes as they are. The parser tells an
+    int list by its first element, which must not be a bool, and then reads a bool after it as an int
+    (``(4, True)`` is ``[4, 1]``). TypeError naming the argument otherwise."""
+    if not isinstance(value, (tuple, list, torch.Size)):
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be tuple of ints, not "
+                        f"{type_name(value)}")
+    sizes = []
+    for pos, s in enumerate(value):
+        size = s if isinstance(s, torch.SymInt) else as_index(int(s) if pos and isinstance(s, bool) else s)
+        if size is None:
+            raise TypeError(f"{op}(): argument '{name}' (position {position}) must be tuple of ints, but found "
+                            f"element of type {type_name(s)} at pos {pos}")
+        sizes.append(size)
+    return sizes
 
 
 def dim_list(op: str, dim: object) -> list[int] | None:

@@ -45,7 +45,7 @@ import torch
 
 from ...runtime import apply_function, grad_needed, scalar_of
 from .autograd import BatchNormFunction
-from .launch import batch_norm_call
+from .launch import batch_norm_call, empty_batch_norm
 from .spec import SPEC
 
 SPECS = {"batch_norm": SPEC}
@@ -72,11 +72,15 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     Returns:
         Tensor of the input's shape and dtype, in torch's memory format for it: contiguous, or channels-last
         (2-D or 3-D) where the input's strides suggest it (a sliced channels-last input included; a permuted
-        input gives a contiguous output). Statistics in fp32 (fp64 for fp64 inputs).
+        input gives a contiguous output). Statistics in fp32 (fp64 for fp64 inputs). An input of no elements
+        gives torch's ``input.clone() * weight[0] + bias[0]`` (its dtype promotion and layout; the running
+        statistics untouched), with only the argument checks that torch runs before that (the ValueErrors and
+        TypeErrors below), as torch's ``batch_norm`` on every device.
 
     Raises:
-        ValueError: training with one value per channel (B * prod(spatial) == 1) or with eps <= 0 (a NaN eps
-            passes, as in torch); only one of running_mean and running_var given in training.
+        ValueError: training with one value per channel (B * prod(spatial) == 1, a ``(1,)`` input too), eps <= 0 in
+            training or eps < 0 in eval (torch 2.13's ``F.batch_norm`` checks, before any other; a NaN eps passes,
+            as in torch); only one of running_mean and running_var given in training.
         RuntimeError: running_mean or running_var missing in eval (naming it, as torch), parameters with the wrong
             number of elements, non-float dtypes, mixed dtypes (weight, bias, running stats neither the input's
             dtype nor float32 beside a half input; a weight and bias of two dtypes; off CUDA, running stats of
@@ -85,9 +89,12 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             (torch's "not differentiable with respect to argument").
         IndexError: a 0-d input, or a non-empty 1-D one (no channel dim; an empty 1-D input gives an empty
             output, as torch).
-        TypeError: momentum not a number (torch's functional form takes no ``momentum=None``), training not a
-            bool (as torch: no ``training=1``).
+        TypeError: momentum or eps not a number as torch's argument parser reads one (torch's functional form
+            takes no ``momentum=None``; a 0-d tensor or a numpy scalar is one, a 1-element tensor of some dims is
+            not), training not a bool (as torch: no ``training=1``).
     """
+    if isinstance(input, torch.Tensor) and input.numel() == 0 and not torch.compiler.is_compiling():
+        return empty_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
         _stats_need_no_grad(running_mean, running_var)
     if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)

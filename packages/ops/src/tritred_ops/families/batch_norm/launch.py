@@ -77,14 +77,10 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
     """torch's checks of a batch_norm call, with its exceptions and messages; the input (a negative-bit view
     materialized). Also run on fake tensors (the registered op's fake implementation): shapes, dtypes and devices
     only. An empty 1-D input passes (torch: an empty output)."""
-    input = rt.check_tensor(op, "input", input)
+    input = parse_args(op, input, running_mean, running_var, weight, bias, training, momentum, eps)
     if input.dim() == 0:
         raise IndexError(f"{op}(): expected an input of at least 1 dim [B, C, *] (channels: dim 1), got a 0-d tensor")
     rt.check_float(op, input)
-    if not isinstance(training, bool):  # torch takes no training=1 or None
-        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
-    if momentum is None or not isinstance(momentum, (int, float)):  # (a bool is a number to torch: True is 1.0)
-        raise TypeError(f"{op}(): argument 'momentum' must be float, not {type(momentum).__name__}")
     # A 1-D input has no channel dim: torch counts 0 channels (an empty one gives an empty output, below).
     Ch = input.shape[1] if input.dim() > 1 else 0
     empty_1d = input.dim() == 1 and input.numel() == 0
@@ -103,8 +99,6 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
         raise RuntimeError(f"{op}(): {missing} must be defined in evaluation mode")
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}(): running_mean and running_var must either both be None or neither be None")
-    if training and eps <= 0:  # (torch's test: a NaN eps passes and gives NaN)
-        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     # torch's rule: parameters share the input's dtype, except float32 ones beside a half/bfloat16 input; its
     # CUDA kernels also take running statistics of any floating dtype (they are updated in their own dtype).
     checked = [("weight", weight), ("bias", bias)]
@@ -127,9 +121,61 @@ def check_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
         if empty_1d:
             return input
         raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    if training and input.numel() // max(Ch, 1) == 1:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     return input
+
+
+def parse_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+               weight: torch.Tensor | None, bias: torch.Tensor | None, training: bool, momentum: float,
+               eps: float) -> torch.Tensor:
+    """What torch checks before its batch_norm op sees the tensors' values: ``F.batch_norm``'s Python checks
+    (:func:`python_checks`), then its argument parser's types (every tensor argument a tensor, ``training`` a bool,
+    ``momentum`` and ``eps`` numbers); the input (a negative-bit view materialized)."""
+    python_checks(input, training, eps)
+    input = rt.check_tensor(op, "input", input)
+    for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        if t is not None:
+            rt.check_tensor(op, name, t)
+    if not isinstance(training, bool):  # torch takes no training=1 or None
+        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
+    rt.float_arg(op, "momentum", 7, momentum)  # (a bool is a number to torch: True is 1.0)
+    rt.float_arg(op, "eps", 8, eps)
+    return input
+
+
+def empty_batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+                     weight: torch.Tensor | None, bias: torch.Tensor | None, training: bool, momentum: float,
+                     eps: float) -> torch.Tensor:
+    """batch_norm of an input of no elements, as torch's ``batch_norm`` (its composite, on every device) takes it
+    after :func:`parse_args`: no other check (shapes, dtypes, devices, the running statistics of eval mode), the
+    running statistics left as they are, and the output ``input.clone() * weight[0] + bias[0]`` (each term where
+    given): torch's dtype promotion and layout, an IndexError for a weight or bias of no elements, a broadcast
+    error for a weight whose rows do not broadcast, gradients to the weight and bias through the graph."""
+    input = parse_args("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps)
+    out = input.clone()
+    if weight is not None:
+        out = out * weight[0]
+    if bias is not None:
+        out = out + bias[0]
+    return out
+
+
+def python_checks(input: torch.Tensor, training: bool, eps: float) -> None:
+    """The checks ``torch.nn.functional.batch_norm`` runs in Python before torch's op parses its arguments, in its
+    order and with its exceptions: one value per channel in training (the batch size times the spatial sizes, the
+    channels left out: a ``(1,)`` or ``(1, 0)`` input too; an input that is not a tensor has no ``size()``:
+    AttributeError, as torch's), then eps: ValueError for ``eps <= 0`` in training and ``eps < 0`` otherwise (a NaN
+    eps passes and gives NaN; a value that does not compare with a float: TypeError)."""
+    if training:
+        size = input.size()
+        values = size[0]
+        for s in size[2:]:
+            values *= s
+        if values == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
 
 
 #: What :func:`batch_norm_stats_call` returns: (y, batch mean, batch invstd, new running_mean, new running_var).

@@ -56,17 +56,13 @@ def reduction_enum(reduction: Any, size_average: Any = None, reduce: Any = None)
 
 
 def scalars(ignore_index: Any, label_smoothing: Any) -> tuple[int, float]:
-    """``ignore_index`` as an int and ``label_smoothing`` as a float (a 0-d tensor or a bool is taken, as torch's
-    argument parser takes them); TypeError naming the argument otherwise."""
+    """``ignore_index`` as an int and ``label_smoothing`` as a float (:func:`~tritred_ops.runtime.float_arg`: a 0-d
+    tensor, a bool or a numpy scalar is taken, as torch's argument parser takes them); TypeError naming the
+    argument otherwise."""
     index = rt.as_index(ignore_index)
     if index is None:
         raise _fail(TypeError, f"argument 'ignore_index' must be int, not {type(ignore_index).__name__}")
-    try:
-        smoothing = float(label_smoothing)
-    except (TypeError, ValueError):
-        raise _fail(TypeError, f"argument 'label_smoothing' must be float, not "
-                               f"{type(label_smoothing).__name__}") from None
-    return index, smoothing
+    return index, rt.float_arg(NAME, "label_smoothing", 6, label_smoothing)
 
 
 def check(x: Any, target: Any, weight: Any, ignore_index: int, reduction: int, label_smoothing: float) -> Call:

@@ -58,12 +58,7 @@ def check_args(op: str, input: torch.Tensor, normalized_shape: Sequence[int] | i
     shape_type(op, normalized_shape)
     if isinstance(normalized_shape, (int, torch.SymInt)):
         normalized_shape = (normalized_shape,)
-    sizes = [s if isinstance(s, torch.SymInt) else rt.as_index(s) for s in normalized_shape]  # as torch: ints
-    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):  # (numpy ints too), no floats or bools
-        if size is None:
-            raise TypeError(f"{op}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
-                            f"element of type {type(s).__name__} at pos {pos}")
-    shape = tuple(sizes)
+    shape = tuple(rt.int_list(op, "normalized_shape", 2, normalized_shape))
     D = len(shape)
     if D == 0 or input.dim() < D or tuple(input.shape[input.dim() - D:]) != shape:
         raise RuntimeError(f"{op}(): Given normalized_shape={list(shape)}, expected input with shape "

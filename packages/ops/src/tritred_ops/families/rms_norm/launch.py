@@ -27,15 +27,7 @@ OP = "rms_norm"
 def check_args(input: torch.Tensor, normalized_shape: Any, weight: torch.Tensor | None) -> tuple[int, ...]:
     """torch's checks of rms_norm's arguments (``input`` already a tensor), with its exception types and messages:
     the normalized shape as a tuple. Shared with the registered op's fake implementation (symbolic sizes pass)."""
-    if isinstance(normalized_shape, (int, torch.SymInt)) or not isinstance(normalized_shape, (tuple, list, torch.Size)):
-        raise TypeError(f"{OP}(): argument 'normalized_shape' (position 2) must be tuple of ints, not "
-                        f"{type(normalized_shape).__name__}")
-    sizes = [s if isinstance(s, torch.SymInt) else rt.as_index(s) for s in normalized_shape]
-    for pos, (s, size) in enumerate(zip(normalized_shape, sizes)):
-        if size is None:  # (as torch: ints, numpy ints and integer tensors; no floats or bools)
-            raise TypeError(f"{OP}(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
-                            f"element of type {type(s).__name__} at pos {pos}")
-    shape = tuple(sizes)
+    shape = tuple(rt.int_list(OP, "normalized_shape", 2, normalized_shape))
     D = len(shape)
     if D == 0:
         raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
