@@ -198,12 +198,12 @@ def float_arg(op: str, name: str, position: int, value: object) -> float:
             return float(number)
     elif isinstance(value, (int, float)):
         return float(value)
-    elif _numpy_scalar(value):
+    elif numpy_scalar(value):
         return float(value.real)  # type: ignore[attr-defined]
     raise TypeError(f"{op}(): argument '{name}' (position {position}) must be float, not {type_name(value)}")
 
 
-def _numpy_scalar(value: object) -> bool:
+def numpy_scalar(value: object) -> bool:
     """Whether ``value`` is a numpy bool or number scalar (numpy is not imported for this: without it loaded no
     value is one)."""
     np = sys.modules.get("numpy")

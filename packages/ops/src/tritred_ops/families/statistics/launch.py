@@ -131,8 +131,7 @@ def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool 
     value = rt.scalar_of(correction)
     if value is None:
         value = 0 if unbiased is False else 1
-    # (a numpy scalar: torch reads the number it holds; a numpy array: TypeError, below)
-    if type(value).__module__ == "numpy" and type(value).__name__ != "ndarray":
+    if rt.numpy_scalar(value):  # (torch reads the number it holds; a numpy array: TypeError, below)
         value = value.item()  # type: ignore[attr-defined]
     if not isinstance(value, (int, float)):  # bool is an int for torch too: correction=True is 1
         raise TypeError(f"{name}(): argument 'correction' must be Number, not {type(value).__name__}")
