@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritred_ops as tr
+from tritred_ops.runtime.caches import caches
 
 
 def _same(tr_call, torch_call) -> None:
@@ -51,6 +52,22 @@ def test_batch_norm_eps_sign(device, training, eps):
     eval computes; a NaN passes both tests). tritred computed with a negative eps in eval."""
     x = torch.randn(4, 3, 5, device=device)
     _same(*_batch_norm_calls(x, training, eps=eps))
+
+
+@pytest.mark.parametrize(("version", "raises"), [("2.11.0+cu130", True), ("2.12.0", False), ("2.13.0", False)])
+def test_batch_norm_eps_zero_in_eval_follows_the_torch_release(device, monkeypatch, version, raises):
+    """torch up to 2.11 refuses an eps of 0 in eval as well (PyTorch pull request 175508 allowed it): tritred asks
+    the installed torch's release, so that both raise or both compute (the test above compares the installed one)."""
+    x = torch.randn(4, 3, 5, device=device)
+    tr_call, _ = _batch_norm_calls(x, False, eps=0.0)
+    monkeypatch.setattr(torch, "__version__", version)
+    caches().clear()  # (a saved call plan of an earlier test replays without the checks: the release is per process)
+    if raises:
+        with pytest.raises(ValueError, match="eps must be positive, but got 0.0"):
+            tr_call()
+    else:
+        y, _, _ = tr_call()
+        assert y.shape == x.shape
 
 
 def test_batch_norm_python_checks_come_first(device):

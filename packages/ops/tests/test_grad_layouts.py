@@ -200,3 +200,24 @@ def test_rms_norm_backward_fake_has_the_real_layout(device):
             fake, _ = torch.ops.tritred.rms_norm_backward(args[0], args[1], [4], args[2], args[3], [True, True])
         assert fake.stride() == real.stride(), (x_fmt, dy_order, w_dtype, fake.stride(), real.stride())
         torch.library.opcheck(torch.ops.tritred.rms_norm_backward.default, (dy, x, [4], rstd, w, [True, True]))
+
+
+def test_batch_norm_output_keeps_a_transposed_input_on_cuda_and_not_on_cpu():
+    """torch's own CUDA kernel allocates batch_norm's output with ``empty_like`` (an H100 with torch 2.11: a
+    transposed (6, 8) input of strides (1, 6) gives an output of strides (1, 6)); the CPU kernel, and cuDNN (3
+    dims or more), take the suggested format. Checked on fake CUDA tensors (any machine), the CPU branch on real
+    ones; the suite's layout test above compares real CUDA calls with torch's."""
+    from tritred_ops.families.batch_norm.launch import out_empty
+
+    with FakeTensorMode():
+        x = torch.empty(6, 8, device="cuda").t()
+        w = torch.empty(6, device="cuda")
+        for weight, bias in ((w, w), (None, None)):
+            for training in (True, False):
+                assert out_empty(x, weight, bias, w, w, training).stride() == (1, 8)
+        assert out_empty(torch.empty(8, 6, device="cuda"), w, w, w, w, True).stride() == (6, 1)
+    x = torch.empty(6, 8).t()
+    w = torch.empty(6)
+    assert out_empty(x, w, w, w, w, True).stride() == (6, 1)
+    y = tr.batch_norm(torch.randn(6, 8).t(), None, None, training=True)
+    assert y.stride() == F.batch_norm(torch.randn(6, 8).t(), None, None, training=True).stride()

@@ -207,9 +207,19 @@ def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
                            "2048 elements (shuffles, no shared-memory barrier)")
         if block_n <= one_warp_rows:
             block_m = max(1, min(next_pow2(R), 1024 // block_n))
+            tile_why = (f"BLOCK_M={block_m}, num_warps=1: rows up to {one_warp_rows} in one-warp tiles of 1024 "
+                        "elements (shuffles, no shared-memory barrier)")
+            floor = max(1, 128 // block_n)
+            if cdiv(R, block_m) < caps.programs and block_m > floor:
+                # Few rows: the grid cannot put several programs on each SM, so nothing hides a program's serial
+                # chain of ~1500 instructions on one warp (float32 log_softmax 2794x21, 88 programs: 18 us against
+                # eager's 4.6 on an H100). Smaller tiles, down to 4 elements a thread, until the grid fills.
+                while block_m > floor and cdiv(R, block_m) < caps.programs:
+                    block_m //= 2
+                tile_why = (f"BLOCK_M={block_m}, num_warps=1: {R} rows, too few for {caps.programs} programs of "
+                            "1024-element one-warp tiles: smaller tiles, shorter chains")
             return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1),
-                           whole, f"BLOCK_M={block_m}, num_warps=1: rows up to {one_warp_rows} in one-warp tiles "
-                           "of 1024 elements (shuffles, no shared-memory barrier)")
+                           whole, tile_why)
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))
         tile_warps = warps(block_m * block_n, caps)
         warps_why = f"num_warps={tile_warps}: about 32 elements a thread"
@@ -311,8 +321,15 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
     loads = max(1, min(loads, cdiv(N, block_n)))
     step = block_n * loads  # rows per loop iteration
-    if allow_split and programs < target_programs and N > 4 * step:
-        split = min(target_programs // programs, cdiv(N, 4 * step))
+    # Fewer column blocks than SMs: slices as short as one tile. A slice's loop steps run one after another, one
+    # memory round trip each, so a few long slices are latency, not bandwidth (H100, amax dim=1 of 4x2048x8x8
+    # fp32: 4 slices of four 4-tile steps 30.4 us, 64 slices of one tile 9.3, eager 13.2; prod dim=0 of 5976x512
+    # bf16: 12 slices 37.7 us, 96 14.0, eager 18.1). More blocks keep four steps a slice (not measured shorter).
+    few = programs < caps.sm_count
+    if allow_split and programs < target_programs and N > (1 if few else 4) * step:
+        split = min(target_programs // programs, cdiv(N, block_n if few else 4 * step))
+        if few:
+            loads = max(1, min(loads, cdiv(cdiv(N, split), block_n)))
         if split > 1:
             return because(LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                                         num_warps=min(col_warps, caps.max_warps), num_stages=loads),
@@ -405,6 +422,8 @@ def odd_rows_loop(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchCo
     """
     N, size = problem.N, itemsize(problem)
     if N <= 4096 or (N * size) % 16 == 0 or problem.stride_n != 1 or (problem.stride_m * size) % 16 == 0:
+        return None
+    if few_rows(problem, caps):  # (no SM runs two programs: the loop's round trips, one a chunk, are its time)
         return None
     cfg = _odd_rows_choice(spec, problem, caps)
     if cfg is None:

@@ -35,7 +35,7 @@ import torch
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype
 from .backward import Grads, batch_norm_backward_call
-from .launch import _out_format, batch_norm_stats_call, check_args
+from .launch import _out_format, batch_norm_stats_call, check_args, out_empty
 from .spec import SPEC
 
 Tensor = torch.Tensor
@@ -226,7 +226,7 @@ def _batch_norm_fake(input: Tensor, running_mean: Tensor | None, running_var: Te
     if input.dim() == 1:
         y, ch = torch.empty_like(input), 0
     else:
-        y = torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=_out_format(input))
+        y = out_empty(input, weight, bias, running_mean, running_var, training)
         ch = input.shape[1]
     stats = (ch,) if training else (0,)
     running = training and running_mean is not None and running_var is not None

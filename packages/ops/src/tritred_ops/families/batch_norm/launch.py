@@ -8,6 +8,7 @@ spatial stride (channels-last), batch and spatial merge into one axis.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Hashable
 from typing import Literal
 
@@ -43,6 +44,40 @@ def _out_format(x: torch.Tensor) -> torch.memory_format:
     if x.is_contiguous():
         return torch.contiguous_format
     return suggest_memory_format(x)
+
+
+def _cudnn_would_run(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool) -> bool:
+    """Whether torch's batch_norm takes cuDNN for this CUDA call (aten's ``_select_batch_norm_backend``): at least
+    3 dims, no bfloat16, a float32 weight for a float16 input, weight and bias, both running statistics (or
+    neither, in training), a batch of at most 880801 (65535 in eval), fewer than 2^31 - 1 elements, cuDNN
+    enabled. (Its eps bound is cuDNN's minimum, 0 since cuDNN 7.5.)"""
+    if weight is None or bias is None or input.dim() < 3 or torch.version.hip is not None:
+        return False
+    if torch.bfloat16 in (input.dtype, weight.dtype):
+        return False
+    if input.dtype == torch.float16 and weight.dtype != torch.float32:
+        return False
+    has_running = running_mean is not None and running_var is not None
+    if not (has_running or (running_mean is None and running_var is None and training)):
+        return False
+    return (input.shape[0] <= (880801 if training else 65535) and input.numel() < 2**31 - 1
+            and bool(torch.backends.cudnn.enabled) and torch.backends.cudnn.is_available())
+
+
+def out_empty(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool) -> torch.Tensor:
+    """batch_norm's output, uninitialized, in torch's layout: on CUDA where torch runs its own kernel (not cuDNN:
+    :func:`_cudnn_would_run`), ``empty_like(input)``, which keeps a dense input's strides (a transposed (N, C)
+    input gives a transposed output); elsewhere (the CPU, cuDNN) the format the strides suggest
+    (:func:`_out_format`). A dense permuted input whose spatial dims do not merge in one order (which the kernels
+    need: :func:`_canonical`) takes the suggested format as well: a layout torch would keep, left."""
+    fmt = _out_format(input)
+    if input.device.type == "cuda" and not _cudnn_would_run(input, weight, bias, running_mean, running_var, training):
+        order = sorted((d for d in range(2, input.dim()) if input.shape[d] != 1), key=lambda d: -input.stride()[d])
+        if input.dim() < 2 or _bsc(input, order) is not None:
+            return torch.empty_like(input)
+    return torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=fmt)
 
 
 def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
@@ -159,12 +194,18 @@ def empty_batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, run
     return out
 
 
+def _torch_release() -> tuple[int, ...]:
+    """The installed torch's (major, minor) release ("2.11.0+cu130" -> (2, 11))."""
+    return tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+
+
 def python_checks(input: torch.Tensor, training: bool, eps: float) -> None:
     """The checks ``torch.nn.functional.batch_norm`` runs in Python before torch's op parses its arguments, in its
     order and with its exceptions: one value per channel in training (the batch size times the spatial sizes, the
     channels left out: a ``(1,)`` or ``(1, 0)`` input too; an input that is not a tensor has no ``size()``:
     AttributeError, as torch's), then eps: ValueError for ``eps <= 0`` in training and ``eps < 0`` otherwise (a NaN
-    eps passes and gives NaN; a value that does not compare with a float: TypeError)."""
+    eps passes and gives NaN; a value that does not compare with a float: TypeError). Before torch 2.12 (PyTorch
+    pull request 175508 allowed an eps of 0 in eval) ``eps <= 0`` raises in eval too, as that torch does."""
     if training:
         size = input.size()
         values = size[0]
@@ -174,6 +215,8 @@ def python_checks(input: torch.Tensor, training: bool, eps: float) -> None:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps <= 0.0 and _torch_release() < (2, 12):
+        raise ValueError(f"batch_norm eps must be positive, but got {eps}")
     elif eps < 0.0:
         raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
 
@@ -237,8 +280,7 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
     Ch = input.shape[1]
     rt.check_runnable(op, input)
     rec = Recorder(input, running_mean, running_var, weight, bias)
-    y = rec.adopt(torch.empty(input.shape, dtype=input.dtype, device=input.device,
-                              memory_format=_out_format(input)))
+    y = rec.adopt(out_empty(input, weight, bias, running_mean, running_var, training))
     if input.numel() == 0:  # (torch leaves the running statistics as they are)
         return _empty_outputs(y, Ch, acc, training and stats, new_running, running_mean, running_var)
     dev = input.device
