@@ -202,7 +202,7 @@ def test_rms_norm_backward_fake_has_the_real_layout(device):
         torch.library.opcheck(torch.ops.tritred.rms_norm_backward.default, (dy, x, [4], rstd, w, [True, True]))
 
 
-def test_batch_norm_output_keeps_a_transposed_input_on_cuda_and_not_on_cpu():
+def test_batch_norm_output_keeps_a_transposed_input_on_cuda_and_not_on_cpu(device):
     """torch's own CUDA kernel allocates batch_norm's output with ``empty_like`` (an H100 with torch 2.11: a
     transposed (6, 8) input of strides (1, 6) gives an output of strides (1, 6)); the CPU kernel, and cuDNN (3
     dims or more), take the suggested format. Checked on fake CUDA tensors (any machine), the CPU branch on real
@@ -219,5 +219,5 @@ def test_batch_norm_output_keeps_a_transposed_input_on_cuda_and_not_on_cpu():
     x = torch.empty(6, 8).t()
     w = torch.empty(6)
     assert out_empty(x, w, w, w, w, True).stride() == (6, 1)
-    y = tr.batch_norm(torch.randn(6, 8).t(), None, None, training=True)
-    assert y.stride() == F.batch_norm(torch.randn(6, 8).t(), None, None, training=True).stride()
+    x = torch.randn(6, 8, device=device).t()
+    assert tr.batch_norm(x, None, None, training=True).stride() == F.batch_norm(x, None, None, training=True).stride()

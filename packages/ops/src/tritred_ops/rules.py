@@ -245,7 +245,7 @@ def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
 @named
 def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int, col_warps: int,
                 target_programs: int, rows: int = 32, loads: int = 1, narrow: bool = False,
-                short_tiles: bool = False, split_cols: bool = False) -> LaunchConfig:
+                short_tiles: bool = False, split_cols: bool = False, short_slices: bool = False) -> LaunchConfig:
     """The column kernels' config: [BLOCK_N, BLOCK_K] tiles of ``rows`` rows x 64 contiguous outputs, ``loads``
     tiles loaded per loop iteration (``num_stages``; the plain reductions' kernel only). Few column blocks split N
     up to ``target_programs`` programs, never past them: a last partial wave costs more than the extra parallelism
@@ -276,6 +276,13 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
       per thread instead of 32 per tile, so more programs share an SM (sum dim=0 of 256x262144 bf16 67 -> 77 %,
       fp32 81 -> 88, mean dim=0 of 1000x50000 fp32 75 -> 81). Split launches keep the 32-row tiles: their few
       programs need the long tiles (sum dim=1 of 64x4096x256 bf16 67 -> 42 % with short ones).
+    - ``short_slices`` (the plain reductions and prod): fewer column blocks than SMs, whose slices of four loop
+      steps would give fewer than ``caps.programs`` programs, split into slices as short as one tile. A slice's
+      steps run one after another, one memory round trip each, so a few long slices are latency, not bandwidth
+      (H100, amax dim=1 of 4x2048x8x8 fp32: 4 slices 30.1 -> 64 slices 8.0 us, eager 13.0; prod dim=0 of 5976x512
+      bf16 12 -> 132 slices 37.4 -> 13.9 us, eager 17.9; transposed 116x1519 bf16 97.9 -> 7.2, eager 29.4). The
+      statistics' Welford slices lost (var dim=0 of a strided 1516x1024 fp16 46 -> 70 us, std_mean 8-37 % slower):
+      not for them; more column blocks keep four steps a slice (not measured shorter).
     """
     N, K = max(problem.N, 1), problem.K
     block_k = min(next_pow2(K), 64 if caps.gpu else 32)
@@ -321,20 +328,19 @@ def cols_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
     block_n = min(rows if caps.gpu else 8, next_pow2(N))
     loads = max(1, min(loads, cdiv(N, block_n)))
     step = block_n * loads  # rows per loop iteration
-    # Fewer column blocks than SMs: slices as short as one tile. A slice's loop steps run one after another, one
-    # memory round trip each, so a few long slices are latency, not bandwidth (H100, amax dim=1 of 4x2048x8x8
-    # fp32: 4 slices of four 4-tile steps 30.4 us, 64 slices of one tile 9.3, eager 13.2; prod dim=0 of 5976x512
-    # bf16: 12 slices 37.7 us, 96 14.0, eager 18.1). More blocks keep four steps a slice (not measured shorter).
-    few = programs < caps.sm_count
+    few = short_slices and programs < caps.sm_count
     if allow_split and programs < target_programs and N > (1 if few else 4) * step:
-        split = min(target_programs // programs, cdiv(N, block_n if few else 4 * step))
-        if few:
+        split = min(target_programs // programs, cdiv(N, 4 * step))
+        short = few and programs * split < caps.programs
+        if short:
+            split = min(target_programs // programs, cdiv(N, block_n))
             loads = max(1, min(loads, cdiv(cdiv(N, split), block_n)))
         if split > 1:
             return because(LaunchConfig(strategy="split", BLOCK_N=block_n, BLOCK_K=block_k, split=split,
                                         num_warps=min(col_warps, caps.max_warps), num_stages=loads),
                            cols_why, f"split={split}: {programs} column blocks fill fewer than {target_programs} "
-                           "programs (never past them: a partial wave costs more)",
+                           "programs (never past them: a partial wave costs more)" + (
+                               ", in slices as short as one tile (fewer blocks than SMs)" if short else ""),
                            f"BLOCK_N={block_n}, num_stages={loads}: rows a tile, tiles loaded an iteration")
     tiles_why = f"BLOCK_N={block_n}, num_stages={loads}: rows a tile, tiles loaded an iteration"
     if short_tiles and caps.gpu and block_k == 64:  # (narrower column blocks keep their rows: not measured)

@@ -67,4 +67,4 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
                           "and max/min with indices)")
         return cfg
     return cols_config(problem, caps, allow_split, single_cap, col_warps, caps.col_programs, 32, col_loads,
-                       short_tiles=plain)
+                       short_tiles=plain, short_slices=True)
