@@ -129,3 +129,16 @@ def test_softmax_columns_split_until_they_fill_the_device():
         short = _config(op, 1, 100, K=8192)  # a column in one tile: the single pass
         assert short.strategy == "single_pass"
     assert _config("sum", 1, 8192, K=8192).BLOCK_K == 64  # the plain reductions split N on their own: unchanged
+
+
+def test_few_column_blocks_split_into_slices_as_short_as_one_tile():
+    """Fewer column blocks than SMs, whose four-step slices would give fewer than 4 programs per SM: the plain
+    reductions and prod split N into one-tile slices (H100: amax dim=1 of 4x2048x8x8 fp32 30.1 -> 8.0 us, prod dim=0
+    of 5976x512 bf16 37.4 -> 13.9). The statistics keep four steps a slice (their Welford slices lost), and so do
+    blocks whose four-step slices already fill 4 programs per SM."""
+    amax = _config("amax", 4, 2048, 64, dtype="float32")
+    assert (amax.strategy, amax.BLOCK_N, amax.split, amax.num_stages) == ("split", 32, 64, 1)
+    prod = _config("prod", 1, 5976, 512)
+    assert (prod.strategy, prod.split) == ("split", 132)  # 8 blocks x 132 slices: 8 programs per SM
+    assert _config("var", 1, 1516, 1024, dtype="float16").split == 6  # statistics: as before
+    assert _config("prod", 1, 134400, 192, dtype="float32").split == 263  # 3 x 263 programs: as before
