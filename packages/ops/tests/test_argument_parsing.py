@@ -54,16 +54,20 @@ def test_batch_norm_eps_sign(device, training, eps):
     _same(*_batch_norm_calls(x, training, eps=eps))
 
 
-@pytest.mark.parametrize(("version", "raises"), [("2.11.0+cu130", True), ("2.12.0", False), ("2.13.0", False)])
-def test_batch_norm_eps_zero_in_eval_follows_the_torch_release(device, monkeypatch, version, raises):
-    """torch up to 2.11 refuses an eps of 0 in eval as well (PyTorch pull request 175508 allowed it): tritred asks
-    the installed torch's release, so that both raise or both compute (the test above compares the installed one)."""
+@pytest.mark.parametrize(("version", "training", "message"), [
+    ("2.9.1+cu128", False, None), ("2.9.1+cu128", True, None),  # (no eps check before torch 2.10)
+    ("2.10.0", False, "positive, but"), ("2.11.0+cu130", True, "positive, but"),  # (one check, one message)
+    ("2.12.0", False, None), ("2.13.0", True, "positive during training, but")])
+def test_batch_norm_eps_zero_follows_the_torch_release(device, monkeypatch, version, training, message):
+    """An eps of 0 as each torch release's F.batch_norm takes it: no check before 2.10 (PyTorch pull request
+    166756 added it), ValueError in both modes with one message in 2.10 and 2.11, allowed in eval from 2.12 (pull
+    request 175508). tritred asks the installed torch's release; the test above compares the installed one."""
     x = torch.randn(4, 3, 5, device=device)
-    tr_call, _ = _batch_norm_calls(x, False, eps=0.0)
+    tr_call, _ = _batch_norm_calls(x, training, eps=0.0)
     monkeypatch.setattr(torch, "__version__", version)
     caches().clear()  # (a saved call plan of an earlier test replays without the checks: the release is per process)
-    if raises:
-        with pytest.raises(ValueError, match="eps must be positive, but got 0.0"):
+    if message is not None:
+        with pytest.raises(ValueError, match=f"batch_norm eps must be {message} got 0.0"):
             tr_call()
     else:
         y, _, _ = tr_call()

@@ -214,10 +214,39 @@ def test_batch_norm_output_keeps_a_transposed_input_on_cuda_and_not_on_cpu(devic
         w = torch.empty(6, device="cuda")
         for weight, bias in ((w, w), (None, None)):
             for training in (True, False):
-                assert out_empty(x, weight, bias, w, w, training).stride() == (1, 8)
-        assert out_empty(torch.empty(8, 6, device="cuda"), w, w, w, w, True).stride() == (6, 1)
+                assert out_empty(x, weight, bias, w, w, training, 1e-5).stride() == (1, 8)
+        assert out_empty(torch.empty(8, 6, device="cuda"), w, w, w, w, True, 1e-5).stride() == (6, 1)
     x = torch.empty(6, 8).t()
     w = torch.empty(6)
-    assert out_empty(x, w, w, w, w, True).stride() == (6, 1)
+    assert out_empty(x, w, w, w, w, True, 1e-5).stride() == (6, 1)
     x = torch.randn(6, 8, device=device).t()
     assert tr.batch_norm(x, None, None, training=True).stride() == F.batch_norm(x, None, None, training=True).stride()
+
+
+def test_batch_norm_output_layout_follows_torch_kernel_choice_on_cuda(monkeypatch):
+    """Which kernel torch runs decides the layout: cuDNN (a 3-d+ float32 input with weight, bias and running
+    statistics) the suggested format, its own kernel ``empty_like``: so also with a NaN eps (cuDNN's eps bound
+    fails), with cuDNN disabled (and the call plans' keys hold that flag), and for aten's ``native_batch_norm``,
+    which is that kernel (``native``: the aten overrides). Fake CUDA tensors, cuDNN made available (found by an
+    adversarial review)."""
+    from tritred_ops.families.batch_norm.launch import _cudnn_key, out_empty
+    from tritred_ops.runtime.replay import find_plan
+
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    with FakeTensorMode():
+        x = torch.empty(5, 3, 4, device="cuda").permute(2, 1, 0)  # (4, 3, 5), strides (1, 4, 12): dense
+        p = torch.empty(3, device="cuda")
+        for training in (False, True):
+            assert out_empty(x, p, p, p, p, training, 1e-5).stride() == (15, 5, 1)  # cuDNN
+            assert out_empty(x, p, p, p, p, training, float("nan")).stride() == x.stride()
+            assert out_empty(x, p, p, p, p, training, 1e-5, native=True).stride() == x.stride()
+            y = torch.ops.tritred.batch_norm(x, p, p, p, p, training, 0.1, float("nan"))[0]
+            assert y.stride() == x.stride()
+            with torch.backends.cudnn.flags(enabled=False):
+                assert out_empty(x, p, p, p, p, training, 1e-5).stride() == x.stride()
+    xc = torch.randn(4, 3, 5)
+    keys = []
+    for enabled in (True, False):
+        with torch.backends.cudnn.flags(enabled=enabled):
+            keys.append(find_plan("batch_norm", (False, 0.1, 1e-5, _cudnn_key()), xc)[1])
+    assert keys[0] != keys[1]

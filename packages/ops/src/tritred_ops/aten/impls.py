@@ -170,11 +170,13 @@ def _bn_params(input: Tensor, **params: Tensor | None) -> None:
 
 
 def _bn_forward(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
-                running_var: Tensor | None, training: bool, momentum: float, eps: float,
+                running_var: Tensor | None, training: bool, momentum: float, eps: float, native: bool = True,
                 ) -> tuple[Tensor, Tensor, Tensor]:
     """(out, save_mean, save_invstd), the running statistics updated in place in training. In eval the saved
     statistics are empty ``[0]`` tensors, as torch's CPU kernel and cuDNN return them (torch's CUDA kernel returns
-    the running mean and the running invstd there; every backward reads the running statistics in eval)."""
+    the running mean and the running invstd there; every backward reads the running statistics in eval).
+    ``native``: the op is torch's own kernel, whose CUDA output keeps a dense input's strides (``empty_like``),
+    whatever cuDNN could take (``families.batch_norm.launch.out_empty``)."""
     _dtypes(input, FLOATS)
     _need(input.dim() >= 2 and input.numel() > 0, "an empty or 1-D input")
     _bn_params(input, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
@@ -184,7 +186,7 @@ def _bn_forward(input: Tensor, weight: Tensor | None, bias: Tensor | None, runni
     else:
         _need(running_mean is not None and running_var is not None, "eval without running statistics")
     y, mean, invstd, _, _ = batch_norm_stats_call(BATCH_NORM, input, running_mean, running_var, weight, bias,
-                                                  training, momentum, eps, functional=False)
+                                                  training, momentum, eps, functional=False, native=native)
     if mean is None or invstd is None:
         acc = acc_dtype(input.dtype)
         return y, input.new_empty((0,), dtype=acc), input.new_empty((0,), dtype=acc)
@@ -215,7 +217,7 @@ def cudnn_batch_norm(input: Tensor, weight: Tensor, bias: Tensor | None, running
     deviation, as tritred's), an empty reserve. F.batch_norm takes this op on CUDA for affine float16 (float32
     weights), float32 and float64 inputs of 3+ dims."""
     y, mean, invstd = _bn_forward(input, weight, bias, running_mean, running_var, training,
-                                  exponential_average_factor, epsilon)
+                                  exponential_average_factor, epsilon, native=False)
     return y, mean, invstd, input.new_empty((0,), dtype=torch.uint8)
 
 

@@ -226,7 +226,7 @@ def _batch_norm_fake(input: Tensor, running_mean: Tensor | None, running_var: Te
     if input.dim() == 1:
         y, ch = torch.empty_like(input), 0
     else:
-        y = out_empty(input, weight, bias, running_mean, running_var, training)
+        y = out_empty(input, weight, bias, running_mean, running_var, training, eps)
         ch = input.shape[1]
     stats = (ch,) if training else (0,)
     running = training and running_mean is not None and running_var is not None

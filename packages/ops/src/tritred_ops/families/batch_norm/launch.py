@@ -47,12 +47,13 @@ def _out_format(x: torch.Tensor) -> torch.memory_format:
 
 
 def _cudnn_would_run(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool) -> bool:
+                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool,
+                     eps: float) -> bool:
     """Whether torch's batch_norm takes cuDNN for this CUDA call (aten's ``_select_batch_norm_backend``): at least
     3 dims, no bfloat16, a float32 weight for a float16 input, weight and bias, both running statistics (or
-    neither, in training), a batch of at most 880801 (65535 in eval), fewer than 2^31 - 1 elements, cuDNN
-    enabled. (Its eps bound is cuDNN's minimum, 0 since cuDNN 7.5.)"""
-    if weight is None or bias is None or input.dim() < 3 or torch.version.hip is not None:
+    neither, in training), a batch of at most 880801 (65535 in eval), fewer than 2^31 - 1 elements, eps at least
+    cuDNN's minimum (0 since cuDNN 7.5: a NaN eps fails it), cuDNN enabled."""
+    if weight is None or bias is None or input.dim() < 3 or torch.version.hip is not None or not eps >= 0.0:
         return False
     if torch.bfloat16 in (input.dtype, weight.dtype):
         return False
@@ -66,14 +67,18 @@ def _cudnn_would_run(input: torch.Tensor, weight: torch.Tensor | None, bias: tor
 
 
 def out_empty(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool) -> torch.Tensor:
+              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, eps: float,
+              native: bool = False) -> torch.Tensor:
     """batch_norm's output, uninitialized, in torch's layout: on CUDA where torch runs its own kernel (not cuDNN:
-    :func:`_cudnn_would_run`), ``empty_like(input)``, which keeps a dense input's strides (a transposed (N, C)
-    input gives a transposed output); elsewhere (the CPU, cuDNN) the format the strides suggest
-    (:func:`_out_format`). A dense permuted input whose spatial dims do not merge in one order (which the kernels
-    need: :func:`_canonical`) takes the suggested format as well: a layout torch would keep, left."""
+    :func:`_cudnn_would_run`; ``native``: aten's ``native_batch_norm`` and ``_native_batch_norm_legit*``, which are
+    that kernel), ``empty_like(input)``, which keeps a dense input's strides (a transposed (N, C) input gives a
+    transposed output); elsewhere (the CPU, cuDNN) the format the strides suggest (:func:`_out_format`). A dense
+    permuted input whose spatial dims do not merge in one order (which the kernels need: :func:`_canonical`) takes
+    the suggested format as well: a layout torch would keep, left. The call plans' keys hold
+    ``torch.backends.cudnn.enabled`` (:func:`_cudnn_key`)."""
     fmt = _out_format(input)
-    if input.device.type == "cuda" and not _cudnn_would_run(input, weight, bias, running_mean, running_var, training):
+    if input.device.type == "cuda" and (native or not _cudnn_would_run(input, weight, bias, running_mean,
+                                                                       running_var, training, eps)):
         order = sorted((d for d in range(2, input.dim()) if input.shape[d] != 1), key=lambda d: -input.stride()[d])
         if input.dim() < 2 or _bsc(input, order) is not None:
             return torch.empty_like(input)
@@ -194,6 +199,12 @@ def empty_batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, run
     return out
 
 
+def _cudnn_key() -> bool:
+    """The part of a call plan's key that no argument holds: whether cuDNN is enabled, on which torch's choice of
+    kernel, and so the output's layout, depends (:func:`out_empty`)."""
+    return bool(torch.backends.cudnn.enabled)
+
+
 def _torch_release() -> tuple[int, ...]:
     """The installed torch's (major, minor) release ("2.11.0+cu130" -> (2, 11))."""
     return tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
@@ -204,8 +215,9 @@ def python_checks(input: torch.Tensor, training: bool, eps: float) -> None:
     order and with its exceptions: one value per channel in training (the batch size times the spatial sizes, the
     channels left out: a ``(1,)`` or ``(1, 0)`` input too; an input that is not a tensor has no ``size()``:
     AttributeError, as torch's), then eps: ValueError for ``eps <= 0`` in training and ``eps < 0`` otherwise (a NaN
-    eps passes and gives NaN; a value that does not compare with a float: TypeError). Before torch 2.12 (PyTorch
-    pull request 175508 allowed an eps of 0 in eval) ``eps <= 0`` raises in eval too, as that torch does."""
+    eps passes and gives NaN; a value that does not compare with a float: TypeError). As the installed torch: torch
+    2.10 and 2.11 raise for ``eps <= 0`` in either mode, with one message (PyTorch pull request 175508 allowed an
+    eps of 0 in eval from 2.12), and torch before 2.10 checks no eps (pull request 166756 added the check)."""
     if training:
         size = input.size()
         values = size[0]
@@ -213,10 +225,14 @@ def python_checks(input: torch.Tensor, training: bool, eps: float) -> None:
             values *= s
         if values == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
-    if training and eps <= 0.0:
+    release = _torch_release()
+    if release < (2, 10):  # (no eps check before torch 2.10: PyTorch pull request 166756)
+        return
+    if release < (2, 12):
+        if eps <= 0.0:
+            raise ValueError(f"batch_norm eps must be positive, but got {eps}")
+    elif training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    elif eps <= 0.0 and _torch_release() < (2, 12):
-        raise ValueError(f"batch_norm eps must be positive, but got {eps}")
     elif eps < 0.0:
         raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
 
@@ -229,7 +245,8 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
                     running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
                     training: bool, momentum: float, eps: float) -> torch.Tensor:
     """The host path of batch_norm (see the package's docstring): y, the running statistics updated in place."""
-    plan, key = find_plan("batch_norm", (training, momentum, eps), input, running_mean, running_var, weight, bias)
+    plan, key = find_plan("batch_norm", (training, momentum, eps, _cudnn_key()), input, running_mean, running_var,
+                          weight, bias)
     if plan is not None:
         return plan.run(input, running_mean, running_var, weight, bias)[0]
     return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, False,
@@ -238,22 +255,24 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
 
 def batch_norm_stats_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torch.Tensor | None,
                           running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                          training: bool, momentum: float, eps: float, functional: bool) -> Outputs:
+                          training: bool, momentum: float, eps: float, functional: bool,
+                          native: bool = False) -> Outputs:
     """The host path of batch_norm for autograd: (y, mean, invstd, new_running_mean, new_running_var).
 
     Training: ``mean`` and ``invstd`` are the batch statistics ``[C]`` in fp32 (fp64 for fp64 inputs), torch's
     save_mean and save_invstd; None in eval. ``functional=False`` updates the running statistics in place (new
     ones None); ``functional=True`` (the registered op) leaves them untouched and returns the updated values as
     new ``[C]`` tensors of their dtype (None without running statistics or in eval), as aten's
-    ``_batch_norm_with_update_functional``.
+    ``_batch_norm_with_update_functional``. ``native``: the output's layout is that of torch's own CUDA kernel
+    (:func:`out_empty`; the aten overrides of its ops).
     """
-    args = (training, momentum, eps, True, functional)
+    args = (training, momentum, eps, True, functional, native, _cudnn_key())
     plan, key = find_plan("batch_norm", args, input, running_mean, running_var, weight, bias)
     if plan is not None:
         return _unpack(plan.run(input, running_mean, running_var, weight, bias), training,
                        functional and running_mean is not None)
     return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, True,
-                    functional)
+                    functional, native)
 
 
 def _unpack(outs: list[torch.Tensor], training: bool, new_running: bool) -> Outputs:
@@ -267,7 +286,8 @@ def _unpack(outs: list[torch.Tensor], training: bool, new_running: bool) -> Outp
 
 def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_mean: torch.Tensor | None,
              running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
-             training: bool, momentum: float, eps: float, stats: bool, functional: bool) -> Outputs:
+             training: bool, momentum: float, eps: float, stats: bool, functional: bool,
+             native: bool = False) -> Outputs:
     """The full host path: checks, view, decision, launches; saves the plan under ``key``."""
     op = "batch_norm"
     input = check_args(op, input, running_mean, running_var, weight, bias, training, momentum, eps)
@@ -280,7 +300,7 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
     Ch = input.shape[1]
     rt.check_runnable(op, input)
     rec = Recorder(input, running_mean, running_var, weight, bias)
-    y = rec.adopt(out_empty(input, weight, bias, running_mean, running_var, training))
+    y = rec.adopt(out_empty(input, weight, bias, running_mean, running_var, training, eps, native))
     if input.numel() == 0:  # (torch leaves the running statistics as they are)
         return _empty_outputs(y, Ch, acc, training and stats, new_running, running_mean, running_var)
     dev = input.device
