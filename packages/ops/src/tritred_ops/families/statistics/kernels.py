@@ -29,6 +29,7 @@ from ...kernels.welford import (
     chunk_stats,
     join_chunk,
     merge_lanes,
+    reported_mean,
     shifted_row_stats,
     short_rows_stats,
     short_rows_tile,
@@ -105,7 +106,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
         cnt = tl.full([BLOCK_M], N, ACC)
         x, _, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, "evict_first")
         mean, corr, m2 = short_rows_stats(x, mask, cnt, ACC, EVEN, x_ptr.dtype.element_ty != tl.bfloat16)
-        mean = tl.where(corr == corr, mean + corr, mean)
+        mean = reported_mean(mean, corr, m2, cnt)
     elif SINGLE:  # the row is one register tile: exact corrected two-pass
         lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
         x, mask, _ = single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, ACC, ALIGN, "evict_first")
@@ -116,7 +117,7 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
             mean, corr, m2 = tiles_stats(x, mask, x_t, mask_t, cnt, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
         else:
             mean, corr, m2 = chunk_stats(x, mask, 1, cnt, EVEN, CORRECT=x_ptr.dtype.element_ty != tl.bfloat16)
-        mean = tl.where(corr == corr, mean + corr, mean)  # a lone +-inf stays the mean (inf - inf = NaN)
+        mean = reported_mean(mean, corr, m2, cnt)  # (a lone +-inf stays the mean: inf - inf = NaN)
     else:  # per-lane Welford over the full chunks, lanes merged once, then the partial last chunk
         mean_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         m2_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -181,7 +182,7 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
                     eviction_policy="evict_first").to(ACC)
         cnt = tl.full([BLOCK_K], N, ACC)
         mean, corr, m2 = chunk_stats(x, mask, 0, cnt)
-        mean = tl.where(corr == corr, mean + corr, mean)
+        mean = reported_mean(mean, corr, m2, cnt)
     else:  # as the rows kernel: Welford over full chunks, then the partial last chunk
         mean_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
         m2_l = tl.zeros([BLOCK_N, BLOCK_K], ACC)
