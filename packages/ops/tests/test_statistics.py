@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import LAYOUTS, assert_close, config_id, h200_config, randn
+from ops_helpers import LAYOUTS, assert_close, config_id, h200_config, randn, seed
 
 CONFIGS = [
     None,
@@ -84,6 +84,25 @@ def test_mean_near_zero_is_the_plain_sum(name, force, device):
     ref = x.double().cpu().mean(1)
     err = ((mean - ref).norm() / ref.norm()).item()
     assert err <= 3e-7, f"{name}: mean relative error {err:.1e}"
+
+
+@pytest.mark.parametrize(("scale", "offset", "spread"), [(1.0, 1e30, 1e23), (1e18, 10.0, 1.0), (1e-30, 100.0, 1.0)])
+def test_mean_far_from_zero_keeps_the_correction_at_the_float32_extremes(scale, offset, spread, force, device):
+    """Rows far from zero whose M2 overflows float32 (1e30 +- 1e23, 1e19 +- 1e18) or whose squares underflow
+    (1e-28 +- 1e-30) keep the corrected mean: a test of squares lost it (0.15 -> 1.41 float32 ulps for the first;
+    an adversarial review). Held to half an ulp of the mean, the corrected mean's error there; a row of -0.0
+    reports +0.0, as torch."""
+    N = 4096
+    force("var_mean", strategy="single_pass", BLOCK_M=1, BLOCK_N=N, num_warps=4)
+    g = torch.Generator().manual_seed(seed())
+    x64 = scale * (offset + spread * torch.randn(16, N, generator=g, dtype=torch.float64))
+    x = x64.float().to(device)
+    mean = tr.var_mean(x, 1)[1].double().cpu()
+    ref = x.double().cpu().mean(1)
+    ulps = ((mean - ref).abs() / (ref.abs() * 2.0**-23)).max().item()
+    assert ulps <= 0.5, f"mean error {ulps:.2f} float32 ulps"
+    zero = tr.var_mean(torch.full((2, N), -0.0, device=device), 1)[1]
+    assert torch.equal(zero.cpu(), torch.zeros(2)) and not torch.signbit(zero).any()
 
 
 @pytest.mark.parametrize("N", [99, 256])

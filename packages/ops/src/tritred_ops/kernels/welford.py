@@ -250,9 +250,12 @@ def reported_mean(mean, corr, m2, n):
     randn rows reached 1.08e-6 relative error on an H100 against 1.05e-7 for ``mean`` (eager 1.42e-7). An
     emulation of the GPU's summation order puts the crossover at |mean| ~ sigma / 5 for rows of 1024-16384 (plain
     better below, corrected better above; rows far from zero keep the correction's gain, 3.7e-8 -> 2.2e-8). One
-    compare a row. A NaN ``corr`` (a lone infinity: inf - inf) keeps the sum's mean, as before."""
-    far = mean * mean * n > 0.04 * m2
-    return tl.where((corr == corr) & far, mean + corr, mean)
+    compare a row. Compared as |mean| sqrt(n) > sqrt(M2) / 5, so that squares neither underflow (rows of 1e-30: M2
+    0, the correction kept) nor overflow; an overflowed M2 keeps the correction too (rows of 1e30 +- 1e23). A NaN
+    ``corr`` (a lone infinity: inf - inf) keeps the sum's mean, as before; ``+ 0.0`` makes a row of -0.0 report +0.0,
+    as the corrected mean and torch's Welford mean do (found by an adversarial review)."""
+    far = (tl.abs(mean) * tl.sqrt(n) > 0.2 * tl.sqrt(m2)) | (m2 == float("inf"))
+    return tl.where((corr == corr) & far, mean + corr, mean + 0.0)
 
 
 @triton.jit
