@@ -206,18 +206,16 @@ def rows_config(problem: Problem, caps: Caps, allow_split: bool, single_cap: int
                            whole, f"BLOCK_M={block_m}, num_warps=1: 2-byte rows of 512-1024 in one-warp tiles of "
                            "2048 elements (shuffles, no shared-memory barrier)")
         if block_n <= one_warp_rows:
-            block_m = max(1, min(next_pow2(R), 1024 // block_n))
+            whole_tile = block_m = max(1, min(next_pow2(R), 1024 // block_n))
+            # Few rows: the grid cannot put several programs on each SM, so nothing hides a program's serial chain
+            # of ~1500 instructions on one warp (float32 log_softmax 2794x21, 88 programs: 18 us against eager's
+            # 4.6 on an H100). Smaller tiles, down to 4 elements a thread, until the grid fills.
+            while block_m > max(1, 128 // block_n) and cdiv(R, block_m) < caps.programs:
+                block_m //= 2
             tile_why = (f"BLOCK_M={block_m}, num_warps=1: rows up to {one_warp_rows} in one-warp tiles of 1024 "
-                        "elements (shuffles, no shared-memory barrier)")
-            floor = max(1, 128 // block_n)
-            if cdiv(R, block_m) < caps.programs and block_m > floor:
-                # Few rows: the grid cannot put several programs on each SM, so nothing hides a program's serial
-                # chain of ~1500 instructions on one warp (float32 log_softmax 2794x21, 88 programs: 18 us against
-                # eager's 4.6 on an H100). Smaller tiles, down to 4 elements a thread, until the grid fills.
-                while block_m > floor and cdiv(R, block_m) < caps.programs:
-                    block_m //= 2
-                tile_why = (f"BLOCK_M={block_m}, num_warps=1: {R} rows, too few for {caps.programs} programs of "
-                            "1024-element one-warp tiles: smaller tiles, shorter chains")
+                        "elements (shuffles, no shared-memory barrier)" if block_m == whole_tile else
+                        f"BLOCK_M={block_m}, num_warps=1: {R} rows, too few for {caps.programs} programs of "
+                        "1024-element one-warp tiles: smaller tiles, shorter chains")
             return because(LaunchConfig(strategy="single_pass", BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1),
                            whole, tile_why)
         block_m = max(1, min(next_pow2(R), rows_tile // block_n))

@@ -249,8 +249,8 @@ def reported_mean(mean, corr, m2, n):
     a mean near zero that bias is larger than the plain sum's own error: float32 var_mean's mean of 4096x16384
     randn rows reached 1.08e-6 relative error on an H100 against 1.05e-7 for ``mean`` (eager 1.42e-7). An
     emulation of the GPU's summation order puts the crossover at |mean| ~ sigma / 5 for rows of 1024-16384 (plain
-    better below, corrected better above; rows far from zero keep the correction's gain, 3.7e-8 -> 2.2e-8). One
-    compare a row. Compared as |mean| sqrt(n) > sqrt(M2) / 5, so that squares neither underflow (rows of 1e-30: M2
+    better below, corrected better above; rows far from zero keep the correction's gain, 3.7e-8 -> 2.2e-8). Per-row
+    arithmetic only. Compared as |mean| sqrt(n) > sqrt(M2) / 5, so that squares neither underflow (rows of 1e-30: M2
     0, the correction kept) nor overflow; an overflowed M2 keeps the correction too (rows of 1e30 +- 1e23). A NaN
     ``corr`` (a lone infinity: inf - inf) keeps the sum's mean, as before; ``+ 0.0`` makes a row of -0.0 report +0.0,
     as the corrected mean and torch's Welford mean do (found by an adversarial review)."""

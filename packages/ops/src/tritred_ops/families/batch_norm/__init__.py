@@ -70,17 +70,20 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
     Under ``torch.compile`` the call is the registered op ``torch.ops.tritred.batch_norm`` (fullgraph-safe).
 
     Returns:
-        Tensor of the input's shape and dtype, in torch's memory format for it: contiguous, or channels-last
-        (2-D or 3-D) where the input's strides suggest it (a sliced channels-last input included; a permuted
-        input gives a contiguous output). Statistics in fp32 (fp64 for fp64 inputs). An input of no elements
+        Tensor of the input's shape and dtype, in the layout torch gives it on the same device: on the CPU and
+        where torch runs cuDNN, contiguous, or channels-last (2-D or 3-D) where the input's strides suggest it (a
+        sliced channels-last input included; a permuted input gives a contiguous output); on CUDA where torch
+        runs its own kernel (2-D inputs, no weight or bias, bfloat16, cuDNN disabled...), a dense input's own
+        strides (``empty_like``). Statistics in fp32 (fp64 for fp64 inputs). An input of no elements
         gives torch's ``input.clone() * weight[0] + bias[0]`` (its dtype promotion and layout; the running
         statistics untouched), with only the argument checks that torch runs before that (the ValueErrors and
         TypeErrors below), as torch's ``batch_norm`` on every device.
 
     Raises:
-        ValueError: training with one value per channel (B * prod(spatial) == 1, a ``(1,)`` input too), eps <= 0 in
-            training or eps < 0 in eval (torch 2.13's ``F.batch_norm`` checks, before any other; a NaN eps passes,
-            as in torch); only one of running_mean and running_var given in training.
+        ValueError: training with one value per channel (B * prod(spatial) == 1, a ``(1,)`` input too); eps as the
+            installed torch's ``F.batch_norm`` checks it, before any other check: from torch 2.12 eps <= 0 in
+            training or eps < 0 in eval, in 2.10-2.11 eps <= 0, before 2.10 no check (a NaN eps passes, as in
+            torch); only one of running_mean and running_var given in training.
         RuntimeError: running_mean or running_var missing in eval (naming it, as torch), parameters with the wrong
             number of elements, non-float dtypes, mixed dtypes (weight, bias, running stats neither the input's
             dtype nor float32 beside a half input; a weight and bias of two dtypes; off CUDA, running stats of

@@ -43,7 +43,7 @@ from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...runtime import Recorder, find_plan
 from .backward_kernels import _dx_kernel, _sums_kernel
-from .launch import _bsc, _decide, _groups, _nchw_hint, _out_format, _tiles_per_program
+from .launch import _bsc, _decide, _groups, _nchw_hint, _out_format, _spatial_order, _tiles_per_program
 from .rules import finish_block, merge_inline
 from .sync_kernels import _sums_finish_kernel
 
@@ -181,7 +181,7 @@ def _canonical(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None) -> tu
     dx all merge in it, else in the standard order, gathering x or dy into a contiguous copy where they do not
     (logged: a permuted input, a dy in another layout than x). dx is contiguous or channels-last: it always
     merges in the standard order. Batch merges into spatial where every tensor allows (channels-last)."""
-    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
+    order = _spatial_order(x)
     tensors = [x, dy] + ([dx] if dx is not None else [])
     views = [_bsc(t, order) for t in tensors]
     if any(v is None for v in views):

@@ -26,6 +26,12 @@ from .sync_kernels import _moments_kernel
 log = logging.getLogger("tritred")
 
 
+def _spatial_order(t: torch.Tensor) -> list[int]:
+    """``t``'s spatial dims (2 onwards) of more than one element, in the order of their strides, largest first: the
+    order in which :func:`_bsc` merges them when they are laid out as one axis (channels-last: memory order)."""
+    return sorted((d for d in range(2, t.dim()) if t.shape[d] != 1), key=lambda d: -t.stride()[d])
+
+
 def _bsc(t: torch.Tensor, order: list[int]) -> tuple[int, int, int, int] | None:
     """(S, stride_b, stride_s, stride_c) of ``t`` viewed as (B, C, S) with its spatial dims merged in ``order``
     (any order: the statistics ignore it and the output uses the same one), or None if they don't merge."""
@@ -76,13 +82,11 @@ def out_empty(input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tens
     permuted input whose spatial dims do not merge in one order (which the kernels need: :func:`_canonical`) takes
     the suggested format as well: a layout torch would keep, left. The call plans' keys hold
     ``torch.backends.cudnn.enabled`` (:func:`_cudnn_key`)."""
-    fmt = _out_format(input)
     if input.device.type == "cuda" and (native or not _cudnn_would_run(input, weight, bias, running_mean,
-                                                                       running_var, training, eps)):
-        order = sorted((d for d in range(2, input.dim()) if input.shape[d] != 1), key=lambda d: -input.stride()[d])
-        if input.dim() < 2 or _bsc(input, order) is not None:
-            return torch.empty_like(input)
-    return torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=fmt)
+                                                                       running_var, training, eps)) \
+            and _bsc(input, _spatial_order(input)) is not None:
+        return torch.empty_like(input)
+    return torch.empty(input.shape, dtype=input.dtype, device=input.device, memory_format=_out_format(input))
 
 
 def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int],
@@ -91,7 +95,7 @@ def _canonical(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     ``y`` (contiguous or channels-last: :func:`_out_format`) may have another layout than ``x``: both are read
     with their own strides, in one spatial order; where no order merges the spatial dims of both (a permuted
     input beside its contiguous output), the input is gathered (one copy, logged)."""
-    order = sorted((d for d in range(2, x.dim()) if x.shape[d] != 1), key=lambda d: -x.stride()[d])
+    order = _spatial_order(x)
     vx, vy = _bsc(x, order), _bsc(y, order)
     if vx is None or vy is None:
         log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", x.stride())
@@ -431,8 +435,7 @@ def _copy_back_running(rec: Recorder, training: bool, running_mean: torch.Tensor
 def _read_view(input: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int], tuple[int, int, int]]:
     """(x, (B, S), x's (b, s, c) strides) of a tensor read but not written: :func:`_canonical` with the input as
     its own output; spatial dims that merge in no order are gathered first (one copy, logged)."""
-    order = sorted((d for d in range(2, input.dim()) if input.shape[d] != 1), key=lambda d: -input.stride()[d])
-    if _bsc(input, order) is None:
+    if _bsc(input, _spatial_order(input)) is None:
         log.debug("tritred.batch_norm: spatial dims of strides %s are gathered (one copy)", input.stride())
         input = input.contiguous()
     x, _, (B, S, _), (xb, xs, xc), _ = _canonical(input, input)
