@@ -19,10 +19,13 @@ assert not os.environ.get("TRITON_INTERPRET"), "run without TRITON_INTERPRET"
 
 import torch  # noqa: E402
 from triton.runtime import driver  # noqa: E402
-from tritred_ops.testing import Sm90Driver, registers  # noqa: E402
+from tritred_ops.runtime.native import pack  # noqa: E402
+from tritred_ops.testing import Sm90Driver, ptx_param_sizes, registers  # noqa: E402
 
 #: Registers per thread of each launch of the call being compiled (printed with its line).
 REGS: list[int | None] = []
+#: Whether the native launcher packed each launch's parameters (checked against the PTX) or refused them.
+NATIVE: list[bool] = []
 
 
 def _patch() -> None:
@@ -38,6 +41,16 @@ def _patch() -> None:
     def compile_only(self, kernel, grid, *args, **kwargs):  # noqa: ANN001
         compiled = kernel.warmup(*args, grid=grid, **kwargs)
         REGS.append(registers(compiled.asm["cubin"]) if "cubin" in compiled.asm else None)
+        # The native launcher's parameters (runtime/native.py, packed as a replay would) against the PTX's own.
+        names = list(kernel.signature.parameters)
+        template = [*args, *(kwargs[n] if n in kwargs else kernel.signature.parameters[n].default
+                             for n in names[len(args):])]
+        slots = {pos: pos for pos, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        packed = pack(compiled.src.signature, template, slots)
+        NATIVE.append(packed is not None)
+        if packed is not None:
+            ptx_sizes = ptx_param_sizes(compiled.asm["ptx"])
+            assert packed[3] == ptx_sizes, f"{kernel.fn.__name__}: native sizes {packed[3]} != PTX {ptx_sizes}"
         if compiled.metadata.launch_pdl:  # a dependent launch must wait before its first global memory access
             ptx = compiled.asm["ptx"]
             wait = ptx.find("griddepcontrol.wait")
@@ -334,9 +347,10 @@ def main() -> int:
     for name, call in calls():
         t0 = time.time()
         REGS.clear()
+        NATIVE.clear()
         try:
             call()
-            print(f"ok     {name} ({time.time() - t0:.1f} s) registers={REGS}", flush=True)
+            print(f"ok     {name} ({time.time() - t0:.1f} s) native={NATIVE} registers={REGS}", flush=True)
         except Exception:  # noqa: BLE001 (report every failing call, then fail)
             failed += 1
             print(f"FAILED {name}:\n{traceback.format_exc()}", flush=True)

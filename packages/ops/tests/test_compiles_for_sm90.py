@@ -26,6 +26,12 @@ def test_every_launched_kernel_variant_compiles_for_sm90():
     report = done.stdout + done.stderr[-4000:]
     assert done.returncode == 0, report
     assert report.count("ok ") >= 51, report  # every call of the list ran (and compiled)
+    # The native launcher packs the parameters of the common launches (each pack checked against the PTX in the
+    # script): a refusal means ~8 us more per small call, through Triton's launcher.
+    for call in ("softmax rows single", "sum rows single", "layer_norm single", "var_mean rows single",
+                 "batch_norm training", "rms_norm single", "layer_norm backward single, two accumulators"):
+        line = re.search(rf"^ok +{re.escape(call)} \(.* native=(\[.*?\])", report, re.M)
+        assert line and all(ast.literal_eval(line.group(1))), (call, line and line.group(0))
     # Occupancy by registers. The channels-fast batch_norm statistics (8 warps a program): per-lane state once held
     # one program per SM (150-174 registers), too few loads in flight for HBM. The norms' backward on bf16
     # 4096-wide rows (16 warps): 16 elements a thread once took 84 registers, 16 warps per SM, 72 % of copy in the

@@ -33,6 +33,7 @@ from tritred_core import get_registry
 
 from .caches import OWNER, Caches, caches
 from .checks import Unset
+from .native import extension, native_plan
 from .trace import Launch, active
 
 
@@ -209,9 +210,16 @@ class Plan:
         self.compiled = launches[0].compiled is not None
         self.device = (outputs or [t for t, _ in temps])[0][3] if (outputs or temps) else None
         self.stream_of = _stream_getter() if self.compiled else None
-        self.fast = _straight_line(self) if self.compiled and all(x.c_entry for x in launches) else None
         # run(*inputs): allocate the outputs (and the workspace), launch the kernels; returns the outputs. The
-        # generated function itself when there is one (one Python call less per replay).
+        # generated function itself when there is one (one Python call less per replay): the native launcher's
+        # call where it takes the plan (native.py), else Triton's launchers' C calls in straight-line Python.
+        native = native_plan(self) if self.compiled else None
+        if native is not None:
+            self.fast = _native_call(self, native)
+        elif self.compiled and all(x.c_entry for x in launches):
+            self.fast = _straight_line(self)
+        else:
+            self.fast = None
         self.run = self.fast if self.fast is not None else self.run_generic
 
     def run_generic(self, *inputs: torch.Tensor | None) -> list[torch.Tensor]:
@@ -239,6 +247,30 @@ class Plan:
         return outs
 
 
+def _hook_guard(plan: Plan, ns: dict[str, Any], params: str) -> list[str]:
+    """The generated run's first lines: with a Triton launch hook installed (a profiler), :meth:`Plan.run_generic`,
+    which calls them (``_hooks()`` inlined: None or an empty HookChain, Triton 3.x's default, is no hook)."""
+    ns.update(RT=knobs.runtime, HookChain=getattr(knobs, "HookChain", None), hooks=_hooks, generic=plan.run_generic)
+    if ns["HookChain"] is not None:
+        lines = ["    enter, leave = RT.launch_enter_hook, RT.launch_exit_hook",
+                 "    if ((enter is not None and (type(enter) is not HookChain or enter.calls))",
+                 "            or (leave is not None and (type(leave) is not HookChain or leave.calls))):"]
+    else:
+        lines = ["    enter, leave = hooks()",
+                 "    if enter is not None or leave is not None:"]
+    return [f"def run({params}):", *lines, f"        return generic({params})"]
+
+
+def _native_call(plan: Plan, native: Any) -> Any:
+    """:meth:`Plan.run` as one call of the native launcher (``native.py``), behind the launch-hook test."""
+    ns: dict[str, Any] = {"native_run": extension().run, "PLAN": native}
+    params = ", ".join(f"i{k}" for k in range(plan.n_inputs))
+    lines = _hook_guard(plan, ns, params)
+    lines.append(f"    return native_run(PLAN, {params})")
+    exec("\n".join(lines), ns)  # noqa: S102 - generated from the recorded plan only, no user strings
+    return ns["run"]
+
+
 def _straight_line(plan: Plan) -> Any:
     """:meth:`Plan.run` of a compiled plan as one generated straight-line function (the way Triton generates
     its own argument binder): the allocations and the launchers' C calls with every constant argument bound,
@@ -246,19 +278,10 @@ def _straight_line(plan: Plan) -> Any:
     gives (``test_replay.py`` compares the two launch by launch). Launch hooks (profilers) take the generic path.
     """
     ns: dict[str, Any] = {"empty_strided": torch.empty_strided, "empty": torch.empty, "uint8": torch.uint8,
-                          "RT": knobs.runtime, "HookChain": getattr(knobs, "HookChain", None), "hooks": _hooks,
-                          "generic": plan.run_generic, "stream_of": plan.stream_of, "DEVICE": plan.device}
+                          "stream_of": plan.stream_of, "DEVICE": plan.device}
     n_in, n_out = plan.n_inputs, len(plan.outputs)
     params = ", ".join(f"i{k}" for k in range(n_in))
-    lines = [f"def run({params}):"]
-    if ns["HookChain"] is not None:  # _hooks() inlined: None or an empty HookChain (Triton 3.x's default) is no hook
-        lines += ["    enter, leave = RT.launch_enter_hook, RT.launch_exit_hook",
-                  "    if ((enter is not None and (type(enter) is not HookChain or enter.calls))",
-                  "            or (leave is not None and (type(leave) is not HookChain or leave.calls))):"]
-    else:
-        lines += ["    enter, leave = hooks()",
-                  "    if enter is not None or leave is not None:"]
-    lines.append(f"        return generic({params})")
+    lines = _hook_guard(plan, ns, params)
     for k, (shape, stride, dtype, _) in enumerate(plan.outputs):
         ns[f"S{k}"], ns[f"T{k}"], ns[f"D{k}"] = shape, stride, dtype
         lines.append(f"    o{k} = empty_strided(S{k}, T{k}, dtype=D{k}, device=DEVICE)")

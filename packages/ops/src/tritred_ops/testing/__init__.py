@@ -45,7 +45,7 @@ from .check import (
     fresh_seed,
 )
 from .compare import OFFSET_ATOL, TOLERANCES, TORCH_ERROR_SLACK, Comparison, compare, tolerance
-from .sm90 import Sm90Driver, registers
+from .sm90 import Sm90Driver, ptx_param_sizes, registers
 
 __all__ = [
     "CASES",
@@ -62,6 +62,7 @@ __all__ = [
     "check_reduction",
     "compare",
     "fresh_seed",
+    "ptx_param_sizes",
     "registers",
     "tolerance",
 ]

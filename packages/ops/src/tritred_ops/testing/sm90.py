@@ -15,6 +15,7 @@ Use it in a process without ``TRITON_INTERPRET`` (the interpreter replaces the J
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -70,3 +71,19 @@ def registers(cubin: bytes) -> int | None:
             else:  # EIFMT_NVAL / BVAL / HVAL: four bytes in all
                 p += 4
     return None
+
+
+def ptx_param_sizes(ptx: str) -> list[int]:
+    """The byte size of each parameter of the (first) kernel entry in ``ptx`` (``compiled.asm["ptx"]``), as the
+    driver lays them out: ``.param .u32 name`` is 4 bytes, ``.param .b8 name[16]`` 16. What the native launcher's
+    packing (``runtime/native.py``) must match, checked without a GPU."""
+    start = ptx.index(".entry")
+    head = ptx[ptx.index("(", start) + 1: ptx.index(")", start)]
+    sizes = []
+    for decl in filter(None, (d.strip() for d in head.split(","))):
+        array = re.search(r"\.b8\s+\w+\[(\d+)\]", decl)
+        scalar = re.search(r"\.param\s+(?:\.align\s+\d+\s+)?\.[a-z]+(\d+)", decl)
+        if array is None and scalar is None:
+            raise ValueError(f"an unknown PTX parameter declaration: {decl!r}")
+        sizes.append(int(array.group(1)) if array else int(scalar.group(1)) // 8)  # type: ignore[union-attr]
+    return sizes

@@ -1,0 +1,138 @@
+"""The native replay of compiled call plans: a plan's allocations and launches in one C++ call.
+
+Why: a replayed call of a tiny reduction is host-bound, and from Python two of its steps each cost about what
+torch's whole call costs: the outputs' allocation (``torch.empty_strided``, ~4 us) and Triton's launcher (parsing
+~30 argument objects, ~6 us; docs/performance.md, "Latency"). ``native_launcher.cpp`` does both behind one Python
+call: ``at::empty_strided`` for the outputs and the workspace, ``cuLaunchKernel`` with the recorded parameters
+and the call's pointers, on the current stream of the plan's device.
+
+How: the extension is built once per torch, Python and source version with ``torch.utils.cpp_extension.load``
+(a C++ compiler and ninja; ~10-20 s, kept in torch's extensions cache) the first time a compiled plan is saved.
+:func:`native_plan` packs each launch's non-constexpr parameters as Triton's launcher would (its ``ty_to_cpp``
+types: pointers 8 bytes, integers by width, float32 and float64 by their bits), then two null scratch pointers,
+and accepts the plan only where the driver's own parameter layout of the loaded kernel (``cuFuncGetParamInfo``)
+has exactly those sizes. Anything else (scratch memory, clusters, cooperative or PDL launches, tuple or
+descriptor arguments, half-precision scalars) replays through Triton's launcher as before.
+
+Off with ``TRITRED_NATIVE=0``. Where the extension cannot be built (no compiler, no ninja, ROCm), tritred says so
+once in a warning and replays through Triton's launcher: the same results, ~8 us more per small call.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger("tritred_ops")
+
+SOURCE = Path(__file__).with_name("native_launcher.cpp")
+_ALIGN = 8  # each parameter's offset in the packed buffer (cuLaunchKernel reads each through its own pointer)
+
+# Triton's scalar parameter types (its ``ty_to_cpp``) as struct formats; pointers are "*<dtype>".
+_FORMATS = {"i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u1": "B", "u8": "B", "u16": "H",
+            "u32": "I", "u64": "Q", "fp32": "f", "f32": "f", "fp64": "d"}
+
+
+def wanted() -> bool:
+    """Whether the native path is asked for: not turned off with ``TRITRED_NATIVE=0``, and a CUDA (not ROCm)
+    build of torch."""
+    return os.environ.get("TRITRED_NATIVE", "1") != "0" and torch.version.hip is None
+
+
+@functools.cache
+def extension() -> Any:
+    """The built extension module, or None (logged once) where it cannot be built."""
+    try:
+        from torch.utils import cpp_extension
+
+        log.info("tritred: building the native launcher from %s (once per torch version)", SOURCE)
+        return cpp_extension.load("tritred_native", [str(SOURCE)], extra_cflags=["-O2"], verbose=False)
+    except Exception as e:  # noqa: BLE001 - any build failure (compiler, ninja, headers) means the Python path
+        log.warning("tritred: the native launcher could not be built, replaying through Triton's launcher "
+                    "(~8 us more per small call): %s: %s", type(e).__name__, str(e).strip().splitlines()[-1:])
+        return None
+
+
+def pack(signature: dict[str, Any], template: list[Any], slots: dict[int, int]) -> tuple[bytes, list[int],
+                                                                                         list[tuple[int, int]],
+                                                                                         list[int]] | None:
+    """A launch's parameters as the kernel receives them: (packed bytes, each parameter's offset, the (offset,
+    pointer slot) pairs filled per call, each parameter's size), or None for a parameter this path does not
+    pack. ``signature``: the compiled kernel's Triton types by parameter (``"constexpr"`` ones are not passed),
+    ``template``: every parameter's recorded value, ``slots``: the call tensors' positions."""
+    if len(signature) != len(template):
+        return None
+    buf, offsets, patches, sizes = bytearray(), [], [], []
+
+    def put(data: bytes) -> int:
+        buf.extend(b"\0" * (-len(buf) % _ALIGN))
+        offsets.append(len(buf))
+        sizes.append(len(data))
+        buf.extend(data)
+        return offsets[-1]
+
+    for pos, (ty, value) in enumerate(zip(signature.values(), template)):
+        if not isinstance(ty, str):
+            return None  # a tuple argument
+        if ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            if pos in slots:
+                patches.append((put(bytes(8)), slots[pos]))
+            elif value is None or type(value) is int:
+                put(struct.pack("<Q", value or 0))
+            else:
+                return None
+        elif ty in _FORMATS and pos not in slots and type(value) in ((float,) if ty.startswith("f") else (bool, int)):
+            put(struct.pack("<" + _FORMATS[ty], value))
+        else:
+            return None
+    put(bytes(8))  # Triton's global scratch pointer (a plan's kernels need none: checked by the caller)
+    put(bytes(8))  # and its profile scratch pointer
+    return bytes(buf), offsets, patches, sizes
+
+
+def native_plan(plan: Any) -> Any:
+    """The extension's plan object for a compiled :class:`~.replay.Plan`, or None where the plan must replay
+    through Triton's launcher (the reasons in this module's docstring)."""
+    if not wanted() or plan.device is None or plan.device.type != "cuda":
+        return None
+    ext = extension()
+    if ext is None:
+        return None
+    launches = []
+    for launch in plan.launches:
+        c = launch.compiled
+        md = getattr(c, "metadata", None)
+        if (md is None or getattr(md, "num_ctas", 1) != 1 or getattr(md, "launch_cooperative_grid", False)
+                or getattr(md, "launch_pdl", False) or getattr(md, "global_scratch_size", 0)
+                or getattr(md, "profile_scratch_size", 0) or getattr(md, "tensordesc_meta", None)):
+            return None
+        signature = getattr(getattr(c, "src", None), "signature", None)
+        if not isinstance(signature, dict):
+            return None
+        try:
+            packed = pack(signature, launch.template, dict(launch.slots))
+        except (struct.error, OverflowError):  # a value out of its parameter type's range
+            return None
+        if packed is None:
+            return None
+        data, offsets, patches, sizes = packed
+        try:
+            if list(ext.param_sizes(c.function)) != sizes:
+                log.debug("tritred: %s's parameters are not laid out as packed; Triton's launcher runs it",
+                          getattr(launch.kernel, "__name__", launch.kernel))
+                return None
+        except RuntimeError:
+            return None
+        launches.append((c.function, launch.grid, 32 * md.num_warps, md.shared, data, offsets, patches))
+    outputs = [(shape, stride, dtype) for shape, stride, dtype, _ in plan.outputs]
+    index = plan.device.index if plan.device.index is not None else torch.cuda.current_device()
+    return ext.make_plan(index, plan.n_inputs, outputs, plan.ws_bytes, plan.zero_bytes,
+                         [offset for _, offset in plan.temps], launches)

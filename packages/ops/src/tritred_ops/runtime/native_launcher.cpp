@@ -1,0 +1,301 @@
+// tritred's native replay of a recorded call plan: the outputs' allocation and the kernels' launches in one call.
+//
+// Why: a replayed call of a tiny reduction is host-bound. From Python, the allocation (torch.empty_strided,
+// ~4 us) and Triton's launcher (argument parsing of ~30 objects, ~6 us) each cost about what torch's whole
+// softmax call costs (docs/performance.md, "Latency"). Here both are C++ calls behind one Python call.
+//
+// What it does not decide: everything (the outputs' sizes and strides, the kernels, grids and every constant
+// argument) comes from a plan the Python path recorded (tritred_ops/runtime/replay.py) and checked against the
+// driver's own parameter layout (runtime/native.py); this file only fills in the call's pointers.
+#include <Python.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <vector>
+
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+namespace {
+
+// The CUDA driver API, declared here and resolved from libcuda at run time (as Triton's launcher does): no CUDA
+// toolkit headers are needed to build this file.
+using CUresult = int;
+using CUfunction = void*;
+using CUstream = void*;
+using CUcontext = void*;
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+using MemsetFn = CUresult (*)(unsigned long long, unsigned char, size_t, CUstream);
+using ErrorStringFn = CUresult (*)(CUresult, const char**);
+using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+
+struct Driver {
+  LaunchFn launch = nullptr;
+  MemsetFn memset = nullptr;
+  ErrorStringFn error_string = nullptr;
+  ParamInfoFn param_info = nullptr;  // CUDA 12.4+ drivers
+};
+
+const Driver* driver() {
+  static Driver d = [] {
+    Driver r;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      r.launch = reinterpret_cast<LaunchFn>(dlsym(lib, "cuLaunchKernel"));
+      r.memset = reinterpret_cast<MemsetFn>(dlsym(lib, "cuMemsetD8Async"));
+      r.error_string = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cuGetErrorString"));
+      r.param_info = reinterpret_cast<ParamInfoFn>(dlsym(lib, "cuFuncGetParamInfo"));
+    }
+    return r;
+  }();
+  return d.launch != nullptr && d.memset != nullptr ? &d : nullptr;
+}
+
+constexpr size_t kMaxParamBytes = 2048;  // a launch's packed parameters (Triton's kernels: a few hundred bytes)
+constexpr size_t kMaxParams = 256;
+constexpr size_t kMaxSlots = 64;
+
+struct Output {
+  std::vector<int64_t> sizes, strides;
+  at::ScalarType dtype;
+};
+
+struct Launch {
+  CUfunction function;
+  unsigned grid[3];
+  unsigned block_x;
+  unsigned shared;
+  std::vector<unsigned char> params;  // every parameter's bytes, each at an 8-byte aligned offset
+  std::vector<uint32_t> offsets;      // where each parameter starts in params
+  std::vector<std::pair<uint32_t, uint32_t>> patches;  // (offset in params, pointer slot) filled per call
+};
+
+struct Plan {
+  c10::Device device{c10::DeviceType::CUDA, 0};
+  Py_ssize_t n_inputs = 0;
+  std::vector<Output> outputs;
+  int64_t ws_bytes = 0, zero_bytes = 0;
+  std::vector<int64_t> temp_offsets;  // the temporaries' offsets in the workspace
+  std::vector<Launch> launches;
+};
+
+const char* kCapsule = "tritred.native.Plan";
+
+void free_plan(PyObject* capsule) { delete static_cast<Plan*>(PyCapsule_GetPointer(capsule, kCapsule)); }
+
+bool check_cuda(CUresult r, const char* what) {
+  if (r == 0) return true;
+  const char* msg = nullptr;
+  if (driver()->error_string != nullptr) driver()->error_string(r, &msg);
+  PyErr_Format(PyExc_RuntimeError, "tritred native launcher: %s failed: CUDA error %d (%s)", what, r,
+               msg != nullptr ? msg : "unknown");
+  return false;
+}
+
+std::vector<int64_t> int_tuple(PyObject* seq) {
+  std::vector<int64_t> r;
+  PyObject* fast = PySequence_Fast(seq, "expected a sequence of ints");
+  if (fast == nullptr) throw python_error();
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    int64_t v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (v == -1 && PyErr_Occurred()) { Py_DECREF(fast); throw python_error(); }
+    r.push_back(v);
+  }
+  Py_DECREF(fast);
+  return r;
+}
+
+// make_plan(device_index, n_inputs, outputs, ws_bytes, zero_bytes, temp_offsets, launches) -> capsule
+//   outputs: [(sizes, strides, torch.dtype)]; launches: [(function, (gx, gy, gz), block_x, shared, params bytes,
+//   offsets, [(offset, slot)])]. Checked in Python (native.py); the bounds that guard memory are checked here.
+PyObject* make_plan(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  long long device_index, n_inputs, ws_bytes, zero_bytes;
+  PyObject *outputs, *temp_offsets, *launches;
+  if (!PyArg_ParseTuple(args, "LLOLLOO", &device_index, &n_inputs, &outputs, &ws_bytes, &zero_bytes, &temp_offsets,
+                        &launches))
+    return nullptr;
+  if (driver() == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: libcuda.so.1 not found");
+    return nullptr;
+  }
+  auto plan = std::make_unique<Plan>();
+  plan->device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
+  plan->n_inputs = n_inputs;
+  plan->ws_bytes = ws_bytes;
+  plan->zero_bytes = zero_bytes;
+  plan->temp_offsets = int_tuple(temp_offsets);
+  PyObject* outs = PySequence_Fast(outputs, "outputs");
+  if (outs == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(outs); ++i) {
+    PyObject *sizes, *strides, *dtype;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(outs, i), "OOO!", &sizes, &strides, &THPDtypeType, &dtype)) {
+      Py_DECREF(outs);
+      return nullptr;
+    }
+    plan->outputs.push_back({int_tuple(sizes), int_tuple(strides), reinterpret_cast<THPDtype*>(dtype)->scalar_type});
+  }
+  Py_DECREF(outs);
+  const size_t n_slots = plan->n_inputs + plan->outputs.size() + plan->temp_offsets.size();
+  if (n_slots > kMaxSlots) {
+    PyErr_SetString(PyExc_ValueError, "tritred native launcher: too many pointer slots");
+    return nullptr;
+  }
+  PyObject* ls = PySequence_Fast(launches, "launches");
+  if (ls == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(ls); ++i) {
+    unsigned long long function;
+    unsigned gx, gy, gz, block_x, shared;
+    Py_buffer params;
+    PyObject *offsets, *patches;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(ls, i), "K(III)IIy*OO", &function, &gx, &gy, &gz, &block_x,
+                          &shared, &params, &offsets, &patches)) {
+      Py_DECREF(ls);
+      return nullptr;
+    }
+    Launch l;
+    l.function = reinterpret_cast<CUfunction>(function);
+    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
+    l.block_x = block_x;
+    l.shared = shared;
+    l.params.assign(static_cast<unsigned char*>(params.buf), static_cast<unsigned char*>(params.buf) + params.len);
+    PyBuffer_Release(&params);
+    for (int64_t o : int_tuple(offsets)) l.offsets.push_back(static_cast<uint32_t>(o));
+    PyObject* ps = PySequence_Fast(patches, "patches");
+    if (ps == nullptr) { Py_DECREF(ls); return nullptr; }
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(ps); ++k) {
+      std::vector<int64_t> p = int_tuple(PySequence_Fast_GET_ITEM(ps, k));
+      if (p.size() != 2 || p[0] < 0 || p[0] % 8 != 0 || p[0] + 8 > static_cast<int64_t>(l.params.size()) ||
+          p[1] < 0 || p[1] >= static_cast<int64_t>(n_slots)) {
+        Py_DECREF(ps);
+        Py_DECREF(ls);
+        PyErr_SetString(PyExc_ValueError, "tritred native launcher: a pointer patch out of bounds");
+        return nullptr;
+      }
+      l.patches.emplace_back(static_cast<uint32_t>(p[0]), static_cast<uint32_t>(p[1]));
+    }
+    Py_DECREF(ps);
+    bool ok = l.params.size() <= kMaxParamBytes && l.offsets.size() <= kMaxParams;
+    for (uint32_t o : l.offsets) ok = ok && o % 8 == 0 && o < l.params.size();
+    if (!ok) {
+      Py_DECREF(ls);
+      PyErr_SetString(PyExc_ValueError, "tritred native launcher: parameters out of bounds");
+      return nullptr;
+    }
+    plan->launches.push_back(std::move(l));
+  }
+  Py_DECREF(ls);
+  return PyCapsule_New(plan.release(), kCapsule, free_plan);
+  END_HANDLE_TH_ERRORS
+}
+
+// run(plan, *inputs) -> [outputs]: allocate the outputs and the workspace, launch the plan's kernels on the
+// current stream of the plan's device with the call's pointers. The inputs are tensors or None (an absent
+// optional tensor: a null pointer), as the plan was recorded.
+PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs < 1 || !PyCapsule_CheckExact(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "run(plan, *inputs)");
+    return nullptr;
+  }
+  auto* plan = static_cast<Plan*>(PyCapsule_GetPointer(args[0], kCapsule));
+  if (plan == nullptr) return nullptr;
+  if (nargs - 1 != plan->n_inputs) {
+    PyErr_Format(PyExc_TypeError, "tritred native launcher: %zd inputs, the plan has %zd", nargs - 1,
+                 plan->n_inputs);
+    return nullptr;
+  }
+  uint64_t pointers[kMaxSlots];
+  size_t n = 0;
+  for (Py_ssize_t i = 1; i < nargs; ++i) {
+    PyObject* a = args[i];
+    if (a == Py_None) {
+      pointers[n++] = 0;
+    } else if (THPVariable_Check(a)) {
+      pointers[n++] = reinterpret_cast<uint64_t>(THPVariable_Unpack(a).data_ptr());
+    } else {
+      PyErr_SetString(PyExc_TypeError, "tritred native launcher: inputs must be tensors or None");
+      return nullptr;
+    }
+  }
+  c10::DeviceGuard guard(plan->device);  // (a no-op when the plan's device is current)
+  const auto options = at::TensorOptions().device(plan->device);
+  std::vector<at::Tensor> outs;
+  outs.reserve(plan->outputs.size());
+  for (const Output& o : plan->outputs) {
+    outs.push_back(at::empty_strided(o.sizes, o.strides, options.dtype(o.dtype)));
+    pointers[n++] = reinterpret_cast<uint64_t>(outs.back().data_ptr());
+  }
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(plan->device);
+  auto* raw_stream = static_cast<CUstream>(stream.native_handle());
+  at::Tensor ws;  // held until the launches are queued: the caching allocator orders its reuse on this stream
+  if (plan->ws_bytes > 0) {
+    ws = at::empty({plan->ws_bytes}, options.dtype(at::kByte));
+    const auto base = reinterpret_cast<uint64_t>(ws.data_ptr());
+    if (plan->zero_bytes > 0 && !check_cuda(driver()->memset(base, 0, plan->zero_bytes, raw_stream), "memset"))
+      return nullptr;
+    for (int64_t offset : plan->temp_offsets) pointers[n++] = base + offset;
+  }
+  alignas(8) unsigned char buffer[kMaxParamBytes];
+  void* params[kMaxParams];
+  for (const Launch& l : plan->launches) {
+    std::memcpy(buffer, l.params.data(), l.params.size());
+    for (const auto& [offset, slot] : l.patches) std::memcpy(buffer + offset, &pointers[slot], 8);
+    for (size_t k = 0; k < l.offsets.size(); ++k) params[k] = buffer + l.offsets[k];
+    if (!check_cuda(driver()->launch(l.function, l.grid[0], l.grid[1], l.grid[2], l.block_x, 1, 1, l.shared,
+                                     raw_stream, params, nullptr), "cuLaunchKernel"))
+      return nullptr;
+  }
+  PyObject* result = PyList_New(static_cast<Py_ssize_t>(outs.size()));
+  if (result == nullptr) return nullptr;
+  for (size_t k = 0; k < outs.size(); ++k) PyList_SET_ITEM(result, k, THPVariable_Wrap(std::move(outs[k])));
+  return result;
+  END_HANDLE_TH_ERRORS
+}
+
+
+
+// param_sizes(function) -> (size of each kernel parameter): the driver's own layout of a loaded kernel, which
+// native.py compares with the one it packed before a plan may launch through this file.
+PyObject* param_sizes(PyObject*, PyObject* arg) {
+  const unsigned long long function = PyLong_AsUnsignedLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  if (driver() == nullptr || driver()->param_info == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: the driver has no cuFuncGetParamInfo");
+    return nullptr;
+  }
+  PyObject* sizes = PyList_New(0);
+  for (size_t i = 0; i < kMaxParams + 1; ++i) {
+    size_t offset = 0, size = 0;
+    if (driver()->param_info(reinterpret_cast<CUfunction>(function), i, &offset, &size) != 0) break;  // past the end
+    PyObject* s = PyLong_FromSize_t(size);
+    PyList_Append(sizes, s);
+    Py_DECREF(s);
+  }
+  return sizes;
+}
+
+PyMethodDef methods[] = {
+    {"make_plan", make_plan, METH_VARARGS, "make_plan(device_index, n_inputs, outputs, ws_bytes, zero_bytes, "
+                                           "temp_offsets, launches) -> plan"},
+    {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(run)), METH_FASTCALL,
+     "run(plan, *inputs) -> list of outputs"},
+    {"param_sizes", param_sizes, METH_O, "param_sizes(function) -> list of the kernel parameters' sizes"},
+    {nullptr, nullptr, 0, nullptr}};
+
+#define TRITRED_STR2(x) #x
+#define TRITRED_STR(x) TRITRED_STR2(x)
+#define TRITRED_CONCAT2(a, b) a##b
+#define TRITRED_CONCAT(a, b) TRITRED_CONCAT2(a, b)
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, TRITRED_STR(TORCH_EXTENSION_NAME), nullptr, -1, methods};
+
+}  // namespace
+
+// (torch.utils.cpp_extension names the module, with a version suffix when this file changes)
+PyMODINIT_FUNC TRITRED_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() { return PyModule_Create(&module); }
