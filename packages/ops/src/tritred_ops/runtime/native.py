@@ -54,8 +54,10 @@ def extension() -> Any:
         log.info("tritred: building the native launcher from %s (once per torch version)", SOURCE)
         return cpp_extension.load("tritred_native", [str(SOURCE)], extra_cflags=["-O2"], verbose=False)
     except Exception as e:  # noqa: BLE001 - any build failure (compiler, ninja, headers) means the Python path
+        lines = str(e).strip().splitlines()
+        errors = [line.strip() for line in lines if "error" in line.lower()][:3] or lines[-1:]
         log.warning("tritred: the native launcher could not be built, replaying through Triton's launcher "
-                    "(~8 us more per small call): %s: %s", type(e).__name__, str(e).strip().splitlines()[-1:])
+                    "(~8 us more per small call): %s: %s", type(e).__name__, " | ".join(errors))
         return None
 
 
