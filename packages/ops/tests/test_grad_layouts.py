@@ -144,6 +144,19 @@ def _grad(m, fn, x: torch.Tensor, mode: str, dys: list[torch.Tensor] | None = No
     return outs, gx, dys
 
 
+def _assert_as_close_as_torch(gx: torch.Tensor, ref_gx: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """``gx`` within assert_close's tolerance of the float64 gradient ``want``, or within twice the error of torch's
+    own gradient ``ref_gx`` in the same dtype: some draws are ill-conditioned (rms_norm with a broadcast dy over a
+    4-element row of small values: rstd * (w c - x_hat mean(w c x_hat)) cancels, and torch's float32 gradient misses
+    by 1e-4 there as tritred's does; about 1 draw in 150)."""
+    try:
+        assert_close(gx, want, n=64, scale=8, what=what)
+    except AssertionError:
+        err = (gx.detach().cpu().double() - want).abs().max().item()
+        torch_err = (ref_gx.detach().cpu().double() - want).abs().max().item()
+        assert err <= 2 * torch_err, f"{what}: error {err:.3e}, more than twice torch's own ({torch_err:.3e})"
+
+
 def _strides(t: torch.Tensor) -> tuple[int, ...]:
     """The strides that place the elements: those of dims of more than one element."""
     return tuple(s for s, n in zip(t.stride(), t.shape) if n > 1)
@@ -161,7 +174,7 @@ def test_gradient_and_output_layouts_match_torch(layout, case, device):
         for o, r in zip(outs, ref_outs):
             assert _strides(o) == _strides(r), f"{what}: output strides {o.stride()}, torch's {r.stride()}"
         _, want, _ = _grad(REF, fn, _make(layout, base.double(), "cpu"), mode, dys)  # float64 values
-        assert_close(gx, want, n=64, scale=8, what=what)
+        _assert_as_close_as_torch(gx, ref_gx, want, what)
 
 
 @pytest.mark.parametrize("case", ["logsumexp-1", "logsumexp-2-3-keepdim", "mean-1", "std-3", "rms_norm-1",
@@ -177,7 +190,7 @@ def test_other_dtypes_keep_torchs_layouts(case, dtype, device):
         _, ref_gx, _ = _grad(REF, fn, _make("channels_last", base, device), mode, dys)
         assert gx.stride() == ref_gx.stride(), f"{case} {dtype} dy={mode}: {gx.stride()}, torch's {ref_gx.stride()}"
         _, want, _ = _grad(REF, fn, _make("channels_last", base.double(), "cpu"), mode, dys)
-        assert_close(gx, want, n=64, scale=8, what=f"{case} {dtype} dy={mode}")
+        _assert_as_close_as_torch(gx, ref_gx, want, f"{case} {dtype} dy={mode}")
 
 
 def test_rms_norm_backward_fake_has_the_real_layout(device):

@@ -79,42 +79,37 @@ def _native_plans() -> list:
             if isinstance(p, _replay.Plan) and "native_run" in getattr(p.run, "__globals__", {})]
 
 
-CALLS = {
-    "softmax": lambda x, w: tr.softmax(x, -1),
-    "var_mean (two outputs)": lambda x, w: tr.var_mean(x, -1),
-    "sum split (a workspace)": lambda x, w: tr.sum(x.reshape(4, -1), -1),
-    "layer_norm, no bias (a null pointer)": lambda x, w: tr.layer_norm(x, x.shape[-1:], w, None),
-    "max with indices": lambda x, w: tr.max(x, 0),
+CALLS = {  # name: (call, shape, forced launch config of amax or None)
+    "softmax": (lambda x, w: tr.softmax(x, -1), (24, 1000), None),
+    "var_mean (two outputs)": (lambda x, w: tr.var_mean(x, -1), (24, 1000), None),
+    "amax split columns (a workspace)": (lambda x, w: tr.amax(x, 0), (300, 40),
+                                         dict(strategy="split", BLOCK_N=8, BLOCK_K=16, split=3)),
+    "layer_norm, no bias (a null pointer)": (lambda x, w: tr.layer_norm(x, x.shape[-1:], w, None), (24, 1000), None),
+    "max with indices": (lambda x, w: tr.max(x, 0), (24, 1000), None),
 }
 
 
 @pytest.mark.parametrize("name", list(CALLS))
-def test_native_replays_give_tritons_launchers_bits(name, device):
+def test_native_replays_give_tritons_launchers_bits(name, force, device):
     if device != "cuda":
         pytest.skip("compiled plans only")
-    call = CALLS[name]
+    call, shape, cfg = CALLS[name]
+    if cfg is not None:
+        force("amax", **cfg)
     caches().clear()
-    shape = (64, 5000) if "split" in name else (24, 1000)
     call(randn(shape, torch.float32, device), randn(shape[-1:], torch.float32, device))
     plans = _native_plans()
     assert len(plans) == 1, "the plan did not take the native launcher"
-    inputs = _inputs(name, randn(shape, torch.float32, device, gen_seed=seed() + 1),
-                     randn(shape[-1:], torch.float32, device, gen_seed=seed() + 2))
+    x = randn(shape, torch.float32, device, gen_seed=seed() + 1)
+    inputs = (x, randn(shape[-1:], torch.float32, device, gen_seed=seed() + 2), None) if "layer_norm" in name else (x,)
     native_out, generic = plans[0].run(*inputs), plans[0].run_generic(*inputs)
     assert len(native_out) == len(generic) >= 1
     for a, b in zip(native_out, generic):
         assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype and a.device == b.device
         assert torch.equal(a, b)
+    if cfg is not None:
+        assert plans[0].ws_bytes > 0
     caches().clear()
-
-
-def _inputs(name: str, x: torch.Tensor, w: torch.Tensor) -> tuple:
-    """The plan's tensor arguments of the call ``name`` (as its launch passes them to ``plan.run``)."""
-    if name.startswith("sum"):
-        return (x.reshape(4, -1),)
-    if name.startswith("layer_norm"):
-        return (x, w, None)
-    return (x,)
 
 
 def test_native_replays_capture_in_a_cuda_graph(device):
