@@ -146,3 +146,20 @@ def test_native_replay_refuses_other_inputs(device):
     with pytest.raises(TypeError, match="inputs"):
         native.extension().run(plan.run.__globals__["PLAN"], x, x)
     caches().clear()
+
+
+def test_a_stale_build_lock_is_removed_and_a_live_one_kept(tmp_path):
+    """torch's build lock has no timeout: a lock older than any build (a process killed while building) must not
+    leave every later process waiting; a fresh one (a build in progress elsewhere) stays."""
+    import os
+    import time
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    native._clear_stale_lock(lock)
+    assert lock.exists()
+    old = time.time() - native.STALE_LOCK_SECONDS - 5
+    os.utime(lock, (old, old))
+    native._clear_stale_lock(lock)
+    assert not lock.exists()
+    native._clear_stale_lock(lock)  # (no lock: nothing to do)

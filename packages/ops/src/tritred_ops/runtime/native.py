@@ -7,7 +7,9 @@ call: ``at::empty_strided`` for the outputs and the workspace, ``cuLaunchKernel`
 and the call's pointers, on the current stream of the plan's device.
 
 How: the extension is built once per torch, Python and source version with ``torch.utils.cpp_extension.load``
-(a C++ compiler and ninja; ~10-20 s, kept in torch's extensions cache) the first time a compiled plan is saved.
+(a C++ compiler and ninja; ~15 s, kept in torch's extensions cache, ``TORCH_EXTENSIONS_DIR``) the first time a
+compiled plan is saved. A build lock older than any build (a process killed while building) is removed first:
+torch waits on it with no timeout.
 :func:`native_plan` packs each launch's non-constexpr parameters as Triton's launcher would (its ``ty_to_cpp``
 types: pointers 8 bytes, integers by width, float32 and float64 by their bits), then two null scratch pointers,
 and accepts the plan only where the driver's own parameter layout of the loaded kernel (``cuFuncGetParamInfo``)
@@ -24,6 +26,7 @@ import functools
 import logging
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +54,35 @@ def extension() -> Any:
     try:
         from torch.utils import cpp_extension
 
-        log.info("tritred: building the native launcher from %s (once per torch version)", SOURCE)
-        return cpp_extension.load("tritred_native", [str(SOURCE)], extra_cflags=["-O2"], verbose=False)
+        directory = getattr(cpp_extension, "_get_build_directory", None)  # (torch's own choice of directory)
+        build = directory("tritred_native", verbose=False) if directory is not None else None
+        if build is not None:
+            _clear_stale_lock(Path(build) / "lock")
+        log.info("tritred: loading the native launcher (built from %s on first use, ~15 s)", SOURCE)
+        return cpp_extension.load("tritred_native", [str(SOURCE)], extra_cflags=["-O2"], build_directory=build,
+                                  verbose=False)
     except Exception as e:  # noqa: BLE001 - any build failure (compiler, ninja, headers) means the Python path
         lines = str(e).strip().splitlines()
         errors = [line.strip() for line in lines if "error" in line.lower()][:3] or lines[-1:]
         log.warning("tritred: the native launcher could not be built, replaying through Triton's launcher "
                     "(~8 us more per small call): %s: %s", type(e).__name__, " | ".join(errors))
         return None
+
+
+STALE_LOCK_SECONDS = 600  # a build takes 10-60 s; a lock this old was left by a process killed while building
+
+
+def _clear_stale_lock(lock: Path) -> None:
+    """Remove the build directory's lock file when it is older than any build: torch's ``FileBaton`` waits on it
+    with no timeout, so a process killed while building (the first CUDA call interrupted) would leave every later
+    process of this torch version waiting forever."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return  # no lock: no build in progress
+    if age > STALE_LOCK_SECONDS:
+        log.warning("tritred: removing the native launcher's stale build lock %s (%.0f s old)", lock, age)
+        lock.unlink(missing_ok=True)
 
 
 def pack(signature: dict[str, Any], template: list[Any], slots: dict[int, int]) -> tuple[bytes, list[int],
