@@ -9,6 +9,7 @@ variant is checked in ``sm90_compile.py``), and ``TRITRED_NATIVE=0`` turns it of
 from __future__ import annotations
 
 import struct
+import types
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ def test_the_extension_builds_from_the_package_source(device):
     assert {"make_plan", "run", "param_sizes"} <= set(dir(ext))
     if device == "cpu" and not torch.cuda.is_available():
         try:  # a machine without a driver: the plan cannot be made, with the reason
-            ext.make_plan(0, 1, [], 0, 0, [], [])
+            ext.make_plan(0, 1, [], 0, [], [])
         except RuntimeError as e:
             assert "libcuda" in str(e)
     with pytest.raises(TypeError, match="plan"):
@@ -56,6 +57,49 @@ def test_parameters_pack_as_tritons_launcher_passes_them():
 ])
 def test_parameters_this_path_does_not_pack_go_to_tritons_launcher(sig, values):
     assert native.pack(sig, values, {}) is None
+
+
+class _Metadata:
+    num_ctas, launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = 1, False, False, 0, 0
+    num_warps, shared, tensordesc_meta = 4, 1024, None
+
+
+class _Compiled:
+    function = 1234
+    src = types.SimpleNamespace(signature={"x_ptr": "*fp32", "n": "i32", "B": "constexpr"})
+
+    def __init__(self, **metadata):
+        self.metadata = _Metadata()
+        vars(self.metadata).update(metadata)
+
+
+class _Ext:
+    def __init__(self, sizes):
+        self.sizes = sizes
+
+    def param_sizes(self, function):
+        return self.sizes
+
+
+def _fake_launch(grid=(4, 1, 1), **metadata):
+    return types.SimpleNamespace(compiled=_Compiled(**metadata), grid=grid, template=[None, 7, 16], slots=((0, 0),),
+                                 kernel="k")
+
+
+def test_a_launch_is_taken_as_packed_and_refused_otherwise():
+    ext = _Ext([8, 4, 8, 8])  # the driver's sizes: the pointer, n, the two scratch pointers
+    taken = native._launch(ext, _fake_launch())
+    assert taken is not None and taken[:4] == (1234, (4, 1, 1), 128, 1024) and taken[6] == [(0, 0)]
+    assert native._launch(_Ext([8, 4, 8]), _fake_launch()) is None  # the driver's layout differs
+    for refused in (dict(launch_pdl=True), dict(launch_cooperative_grid=True), dict(num_ctas=2),
+                    dict(global_scratch_size=64), dict(shared=native.SHARED_LIMIT + 1)):
+        assert native._launch(ext, _fake_launch(**refused)) is None, refused
+    assert native._launch(ext, _fake_launch(grid=(0, 1, 1))) is None  # an empty grid (Triton skips the launch)
+
+
+def test_plans_with_zeroed_temporaries_or_off_cuda_are_not_taken():
+    assert native.native_plan(types.SimpleNamespace(device=torch.device("cpu"), zero_bytes=0)) is None
+    assert native.native_plan(types.SimpleNamespace(device=torch.device("cuda", 0), zero_bytes=256)) is None
 
 
 def test_an_out_of_range_value_is_refused_not_wrapped():
@@ -163,3 +207,66 @@ def test_a_stale_build_lock_is_removed_and_a_live_one_kept(tmp_path):
     native._clear_stale_lock(lock)
     assert not lock.exists()
     native._clear_stale_lock(lock)  # (no lock: nothing to do)
+
+
+STUB_DRIVER = r"""
+#include <stddef.h>
+static size_t sizes[] = {8, 4, 8, 8};  /* a kernel (x_ptr, n) and Triton's two scratch pointers */
+int cuLaunchKernel(void) { return 0; }
+int cuGetErrorString(int r, const char** s) { *s = "stub"; return 0; }
+int cuFuncGetParamInfo(void* f, size_t i, size_t* off, size_t* size) {
+  if (i >= 4) return 1;
+  *off = 0; *size = sizes[i]; return 0;
+}
+int cuCtxGetCurrent(void** c) { *c = 0; return 0; }
+int cuCtxSetCurrent(void* c) { return 0; }
+int cuDeviceGet(int* d, int i) { *d = i; return 0; }
+int cuDevicePrimaryCtxRetain(void** c, int d) { *c = (void*)1; return 0; }
+"""
+
+STUB_CHECKS = r"""
+import torch
+from tritred_ops.runtime import native
+ext = native.extension()
+data, offs, patches, sizes = native.pack({"x_ptr": "*fp32", "n": "i32", "B": "constexpr"}, [None, 7, 16], {0: 0})
+assert list(ext.param_sizes(1)) == sizes == [8, 4, 8, 8]
+good = (1, (4, 1, 1), 128, 0, data, offs, patches)
+out = [((8, 4), (4, 1), torch.float32)]
+ext.make_plan(0, 1, out, 0, [], [good])
+bad = {  # each must be refused with a ValueError (no out-of-bounds pointer or parameter reaches a launch)
+    "temporaries without a workspace": (0, [0], [good]),
+    "a temporary past the workspace": (256, [256], [good]),
+    "an empty grid": (0, [], [(1, (0, 1, 1), 128, 0, data, offs, patches)]),
+    "fewer parameters than the kernel's": (0, [], [(1, (4, 1, 1), 128, 0, data, offs[:3], patches)]),
+    "parameter bytes too short": (0, [], [(1, (4, 1, 1), 128, 0, data[:20], offs, patches)]),
+    "a pointer slot out of range": (0, [], [(1, (4, 1, 1), 128, 0, data, offs, [(0, 5)])]),
+    "a misaligned pointer patch": (0, [], [(1, (4, 1, 1), 128, 0, data, offs, [(4, 0)])]),
+}
+for what, (ws, temps, launches) in bad.items():
+    try:
+        ext.make_plan(0, 1, out, ws, temps, launches)
+    except ValueError:
+        continue
+    raise AssertionError(f"accepted: {what}")
+print("ok")
+"""
+
+
+def test_the_extension_checks_plans_against_the_drivers_layout(tmp_path):
+    """make_plan (C++) against a stub driver (``libcuda.so.1`` built here, first on the library path of a child
+    process): the parameters must be as many as the driver's and of its sizes, and every offset, pointer slot and
+    grid inside its bounds, before anything can be launched."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or native.extension() is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "stub.c").write_text(STUB_DRIVER)
+    subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "stub.c"), "-o", str(tmp_path / "libcuda.so.1")],
+                   check=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", STUB_CHECKS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]

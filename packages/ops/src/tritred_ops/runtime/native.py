@@ -13,8 +13,12 @@ torch waits on it with no timeout.
 :func:`native_plan` packs each launch's non-constexpr parameters as Triton's launcher would (its ``ty_to_cpp``
 types: pointers 8 bytes, integers by width, float32 and float64 by their bits), then two null scratch pointers,
 and accepts the plan only where the driver's own parameter layout of the loaded kernel (``cuFuncGetParamInfo``)
-has exactly those sizes. Anything else (scratch memory, clusters, cooperative or PDL launches, tuple or
-descriptor arguments, half-precision scalars) replays through Triton's launcher as before.
+has exactly those sizes (the extension checks the count and bounds again). Anything else (scratch memory,
+clusters, cooperative or PDL launches, temporaries that start at zero, more than 228 KiB of shared memory, an empty
+grid, tuple or descriptor arguments, half-precision scalars, a plan recorded while another device was current)
+replays through Triton's launcher as before. Before launching, the extension makes the plan device's primary
+context current where a thread has none (as Triton's launcher does: torch binds none to a new thread whose device
+is already the current one).
 
 Off with ``TRITRED_NATIVE=0``. Where the extension cannot be built (no compiler, no ninja, ROCm), tritred says so
 once in a warning and replays through Triton's launcher: the same results, ~8 us more per small call.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import struct
 import time
 from pathlib import Path
@@ -54,13 +59,15 @@ def extension() -> Any:
     try:
         from torch.utils import cpp_extension
 
+        # One build per torch version (torch's default directory is per Python and CUDA version only: two
+        # environments would rebuild each other's, or load one built against the other's torch).
+        name = "tritred_native_" + re.sub(r"\W", "_", torch.__version__)
         directory = getattr(cpp_extension, "_get_build_directory", None)  # (torch's own choice of directory)
-        build = directory("tritred_native", verbose=False) if directory is not None else None
+        build = directory(name, verbose=False) if directory is not None else None
         if build is not None:
             _clear_stale_lock(Path(build) / "lock")
         log.info("tritred: loading the native launcher (built from %s on first use, ~15 s)", SOURCE)
-        return cpp_extension.load("tritred_native", [str(SOURCE)], extra_cflags=["-O2"], build_directory=build,
-                                  verbose=False)
+        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O2"], build_directory=build, verbose=False)
     except Exception as e:  # noqa: BLE001 - any build failure (compiler, ninja, headers) means the Python path
         lines = str(e).strip().splitlines()
         errors = [line.strip() for line in lines if "error" in line.lower()][:3] or lines[-1:]
@@ -124,41 +131,55 @@ def pack(signature: dict[str, Any], template: list[Any], slots: dict[int, int]) 
     return bytes(buf), offsets, patches, sizes
 
 
+SHARED_LIMIT = 228 * 1024  # bytes of shared memory past which Triton's launchers add a launch attribute
+
+
 def native_plan(plan: Any) -> Any:
     """The extension's plan object for a compiled :class:`~.replay.Plan`, or None where the plan must replay
-    through Triton's launcher (the reasons in this module's docstring)."""
-    if not wanted() or plan.device is None or plan.device.type != "cuda":
+    through Triton's launcher (the reasons in this module's docstring; any failure here is one of them, logged at
+    debug level)."""
+    if not wanted() or plan.device is None or plan.device.type != "cuda" or plan.zero_bytes:
+        return None  # (temporaries that start at zero: the barrier counters of cooperative plans)
+    # The kernels were loaded in the context of the device current while recording: the native launcher runs them
+    # in its plan device's context, so the two must be one.
+    if plan.device.index is None or plan.device.index != torch.cuda.current_device():
         return None
     ext = extension()
     if ext is None:
         return None
-    launches = []
-    for launch in plan.launches:
-        c = launch.compiled
-        md = getattr(c, "metadata", None)
-        if (md is None or getattr(md, "num_ctas", 1) != 1 or getattr(md, "launch_cooperative_grid", False)
-                or getattr(md, "launch_pdl", False) or getattr(md, "global_scratch_size", 0)
-                or getattr(md, "profile_scratch_size", 0) or getattr(md, "tensordesc_meta", None)):
+    try:
+        launches = [_launch(ext, launch) for launch in plan.launches]
+        if any(launch is None for launch in launches):
             return None
-        signature = getattr(getattr(c, "src", None), "signature", None)
-        if not isinstance(signature, dict):
-            return None
-        try:
-            packed = pack(signature, launch.template, dict(launch.slots))
-        except (struct.error, OverflowError):  # a value out of its parameter type's range
-            return None
-        if packed is None:
-            return None
-        data, offsets, patches, sizes = packed
-        try:
-            if list(ext.param_sizes(c.function)) != sizes:
-                log.debug("tritred: %s's parameters are not laid out as packed; Triton's launcher runs it",
-                          getattr(launch.kernel, "__name__", launch.kernel))
-                return None
-        except RuntimeError:
-            return None
-        launches.append((c.function, launch.grid, 32 * md.num_warps, md.shared, data, offsets, patches))
-    outputs = [(shape, stride, dtype) for shape, stride, dtype, _ in plan.outputs]
-    index = plan.device.index if plan.device.index is not None else torch.cuda.current_device()
-    return ext.make_plan(index, plan.n_inputs, outputs, plan.ws_bytes, plan.zero_bytes,
-                         [offset for _, offset in plan.temps], launches)
+        outputs = [(shape, stride, dtype) for shape, stride, dtype, _ in plan.outputs]
+        return ext.make_plan(plan.device.index, plan.n_inputs, outputs, plan.ws_bytes,
+                             [offset for _, offset in plan.temps], launches)
+    except Exception as e:  # noqa: BLE001 - a plan the native launcher refuses replays through Triton's launcher
+        log.debug("tritred: the native launcher refused a plan (%s: %s)", type(e).__name__, e)
+        return None
+
+
+def _launch(ext: Any, launch: Any) -> tuple[Any, ...] | None:
+    """One launch as the extension's ``make_plan`` takes it, or None where this path does not take it."""
+    c = launch.compiled
+    md = getattr(c, "metadata", None)
+    if (md is None or getattr(md, "num_ctas", 1) != 1 or getattr(md, "launch_cooperative_grid", False)
+            or getattr(md, "launch_pdl", False) or getattr(md, "global_scratch_size", 0)
+            or getattr(md, "profile_scratch_size", 0) or getattr(md, "tensordesc_meta", None)
+            or md.shared > SHARED_LIMIT or min(launch.grid) < 1):
+        return None
+    signature = getattr(getattr(c, "src", None), "signature", None)
+    if not isinstance(signature, dict):
+        return None
+    try:
+        packed = pack(signature, launch.template, dict(launch.slots))
+    except (struct.error, OverflowError):  # a value out of its parameter type's range
+        return None
+    if packed is None:
+        return None
+    data, offsets, patches, sizes = packed
+    if list(ext.param_sizes(c.function)) != sizes:
+        log.debug("tritred: %s's parameters are not laid out as packed; Triton's launcher runs it",
+                  getattr(launch.kernel, "__name__", launch.kernel))
+        return None
+    return (c.function, launch.grid, 32 * md.num_warps, md.shared, data, offsets, patches)

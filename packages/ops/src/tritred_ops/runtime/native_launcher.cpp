@@ -20,6 +20,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
 
 namespace {
 
@@ -29,17 +30,24 @@ using CUresult = int;
 using CUfunction = void*;
 using CUstream = void*;
 using CUcontext = void*;
+using CUdevice = int;
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void**, void**);
-using MemsetFn = CUresult (*)(unsigned long long, unsigned char, size_t, CUstream);
 using ErrorStringFn = CUresult (*)(CUresult, const char**);
 using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+using CtxGetCurrentFn = CUresult (*)(CUcontext*);
+using CtxSetCurrentFn = CUresult (*)(CUcontext);
+using DeviceGetFn = CUresult (*)(CUdevice*, int);
+using PrimaryCtxRetainFn = CUresult (*)(CUcontext*, CUdevice);
 
 struct Driver {
   LaunchFn launch = nullptr;
-  MemsetFn memset = nullptr;
   ErrorStringFn error_string = nullptr;
   ParamInfoFn param_info = nullptr;  // CUDA 12.4+ drivers
+  CtxGetCurrentFn ctx_get_current = nullptr;
+  CtxSetCurrentFn ctx_set_current = nullptr;
+  DeviceGetFn device_get = nullptr;
+  PrimaryCtxRetainFn primary_ctx_retain = nullptr;
 };
 
 const Driver* driver() {
@@ -48,13 +56,18 @@ const Driver* driver() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib != nullptr) {
       r.launch = reinterpret_cast<LaunchFn>(dlsym(lib, "cuLaunchKernel"));
-      r.memset = reinterpret_cast<MemsetFn>(dlsym(lib, "cuMemsetD8Async"));
       r.error_string = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cuGetErrorString"));
       r.param_info = reinterpret_cast<ParamInfoFn>(dlsym(lib, "cuFuncGetParamInfo"));
+      r.ctx_get_current = reinterpret_cast<CtxGetCurrentFn>(dlsym(lib, "cuCtxGetCurrent"));
+      r.ctx_set_current = reinterpret_cast<CtxSetCurrentFn>(dlsym(lib, "cuCtxSetCurrent"));
+      r.device_get = reinterpret_cast<DeviceGetFn>(dlsym(lib, "cuDeviceGet"));
+      r.primary_ctx_retain = reinterpret_cast<PrimaryCtxRetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
     }
     return r;
   }();
-  return d.launch != nullptr && d.memset != nullptr ? &d : nullptr;
+  const bool ok = d.launch != nullptr && d.param_info != nullptr && d.ctx_get_current != nullptr &&
+                  d.ctx_set_current != nullptr && d.device_get != nullptr && d.primary_ctx_retain != nullptr;
+  return ok ? &d : nullptr;
 }
 
 constexpr size_t kMaxParamBytes = 2048;  // a launch's packed parameters (Triton's kernels: a few hundred bytes)
@@ -80,8 +93,8 @@ struct Plan {
   c10::Device device{c10::DeviceType::CUDA, 0};
   Py_ssize_t n_inputs = 0;
   std::vector<Output> outputs;
-  int64_t ws_bytes = 0, zero_bytes = 0;
-  std::vector<int64_t> temp_offsets;  // the temporaries' offsets in the workspace
+  int64_t ws_bytes = 0;
+  std::vector<int64_t> temp_offsets;  // the temporaries' offsets in the workspace (none start at zero: native.py)
   std::vector<Launch> launches;
 };
 
@@ -98,28 +111,47 @@ bool check_cuda(CUresult r, const char* what) {
   return false;
 }
 
+// A sequence as a list or tuple (owned: released on every exit, error paths included).
+THPObjectPtr fast_sequence(PyObject* seq, const char* what) {
+  THPObjectPtr fast(PySequence_Fast(seq, what));
+  if (!fast) throw python_error();
+  return fast;
+}
+
 std::vector<int64_t> int_tuple(PyObject* seq) {
   std::vector<int64_t> r;
-  PyObject* fast = PySequence_Fast(seq, "expected a sequence of ints");
-  if (fast == nullptr) throw python_error();
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
-    int64_t v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
-    if (v == -1 && PyErr_Occurred()) { Py_DECREF(fast); throw python_error(); }
+  THPObjectPtr fast = fast_sequence(seq, "expected a sequence of ints");
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
+    int64_t v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast.get(), i));
+    if (v == -1 && PyErr_Occurred()) throw python_error();
     r.push_back(v);
   }
-  Py_DECREF(fast);
   return r;
 }
 
-// make_plan(device_index, n_inputs, outputs, ws_bytes, zero_bytes, temp_offsets, launches) -> capsule
+// Make a context current on this thread where none is (as Triton's launcher does before each launch): torch sets
+// the device of a new thread (autograd's device threads) without binding a context when it is already the current
+// device. The plan's device's primary context: the one its kernels were loaded in (native.py checks that the plan
+// was recorded with its device current).
+bool ensure_context(c10::DeviceIndex index) {
+  CUcontext current = nullptr;
+  if (!check_cuda(driver()->ctx_get_current(&current), "cuCtxGetCurrent")) return false;
+  if (current != nullptr) return true;
+  CUdevice device = 0;
+  CUcontext primary = nullptr;
+  return check_cuda(driver()->device_get(&device, index), "cuDeviceGet") &&
+         check_cuda(driver()->primary_ctx_retain(&primary, device), "cuDevicePrimaryCtxRetain") &&
+         check_cuda(driver()->ctx_set_current(primary), "cuCtxSetCurrent");
+}
+
+// make_plan(device_index, n_inputs, outputs, ws_bytes, temp_offsets, launches) -> capsule
 //   outputs: [(sizes, strides, torch.dtype)]; launches: [(function, (gx, gy, gz), block_x, shared, params bytes,
 //   offsets, [(offset, slot)])]. Checked in Python (native.py); the bounds that guard memory are checked here.
 PyObject* make_plan(PyObject*, PyObject* args) {
   HANDLE_TH_ERRORS
-  long long device_index, n_inputs, ws_bytes, zero_bytes;
+  long long device_index, n_inputs, ws_bytes;
   PyObject *outputs, *temp_offsets, *launches;
-  if (!PyArg_ParseTuple(args, "LLOLLOO", &device_index, &n_inputs, &outputs, &ws_bytes, &zero_bytes, &temp_offsets,
-                        &launches))
+  if (!PyArg_ParseTuple(args, "LLOLOO", &device_index, &n_inputs, &outputs, &ws_bytes, &temp_offsets, &launches))
     return nullptr;
   if (driver() == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: libcuda.so.1 not found");
@@ -129,36 +161,34 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   plan->device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   plan->n_inputs = n_inputs;
   plan->ws_bytes = ws_bytes;
-  plan->zero_bytes = zero_bytes;
   plan->temp_offsets = int_tuple(temp_offsets);
-  PyObject* outs = PySequence_Fast(outputs, "outputs");
-  if (outs == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(outs); ++i) {
+  bool ok = n_inputs >= 0 && ws_bytes >= 0 && (plan->temp_offsets.empty() || ws_bytes > 0);
+  for (int64_t o : plan->temp_offsets) ok = ok && o >= 0 && o < ws_bytes;
+  if (!ok) {
+    PyErr_SetString(PyExc_ValueError, "tritred native launcher: temporaries outside the workspace");
+    return nullptr;
+  }
+  THPObjectPtr outs = fast_sequence(outputs, "outputs");
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(outs.get()); ++i) {
     PyObject *sizes, *strides, *dtype;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(outs, i), "OOO!", &sizes, &strides, &THPDtypeType, &dtype)) {
-      Py_DECREF(outs);
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(outs.get(), i), "OOO!", &sizes, &strides, &THPDtypeType, &dtype))
       return nullptr;
-    }
     plan->outputs.push_back({int_tuple(sizes), int_tuple(strides), reinterpret_cast<THPDtype*>(dtype)->scalar_type});
   }
-  Py_DECREF(outs);
   const size_t n_slots = plan->n_inputs + plan->outputs.size() + plan->temp_offsets.size();
   if (n_slots > kMaxSlots) {
     PyErr_SetString(PyExc_ValueError, "tritred native launcher: too many pointer slots");
     return nullptr;
   }
-  PyObject* ls = PySequence_Fast(launches, "launches");
-  if (ls == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(ls); ++i) {
+  THPObjectPtr ls = fast_sequence(launches, "launches");
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(ls.get()); ++i) {
     unsigned long long function;
     unsigned gx, gy, gz, block_x, shared;
     Py_buffer params;
     PyObject *offsets, *patches;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(ls, i), "K(III)IIy*OO", &function, &gx, &gy, &gz, &block_x,
-                          &shared, &params, &offsets, &patches)) {
-      Py_DECREF(ls);
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(ls.get(), i), "K(III)IIy*OO", &function, &gx, &gy, &gz,
+                          &block_x, &shared, &params, &offsets, &patches))
       return nullptr;
-    }
     Launch l;
     l.function = reinterpret_cast<CUfunction>(function);
     l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
@@ -166,31 +196,30 @@ PyObject* make_plan(PyObject*, PyObject* args) {
     l.shared = shared;
     l.params.assign(static_cast<unsigned char*>(params.buf), static_cast<unsigned char*>(params.buf) + params.len);
     PyBuffer_Release(&params);
-    for (int64_t o : int_tuple(offsets)) l.offsets.push_back(static_cast<uint32_t>(o));
-    PyObject* ps = PySequence_Fast(patches, "patches");
-    if (ps == nullptr) { Py_DECREF(ls); return nullptr; }
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(ps); ++k) {
-      std::vector<int64_t> p = int_tuple(PySequence_Fast_GET_ITEM(ps, k));
-      if (p.size() != 2 || p[0] < 0 || p[0] % 8 != 0 || p[0] + 8 > static_cast<int64_t>(l.params.size()) ||
-          p[1] < 0 || p[1] >= static_cast<int64_t>(n_slots)) {
-        Py_DECREF(ps);
-        Py_DECREF(ls);
-        PyErr_SetString(PyExc_ValueError, "tritred native launcher: a pointer patch out of bounds");
-        return nullptr;
-      }
-      l.patches.emplace_back(static_cast<uint32_t>(p[0]), static_cast<uint32_t>(p[1]));
+    // (the packed parameters must match the kernel's: as many, each of the driver's size, inside the bytes)
+    std::vector<int64_t> offsets_in = int_tuple(offsets);
+    ok = gx > 0 && gy > 0 && gz > 0 && l.params.size() <= kMaxParamBytes && offsets_in.size() <= kMaxParams;
+    for (size_t k = 0; ok && k < offsets_in.size(); ++k) {
+      size_t driver_offset = 0, size = 0;
+      ok = driver()->param_info(l.function, k, &driver_offset, &size) == 0 && offsets_in[k] >= 0 &&
+           offsets_in[k] % 8 == 0 && offsets_in[k] + static_cast<int64_t>(size) <= static_cast<int64_t>(l.params.size());
+      l.offsets.push_back(static_cast<uint32_t>(offsets_in[k]));
     }
-    Py_DECREF(ps);
-    bool ok = l.params.size() <= kMaxParamBytes && l.offsets.size() <= kMaxParams;
-    for (uint32_t o : l.offsets) ok = ok && o % 8 == 0 && o < l.params.size();
+    size_t past_offset = 0, past_size = 0;  // no parameter past the packed ones
+    ok = ok && driver()->param_info(l.function, offsets_in.size(), &past_offset, &past_size) != 0;
+    THPObjectPtr ps = fast_sequence(patches, "patches");
+    for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(ps.get()); ++k) {
+      std::vector<int64_t> p = int_tuple(PySequence_Fast_GET_ITEM(ps.get(), k));
+      ok = p.size() == 2 && p[0] >= 0 && p[0] % 8 == 0 && p[0] + 8 <= static_cast<int64_t>(l.params.size()) &&
+           p[1] >= 0 && p[1] < static_cast<int64_t>(n_slots);
+      if (ok) l.patches.emplace_back(static_cast<uint32_t>(p[0]), static_cast<uint32_t>(p[1]));
+    }
     if (!ok) {
-      Py_DECREF(ls);
-      PyErr_SetString(PyExc_ValueError, "tritred native launcher: parameters out of bounds");
+      PyErr_SetString(PyExc_ValueError, "tritred native launcher: a launch's grid or parameters out of bounds");
       return nullptr;
     }
     plan->launches.push_back(std::move(l));
   }
-  Py_DECREF(ls);
   return PyCapsule_New(plan.release(), kCapsule, free_plan);
   END_HANDLE_TH_ERRORS
 }
@@ -225,6 +254,7 @@ PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     }
   }
   c10::DeviceGuard guard(plan->device);  // (a no-op when the plan's device is current)
+  if (!ensure_context(plan->device.index())) return nullptr;
   const auto options = at::TensorOptions().device(plan->device);
   std::vector<at::Tensor> outs;
   outs.reserve(plan->outputs.size());
@@ -238,8 +268,6 @@ PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (plan->ws_bytes > 0) {
     ws = at::empty({plan->ws_bytes}, options.dtype(at::kByte));
     const auto base = reinterpret_cast<uint64_t>(ws.data_ptr());
-    if (plan->zero_bytes > 0 && !check_cuda(driver()->memset(base, 0, plan->zero_bytes, raw_stream), "memset"))
-      return nullptr;
     for (int64_t offset : plan->temp_offsets) pointers[n++] = base + offset;
   }
   alignas(8) unsigned char buffer[kMaxParamBytes];
@@ -282,8 +310,8 @@ PyObject* param_sizes(PyObject*, PyObject* arg) {
 }
 
 PyMethodDef methods[] = {
-    {"make_plan", make_plan, METH_VARARGS, "make_plan(device_index, n_inputs, outputs, ws_bytes, zero_bytes, "
-                                           "temp_offsets, launches) -> plan"},
+    {"make_plan", make_plan, METH_VARARGS, "make_plan(device_index, n_inputs, outputs, ws_bytes, temp_offsets, "
+                                           "launches) -> plan"},
     {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(run)), METH_FASTCALL,
      "run(plan, *inputs) -> list of outputs"},
     {"param_sizes", param_sizes, METH_O, "param_sizes(function) -> list of the kernel parameters' sizes"},
