@@ -49,6 +49,40 @@ def test_measure_latency_times_tritred_and_eager(device: str, tmp_path: Any) -> 
     assert "µs per call" in text and "sum dim=-1 4x8 float32" in text and "ratio" in text
 
 
+def test_graphs_time_compiled_calls_of_both_sides(device: str, tmp_path: Any) -> None:
+    """--graphs: each side compiled (CUDA graph replays with reduce-overhead on a GPU; ``aot_eager`` here, which
+    traces tritred's registered ops), checked against eager's compiled call first, and said so in the report."""
+    if device == "cuda":
+        pytest.skip("the CPU variant of the machinery (the GPU run is the benchmark itself)")
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    counted: list[int] = []
+    real = torch.compile
+
+    def compile_counted(fn: Any, **kwargs: Any) -> Any:
+        counted.append(1)
+        assert kwargs == {"backend": "aot_eager"}
+        return real(fn, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "compile", compile_counted)
+        report = measure_latency(TINY[:2], device=device, graphs=True, backend="aot_eager",
+                                 **COUNTS)  # type: ignore[arg-type]
+    assert len(counted) == 4  # (both sides of both cases)
+    for r in report.results:
+        assert r.message == "" and r.tritred_us and r.eager_us, (r.case.label, r.message)
+    assert report.graphs and "reduce-overhead" in report.method
+    data = json.loads(write_latency_json(report, tmp_path / "lat.json").read_text())
+    assert data["meta"]["graphs"] is True
+
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    print_latency(report, console=console)
+    assert "CUDA graph replays" in console.export_text()
+
+
 def test_per_call_us_divides_by_the_calls_and_keeps_the_warm_up_out() -> None:
     calls: list[int] = []
 

@@ -22,6 +22,26 @@ def test_bench_latency(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert all(c["tritred_us"] > 0 and c["eager_us"] > 0 for c in data["cases"])
     # only tritred and eager: no peers, no CSV or plot
     assert cli("bench", "--latency", "--suite", str(suite), "--peers", "compile").exit_code == 2
+    assert cli("bench", "--graphs", "--suite", str(suite)).exit_code == 2  # (graph replays of the latency mode)
+
+
+def test_bench_latency_graphs_reach_the_measurement(cli: Callable[..., Any], tmp_path: Path,
+                                                    monkeypatch: Any) -> None:
+    import tritred_bench.latency as latency
+
+    seen: dict[str, Any] = {}
+
+    def measure(cases: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return latency.LatencyReport(device="x", backend="cpu", rounds=1, batches=1, calls=1, warmup=1,
+                                     graphs=kwargs["graphs"])
+
+    monkeypatch.setattr(latency, "measure_latency", measure)
+    suite = tmp_path / "tiny.json"
+    suite.write_text(json.dumps([{"op": "sum", "shape": [4, 8], "dim": -1, "dtype": "float32"}]))
+    r = cli("bench", "--latency", "--graphs", "--suite", str(suite))
+    assert r.exit_code == 0, r.output
+    assert seen["graphs"] is True and "CUDA graph replays" in r.output
 
 
 def test_bench_accuracy(cli: Callable[..., Any], tmp_path: Path) -> None:

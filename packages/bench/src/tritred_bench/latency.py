@@ -7,6 +7,11 @@ bound and the last kernels are counted). tritred and eager are measured in alter
 each side's median over the rounds is kept: the host's speed drifts over a run, the ratio of medians much less.
 Compare ratios within a run; times move with the host machine.
 
+With ``graphs=True`` (``tritred bench --latency --graphs``) each side is ``torch.compile(fn, mode="reduce-overhead")``
+instead: on CUDA every timed call is a CUDA graph replay (``torch.compiler.cudagraph_mark_step_begin()`` before
+each), so what is compared is the replayed graphs, tritred's registered ops against torch's, with no host path in
+either. Goal: tritred's graph no slower than torch's.
+
 Under the CPU interpreter the counts are tiny (one round, a couple of calls): the machinery runs and a test can
 check it, the numbers mean nothing.
 
@@ -80,19 +85,22 @@ class LatencyReport:
     results: list[LatencyResult] = field(default_factory=list)
     started: str = ""
     versions: dict[str, str | None] = field(default_factory=dict)
+    graphs: bool = False
 
     @property
     def method(self) -> str:
         """How the times were taken, in words."""
-        return (f"wall time per call: {self.warmup} warm-up calls, then {self.batches} batches of {self.calls} calls "
-                f"(synchronized after each batch), median per call; tritred and eager alternated over "
+        what = ("each side torch.compile(mode='reduce-overhead'): CUDA graph replays; " if self.graphs else "")
+        return (f"{what}wall time per call: {self.warmup} warm-up calls, then {self.batches} batches of {self.calls} "
+                f"calls (synchronized after each batch), median per call; tritred and eager alternated over "
                 f"{self.rounds} rounds, median of the rounds")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (:func:`write_latency_json`)."""
         return {"meta": {"kind": "latency", "device": self.device, "backend": self.backend, "rounds": self.rounds,
                          "batches": self.batches, "calls": self.calls, "warmup": self.warmup,
-                         "method": self.method, "started": self.started, "versions": self.versions},
+                         "method": self.method, "started": self.started, "versions": self.versions,
+                         "graphs": self.graphs},
                 "cases": [r.to_dict() for r in self.results]}
 
 
@@ -130,11 +138,12 @@ def interleaved_us(ours: Callable[[], Any], eager: Callable[[], Any], device: to
 def measure_latency(cases: Sequence[Case], device: str | None = None, quick: bool = False,
                     registry: Registry | None = None, seed: int = 0, rounds: int | None = None,
                     batches: int | None = None, calls: int | None = None,
-                    warmup: int | None = None) -> LatencyReport:
+                    warmup: int | None = None, graphs: bool = False, backend: str | None = None) -> LatencyReport:
     """Measure each case's per-call time for tritred and torch eager (see the module's docstring).
 
     Each case is checked against eager first (a wrong or failing call is reported, not timed). ``rounds``,
-    ``batches``, ``calls`` and ``warmup`` override :data:`LATENCY_COUNTS`.
+    ``batches``, ``calls`` and ``warmup`` override :data:`LATENCY_COUNTS`. ``graphs``: both sides compiled with
+    ``mode="reduce-overhead"`` (CUDA graphs), or with ``backend`` where given (``"aot_eager"``: the CPU tests).
     """
     dev = select_device(device)
     reg = registry or get_registry()
@@ -151,7 +160,7 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
     report = LatencyReport(device=device_name(dev), backend=dev.type, rounds=counts[0], batches=counts[1],
                            calls=counts[2], warmup=counts[3],
                            started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                           versions=versions)
+                           versions=versions, graphs=graphs)
     tritred, eager = get_provider("tritred"), get_provider("eager")
     for i, case in enumerate(cases):
         result = LatencyResult(case)
@@ -165,7 +174,7 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
                 fn = prov.prepare(rec, case, a, k)
                 if fn is None:
                     raise RuntimeError(f"{prov.name} does not offer {case.op}")
-                fns.append(fn)
+                fns.append(_graphed(fn, backend) if graphs else fn)
             ours, ref = fns[0](), fns[1]()
             sync(dev)
             wrong = check_output(ours, ref, rec, args, kwargs)
@@ -177,6 +186,18 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
         except Exception as e:
             result.message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
     return report
+
+
+def _graphed(fn: Callable[[], Any], backend: str | None) -> Callable[[], Any]:
+    """``fn`` compiled for CUDA graph replays (``mode="reduce-overhead"``; ``backend`` instead where given), each
+    call a new step: the outputs of the last replay are not kept, so the graph replays without copying them out."""
+    compiled = torch.compile(fn, backend=backend) if backend else torch.compile(fn, mode="reduce-overhead")
+    mark = torch.compiler.cudagraph_mark_step_begin
+
+    def call() -> Any:
+        mark()
+        return compiled()
+    return call
 
 
 def _us(v: float | None) -> str:
@@ -192,7 +213,8 @@ def print_latency(report: LatencyReport, console: Any = None) -> None:
     if console is None:
         console = Console()
     note = " (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""
-    table = Table(title=f"tritred latency on {report.device}: µs per call{note}")
+    what = "CUDA graph replays (reduce-overhead)" if report.graphs else "µs per call"
+    table = Table(title=f"tritred latency on {report.device}: {what}{note}")
     table.add_column("case", no_wrap=True)
     for col in ("tritred µs", "eager µs", "ratio"):
         table.add_column(col, justify="right", no_wrap=True)

@@ -7,6 +7,7 @@
     tritred bench --quick --json out.json                 # the quick suite, tritred and eager
     tritred bench --suite training --pass both --memory   # training steps, peak memory
     tritred bench --latency                               # the latency suite: tritred vs eager, µs per call
+    tritred bench --latency --graphs                      # the same as CUDA graph replays (reduce-overhead)
     tritred bench --accuracy --suite random --seed 7      # errors against float64: tritred vs eager
     tritred bench --report a.json --report b.json --markdown table.md --plot peers.png
 """
@@ -60,6 +61,8 @@ def bench_cmd(
     rep: Annotated[int | None, typer.Option("--rep", help="do_bench rep in ms (CUDA) / calls (CPU).")] = None,
     latency: Annotated[bool, typer.Option("--latency", help="Time tiny calls one at a time against torch eager "
                                           "(µs per call; suite `latency` unless --suite).")] = False,
+    graphs: Annotated[bool, typer.Option("--graphs", help="With --latency: each side torch.compile(mode="
+                                         "'reduce-overhead'), timing CUDA graph replays.")] = False,
     accuracy: Annotated[bool, typer.Option("--accuracy", help="Measure each case's relative error against float64, "
                                            "tritred and torch eager, on plain inputs and inputs far from zero "
                                            "(no timing).")] = False,
@@ -133,6 +136,8 @@ def bench_cmd(
     cases = tb.filter_cases(cases, ops=list(ops or []) or None, dtypes=dtypes or None)
     if not cases:
         raise UsageError(f"no case of suite {suite!r} matches ops={ops or 'all'} dtypes={dtype or 'all'}")
+    if graphs and not latency:
+        raise UsageError("--graphs times CUDA graph replays of the latency mode: it needs --latency")
     if accuracy:
         if latency or pass_ != "forward" or memory or peers or csv_out or plot_out:
             raise UsageError("--accuracy compares the forward's errors of tritred and torch eager and writes --json "
@@ -149,7 +154,7 @@ def bench_cmd(
         if not on_cuda:
             make_console().print("[yellow]no CUDA: running under the Triton interpreter on CPU (times are not "
                              "meaningful)[/]", markup=True)
-        status = run_latency(cases, "cuda" if on_cuda else "cpu", quick, seed, json_out, make_console())
+        status = run_latency(cases, "cuda" if on_cuda else "cpu", quick, seed, json_out, make_console(), graphs)
         if status:
             raise typer.Exit(status)
         return
@@ -197,12 +202,13 @@ def _save_so_far(path: Path, report: Any, total: int) -> None:
     tb.write_json(report, path)
 
 
-def run_latency(cases: list[Any], device: str, quick: bool, seed: int, json_out: Path | None, console: Any) -> int:
-    """Measure and print the latency of ``cases``; write JSON when asked. Returns the exit status (1: a case
-    failed its correctness check or did not run)."""
+def run_latency(cases: list[Any], device: str, quick: bool, seed: int, json_out: Path | None, console: Any,
+                graphs: bool = False) -> int:
+    """Measure and print the latency of ``cases`` (``graphs``: as CUDA graph replays); write JSON when asked.
+    Returns the exit status (1: a case failed its correctness check or did not run)."""
     from tritred_bench.latency import measure_latency, print_latency, write_latency_json
 
-    report = measure_latency(cases, device=device, quick=quick, seed=seed)
+    report = measure_latency(cases, device=device, quick=quick, seed=seed, graphs=graphs)
     print_latency(report, console=console)
     if json_out is not None:
         console.print(f"wrote {write_latency_json(report, json_out)}")
