@@ -46,15 +46,16 @@ def test_a_failed_build_warns_with_the_compilers_error_and_falls_back(monkeypatc
     from torch.utils import cpp_extension
 
     def broken(*args, **kwargs):
-        raise RuntimeError("Error building extension 'tritred_native'\nlauncher.cpp:1:1: error: boom\n"
+        raise RuntimeError("Error building extension 'tritred_native'\n[1/2] c++ -MMD -c launcher.cpp\n"
+                           "FAILED: [code=127] launcher.o\n/bin/sh: 1: c++: not found\n"
                            "ninja: build stopped: subcommand failed.")
 
     native.extension.cache_clear()
     monkeypatch.setattr(cpp_extension, "load", broken)
     try:
-        with caplog.at_level("WARNING", logger="tritred_ops"):
+        with caplog.at_level("WARNING", logger="tritred"):
             assert native.extension() is None
-        assert "error: boom" in caplog.text and "Triton's launcher" in caplog.text
+        assert "c++: not found" in caplog.text and "FAILED" in caplog.text and "Triton's launcher" in caplog.text
         plan = types.SimpleNamespace(device=torch.device("cuda", 0), zero_bytes=0)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         assert native.native_plan(plan) is None  # (no extension: every plan replays through Triton's launcher)

@@ -24,6 +24,7 @@ check it, the numbers mean nothing.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import platform
@@ -90,7 +91,9 @@ class LatencyReport:
     @property
     def method(self) -> str:
         """How the times were taken, in words."""
-        what = ("each side torch.compile(mode='reduce-overhead'): CUDA graph replays; " if self.graphs else "")
+        what = "" if not self.graphs else (
+            "each side torch.compile(mode='reduce-overhead'): CUDA graph replays; " if self.backend == "cuda" else
+            "each side compiled (reduce-overhead: CUDA graphs on a GPU only); ")
         return (f"{what}wall time per call: {self.warmup} warm-up calls, then {self.batches} batches of {self.calls} "
                 f"calls (synchronized after each batch), median per call; tritred and eager alternated over "
                 f"{self.rounds} rounds, median of the rounds")
@@ -165,6 +168,8 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
     for i, case in enumerate(cases):
         result = LatencyResult(case)
         report.results.append(result)
+        if graphs:  # every case's functions compile afresh: they share one code object (the providers' closures),
+            torch._dynamo.reset()  # whose recompile limit would otherwise leave the later cases uncompiled
         try:
             rec = reg.get(case.op)
             args, kwargs = build_inputs(rec, case, dev, seed + i)
@@ -175,14 +180,17 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
                 if fn is None:
                     raise RuntimeError(f"{prov.name} does not offer {case.op}")
                 fns.append(_graphed(fn, backend) if graphs else fn)
-            ours, ref = fns[0](), fns[1]()
+            with one_cpu_thread(dev):  # (the thread count the timing runs with: a compiled call guards on it)
+                ours, ref = fns[0](), fns[1]()
             sync(dev)
             wrong = check_output(ours, ref, rec, args, kwargs)
             del ours, ref
             if wrong:
                 result.message = f"wrong result: {wrong}"
                 continue
-            result.tritred_us, result.eager_us = interleaved_us(fns[0], fns[1], dev, *counts)
+            # (compiled: a recompile while timing would time something else; it fails the case instead)
+            with torch._dynamo.config.patch(error_on_recompile=True) if graphs else contextlib.nullcontext():
+                result.tritred_us, result.eager_us = interleaved_us(fns[0], fns[1], dev, *counts)
         except Exception as e:
             result.message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
     return report
@@ -213,7 +221,8 @@ def print_latency(report: LatencyReport, console: Any = None) -> None:
     if console is None:
         console = Console()
     note = " (interpreter on CPU: not a speed figure)" if report.backend != "cuda" else ""
-    what = "CUDA graph replays (reduce-overhead)" if report.graphs else "µs per call"
+    what = ("µs per call" if not report.graphs else "CUDA graph replays (reduce-overhead), µs per call"
+            if report.backend == "cuda" else "compiled calls, µs per call")
     table = Table(title=f"tritred latency on {report.device}: {what}{note}")
     table.add_column("case", no_wrap=True)
     for col in ("tritred µs", "eager µs", "ratio"):
