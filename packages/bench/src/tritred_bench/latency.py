@@ -9,8 +9,10 @@ Compare ratios within a run; times move with the host machine.
 
 With ``graphs=True`` (``tritred bench --latency --graphs``) each side is ``torch.compile(fn, mode="reduce-overhead")``
 instead: on CUDA every timed call is a CUDA graph replay (``torch.compiler.cudagraph_mark_step_begin()`` before
-each), so what is compared is the replayed graphs, tritred's registered ops against torch's, with no host path in
-either. Goal: tritred's graph no slower than torch's.
+each; the inputs marked static, so no replay copies them), so what is compared is the replayed graphs: tritred's
+registered ops (opaque to Inductor) against the same function of torch's ops as Inductor compiles them, with no host
+path in either. Goal: tritred's graph no slower. (A case that mutates an input, batch_norm training's running
+statistics, is compiled but not graphed: Inductor's cudagraphs skip mutated inputs.)
 
 Under the CPU interpreter the counts are tiny (one round, a couple of calls): the machinery runs and a test can
 check it, the numbers mean nothing.
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from tritred_core import Registry, get_registry
 
 from .checks import check_output
@@ -176,12 +179,19 @@ def measure_latency(cases: Sequence[Case], device: str | None = None, quick: boo
             fns = []
             for prov in (tritred, eager):
                 a, k = clone_inputs(args), clone_inputs(kwargs)
+                if graphs:  # the graphs read the inputs where they are (not copied into the graph's own per replay)
+                    for t in pytree.tree_leaves((a, k)):
+                        if isinstance(t, torch.Tensor):
+                            torch._dynamo.mark_static_address(t)
                 fn = prov.prepare(rec, case, a, k)
                 if fn is None:
                     raise RuntimeError(f"{prov.name} does not offer {case.op}")
                 fns.append(_graphed(fn, backend) if graphs else fn)
             with one_cpu_thread(dev):  # (the thread count the timing runs with: a compiled call guards on it)
-                ours, ref = fns[0](), fns[1]()
+                ours = fns[0]()
+                if graphs:  # (the next call's new cudagraph step frees this one's outputs)
+                    ours = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, ours)
+                ref = fns[1]()
             sync(dev)
             wrong = check_output(ours, ref, rec, args, kwargs)
             del ours, ref
