@@ -187,13 +187,20 @@ def test_native_replays_give_tritons_launchers_bits(name, force, device):
     caches().clear()
 
 
-def test_native_replays_capture_in_a_cuda_graph(device):
+def _recorded_softmax(shape: tuple[int, ...], device: str) -> tuple[torch.Tensor, _replay.Plan]:
+    """(an input, the native plan its softmax over rows just recorded); CUDA only (compiled plans)."""
     if device != "cuda":
-        pytest.skip("CUDA graphs")
+        pytest.skip("compiled plans only")
     caches().clear()
-    x = randn((32, 777), torch.float32, device)
+    x = randn(shape, torch.float32, device)
     tr.softmax(x, -1)
-    assert _native_plans()
+    plans = _native_plans()
+    assert plans, "the plan did not take the native launcher"
+    return x, plans[0]
+
+
+def test_native_replays_capture_in_a_cuda_graph(device):
+    x, _ = _recorded_softmax((32, 777), device)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -210,12 +217,7 @@ def test_native_replays_capture_in_a_cuda_graph(device):
 
 
 def test_native_replay_refuses_other_inputs(device):
-    if device != "cuda":
-        pytest.skip("compiled plans only")
-    caches().clear()
-    x = randn((8, 300), torch.float32, device)
-    tr.softmax(x, -1)
-    plan = _native_plans()[0]
+    x, plan = _recorded_softmax((8, 300), device)
     with pytest.raises(TypeError, match="tensors or None"):
         native.extension().run(plan.run.__globals__["PLAN"], 3)
     with pytest.raises(TypeError, match="inputs"):

@@ -102,6 +102,14 @@ const char* kCapsule = "tritred.native.Plan";
 
 void free_plan(PyObject* capsule) { delete static_cast<Plan*>(PyCapsule_GetPointer(capsule, kCapsule)); }
 
+// Whether libcuda was found with every entry point this file calls (else a RuntimeError is set).
+bool usable_driver() {
+  if (driver() != nullptr) return true;
+  PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: no libcuda.so.1 with cuLaunchKernel, "
+                                      "cuFuncGetParamInfo (CUDA 12.4+) and the context calls");
+  return false;
+}
+
 bool check_cuda(CUresult r, const char* what) {
   if (r == 0) return true;
   const char* msg = nullptr;
@@ -153,10 +161,7 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   PyObject *outputs, *temp_offsets, *launches;
   if (!PyArg_ParseTuple(args, "LLOLOO", &device_index, &n_inputs, &outputs, &ws_bytes, &temp_offsets, &launches))
     return nullptr;
-  if (driver() == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: libcuda.so.1 not found");
-    return nullptr;
-  }
+  if (!usable_driver()) return nullptr;
   auto plan = std::make_unique<Plan>();
   plan->device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   plan->n_inputs = n_inputs;
@@ -287,17 +292,12 @@ PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-
-
 // param_sizes(function) -> (size of each kernel parameter): the driver's own layout of a loaded kernel, which
 // native.py compares with the one it packed before a plan may launch through this file.
 PyObject* param_sizes(PyObject*, PyObject* arg) {
   const unsigned long long function = PyLong_AsUnsignedLongLong(arg);
   if (PyErr_Occurred()) return nullptr;
-  if (driver() == nullptr || driver()->param_info == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "tritred native launcher: the driver has no cuFuncGetParamInfo");
-    return nullptr;
-  }
+  if (!usable_driver()) return nullptr;
   PyObject* sizes = PyList_New(0);
   for (size_t i = 0; i < kMaxParams + 1; ++i) {
     size_t offset = 0, size = 0;
