@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 import tritred_ops as tr
-from ops_helpers import randn, seed
+from ops_helpers import assert_close, randn, seed
 from tritred_ops.runtime import native
 from tritred_ops.runtime import replay as _replay
 from tritred_ops.runtime.caches import caches
@@ -304,3 +304,84 @@ def test_the_extension_checks_plans_against_the_drivers_layout(tmp_path):
     env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
     done = subprocess.run([sys.executable, "-c", STUB_CHECKS], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
+
+
+def _native_replay():
+    if not _compiler():
+        pytest.skip("no C++ compiler here: the native launcher cannot be built")
+    ext = native.extension()
+    assert ext is not None
+    return ext.replay
+
+
+def test_the_native_key_separates_what_find_plan_separates():
+    """The C++ key (native_launcher.cpp, make_key) of a call: equal for an equal call, different wherever a plan
+    could differ (argument types, sequence types, shape, strides, dtype, alignment, the default dtype, an absent
+    tensor), never equal to a find_plan key, and NotImplemented (find_plan keys the call) for what it does not read."""
+    from triton import knobs
+
+    replay, plain = _native_replay(), _replay._PLAIN
+
+    def key(args, *tensors):
+        found = replay({}, knobs.runtime, plain, "op", args, *tensors)
+        return found if found is NotImplemented else found[1]
+
+    x = randn((6, 10), torch.float32, "cpu")
+    base = key((1, None), x)
+    assert key((1, None), x.clone()) == base and hash(key((1, None), x.clone())) == hash(base)
+    others = [key((1.0, None), x), key((True, None), x), key((2, None), x), key((1, torch.float32), x),
+              key(((1,), None), x), key(([1], None), x), key((torch.Size([1]), None), x), key(((1.0,), None), x),
+              key((1, None), x.t()), key((1, None), randn((10, 6), torch.float32, "cpu")),
+              key((1, None), x.double()), key((1, None), x.view(-1)[1:60]),
+              key((1, None), randn((6, 10), torch.float32, "cpu")[:, :9]), key((1, None), x, None),
+              key((1, None), x, x)]
+    assert len({base, *others}) == len(others) + 1, "two different calls share a key"
+    flat = randn((100,), torch.float32, "cpu")
+    assert key((1, None), flat[4:63]) == key((1, None), flat[8:67]) != key((1, None), flat[1:60])  # 16-byte alignment
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert key((1, None), x) != base
+    finally:
+        torch.set_default_dtype(previous)
+    _, python_key = _replay.find_plan("op", (1, None), x)
+    assert python_key != base and len(base) == 5 and len(python_key) >= 10
+
+    class Sub(torch.Tensor):
+        pass
+    import numpy as np
+
+    for args, tensors in [((1,), (x.as_subclass(Sub),)), ((1,), (torch._neg_view(x),)), ((np.int64(1),), (x,)),
+                          (([1, torch.tensor(1)],), (x,)), ((object(),), (x,)), ([1], (x,)), ((1,), (3,)),
+                          ((1,), (x.to_sparse(),))]:
+        assert key(args, *tensors) is NotImplemented, (args, tensors)
+
+
+def test_native_replay_runs_a_found_plan_and_its_hooks(monkeypatch, device):
+    """With the extension loaded, a repeated call is keyed, found and run in one C++ call: the plan's native form
+    directly (its Python ``run`` is not called), or its ``run`` where a launch hook (a profiler) is installed, or
+    where the plan has no native form (the interpreter; Triton's launcher)."""
+    fast = _native_replay()
+    caches().clear()
+    caches().native_replay = fast
+    x = randn((8, 300), torch.float32, device)
+    tr.softmax(x, -1)
+    (key, plan), = caches().plans.items()
+    assert len(key) == 5, "the call was not keyed by the native launcher"
+    calls: list[int] = []
+    run = plan.run
+
+    def counted(*inputs):  # noqa: ANN002, ANN202
+        calls.append(1)
+        return run(*inputs)
+    plan.run = counted
+    y = randn((8, 300), torch.float32, device, gen_seed=seed() + 1)
+    assert_close(tr.softmax(y, -1), torch.softmax(y.double().cpu(), -1), n=300, scale=4, what="replayed")
+    assert calls == ([] if plan.native is not None else [1])
+    if plan.native is not None:
+        from triton import knobs
+
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", lambda metadata: None)
+        assert_close(tr.softmax(y, -1), torch.softmax(y.double().cpu(), -1), n=300, scale=4, what="hooked")
+        assert calls == [1], "a launch hook must see the launch: the plan's run, not its native form"
+    caches().clear()

@@ -17,15 +17,36 @@ from tritred_ops.runtime import replay as _replay
 from tritred_ops.runtime.caches import caches
 
 
+@pytest.fixture(autouse=True, params=["find_plan", "native"])
+def key_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Every case twice: calls keyed by :func:`find_plan` (Python), and by the native launcher's ``replay`` (C++,
+    which also runs the plan it finds) where the extension builds (a C++ compiler: CI has one)."""
+    from tritred_ops.runtime import native
+
+    original = native.loaded_replay
+    fast = None
+    if request.param == "native":
+        ext = native.extension()
+        if ext is None:
+            pytest.skip("the native launcher cannot be built here")
+        fast = ext.replay
+    monkeypatch.setattr(native, "loaded_replay", lambda: fast)  # (the caches made during the test: plugins)
+    monkeypatch.setattr(_replay, "loaded_replay", lambda: fast)
+    caches().native_replay = fast
+    yield request.param
+    caches().native_replay = original()
+
+
 @pytest.fixture
 def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts Plan.run calls (``run`` is set per plan: the generated function or ``run_generic``)."""
+    """Counts Plan.run calls (``run`` is set per plan: the generated function or ``run_generic``; the native
+    launcher's ``replay`` then calls it too: a plan's native form is dropped, which it would run directly)."""
     calls: list[int] = []
     real_init = _replay.Plan.__init__
 
     def init(self, *args):  # noqa: ANN001, ANN002, ANN202
         real_init(self, *args)
-        run = self.run
+        run, self.native = self.run, None
 
         def counted(*inputs):  # noqa: ANN002, ANN202
             calls.append(1)

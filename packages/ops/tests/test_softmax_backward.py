@@ -208,8 +208,8 @@ def test_poisoned_outputs_replayed_plans_and_determinism(branch, force, device):
             runs.append(bwd.softmax_backward_call(tr.families.softmax.SPECS[name], mode, dy, y, dim, torch.float32))
         assert not runs[0].isnan().any()
         assert all(torch.equal(runs[0], r) for r in runs[1:])
-        plan, _ = replay.find_plan(f"{name}_backward", (dim, torch.float32), y, dy)
-        assert plan is not None  # (the second and third runs replayed it)
+        saved, _ = replay.replay_plan(f"{name}_backward", (dim, torch.float32), y, dy)
+        assert saved is not None  # (the second and third runs replayed it)
         _check(name, runs[0], x, dim, dy, what=f"{name} {branch} poisoned")
 
 

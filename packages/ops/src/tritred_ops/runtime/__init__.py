@@ -94,7 +94,7 @@ from .launch import (
     split_plan,
     split_row_chunks,
 )
-from .replay import Plan, Recorder, find_plan, tensor_key
+from .replay import Plan, Recorder, find_plan, replay_plan, tensor_key
 from .view import (
     View,
     canonical_view,
@@ -167,6 +167,7 @@ __all__ = [
     "prod",
     "programs_per_sm",
     "reduced_shape",
+    "replay_plan",
     "resident_programs",
     "row_align",
     "row_align_out",

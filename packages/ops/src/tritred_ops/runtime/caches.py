@@ -77,9 +77,14 @@ class Caches:
       entry is never taken for another kernel's);
     - ``tuning``: the tuning file's path -> its entries;
     - ``accepts``: an argument form -> whether the installed torch accepts it (:func:`torch_accepts`).
+
+    ``native_replay`` is the native launcher's ``replay`` (the key, the lookup in ``plans`` and the replay of a
+    repeated call in one C++ call: :func:`~.replay.replay`) once the extension is loaded, else None.
     """
 
-    __slots__ = ("accepts", "configs", "devices", "launch_configs", "occupancy", "plans", "tuning", "views")
+    __slots__ = ("accepts", "configs", "devices", "launch_configs", "native_replay", "occupancy", "plans", "tuning",
+                 "views")
+    MAPS = ("accepts", "configs", "devices", "launch_configs", "occupancy", "plans", "tuning", "views")
 
     def __init__(self) -> None:
         limits = LIMITS
@@ -91,10 +96,13 @@ class Caches:
         self.occupancy: Bounded[tuple[Any, str], int] = Bounded(limits["occupancy"])
         self.tuning: Bounded[str, dict[str, Any]] = Bounded(limits["tuning"])
         self.accepts: Bounded[str, bool] = Bounded(limits["accepts"])
+        from .native import loaded_replay  # (torch and the extension: not imported with this module)
+
+        self.native_replay: Callable[..., Any] | None = loaded_replay()
 
     def clear(self) -> None:
         """Empty every map (after ``tritred tune`` stores a config: the next decision reads it)."""
-        for name in self.__slots__:
+        for name in self.MAPS:
             getattr(self, name).clear()
 
 

@@ -79,6 +79,14 @@ def extension() -> Any:
         return None
 
 
+def loaded_replay() -> Any:
+    """The extension's ``replay`` when the extension is wanted and already loaded (never builds it), else None."""
+    if not wanted() or extension.cache_info().currsize == 0:
+        return None
+    ext = extension()
+    return getattr(ext, "replay", None)
+
+
 STALE_LOCK_SECONDS = 600  # a build takes 10-60 s; a lock this old was left by a process killed while building
 
 

@@ -17,7 +17,10 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/Size.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/object_ptr.h>
@@ -229,26 +232,19 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
-// run(plan, *inputs) -> [outputs]: allocate the outputs and the workspace, launch the plan's kernels on the
-// current stream of the plan's device with the call's pointers. The inputs are tensors or None (an absent
-// optional tensor: a null pointer), as the plan was recorded.
-PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs < 1 || !PyCapsule_CheckExact(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "run(plan, *inputs)");
-    return nullptr;
-  }
-  auto* plan = static_cast<Plan*>(PyCapsule_GetPointer(args[0], kCapsule));
-  if (plan == nullptr) return nullptr;
-  if (nargs - 1 != plan->n_inputs) {
-    PyErr_Format(PyExc_TypeError, "tritred native launcher: %zd inputs, the plan has %zd", nargs - 1,
+// The plan's outputs for the call's inputs (tensors or None: an absent optional tensor, a null pointer, as the
+// plan was recorded): allocate the outputs and the workspace, launch the plan's kernels on the current stream of
+// the plan's device with the call's pointers.
+PyObject* run_plan(const Plan* plan, PyObject* const* inputs, Py_ssize_t n_inputs) {
+  if (n_inputs != plan->n_inputs) {
+    PyErr_Format(PyExc_TypeError, "tritred native launcher: %zd inputs, the plan has %zd", n_inputs,
                  plan->n_inputs);
     return nullptr;
   }
   uint64_t pointers[kMaxSlots];
   size_t n = 0;
-  for (Py_ssize_t i = 1; i < nargs; ++i) {
-    PyObject* a = args[i];
+  for (Py_ssize_t i = 0; i < n_inputs; ++i) {
+    PyObject* a = inputs[i];
     if (a == Py_None) {
       pointers[n++] = 0;
     } else if (THPVariable_Check(a)) {
@@ -289,6 +285,167 @@ PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (result == nullptr) return nullptr;
   for (size_t k = 0; k < outs.size(); ++k) PyList_SET_ITEM(result, k, THPVariable_Wrap(std::move(outs[k])));
   return result;
+}
+
+// run(plan, *inputs) -> [outputs]: run_plan from Python (a plan replayed through replay.py's generated code).
+PyObject* run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs < 1 || !PyCapsule_CheckExact(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "run(plan, *inputs)");
+    return nullptr;
+  }
+  auto* plan = static_cast<Plan*>(PyCapsule_GetPointer(args[0], kCapsule));
+  if (plan == nullptr) return nullptr;
+  return run_plan(plan, args + 1, nargs - 1);
+  END_HANDLE_TH_ERRORS
+}
+
+// -- the plan key of a repeated call -------------------------------------------------------------------------------
+//
+// Why: computing a call's key in Python (replay.find_plan: shape, strides, dtype, device and alignment of each tensor
+// as Python objects, then hashing them) costs about 1 us, a sixth of a tiny call. Here the same facts are packed
+// into one bytes object. The key's form differs from find_plan's (a 5-tuple, find_plan's have 10 or more elements:
+// the two never compare equal), so the plans of both live in one map; a call is keyed here whenever it can be, else
+// (a tensor subclass, a negative-bit view, a tensor without storage, an argument that is not a plain scalar or a
+// sequence of them) by find_plan, which also raises find_plan's errors.
+
+// Appends `a`'s signature to `sig` (-1 for None); false for an argument this key does not take.
+bool tensor_signature(PyObject* a, std::vector<int64_t>& sig) {
+  if (a == Py_None) {
+    sig.push_back(-1);
+    return true;
+  }
+  if (!THPVariable_CheckExact(a)) return false;  // (a subclass may report other sizes: find_plan asks it)
+  const at::Tensor& t = THPVariable_Unpack(a);
+  if (t.layout() != at::kStrided || t.is_neg() || !t.has_storage()) return false;
+  int64_t misalignment = 0;
+  try {
+    misalignment = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16);
+  } catch (const c10::Error&) {
+    return false;
+  }
+  const int64_t ndim = t.dim();
+  sig.push_back(ndim);
+  for (int64_t d = 0; d < ndim; ++d) sig.push_back(t.sizes()[d]);
+  for (int64_t d = 0; d < ndim; ++d) sig.push_back(t.strides()[d]);
+  sig.push_back(static_cast<int64_t>(t.scalar_type()));
+  sig.push_back(static_cast<int64_t>(t.device().type()));
+  sig.push_back(t.device().index());
+  sig.push_back(misalignment);
+  return true;
+}
+
+// `a` as the key holds it: a plain scalar (its type in `plain`) as is; a tuple, list or torch.Size of plain scalars as
+// (type, element types, tuple); nullptr with no error set for anything else.
+PyObject* key_argument(PyObject* plain, PyObject* a) {
+  const int is_plain = PySet_Contains(plain, reinterpret_cast<PyObject*>(Py_TYPE(a)));
+  if (is_plain < 0) return nullptr;
+  if (is_plain) {
+    Py_INCREF(a);
+    return a;
+  }
+  if (!PyTuple_CheckExact(a) && !PyList_CheckExact(a) && Py_TYPE(a) != &THPSizeType) return nullptr;
+  THPObjectPtr items(PySequence_Tuple(a));
+  if (!items) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+  THPObjectPtr types(PyTuple_New(n));
+  if (!types) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(PyTuple_GET_ITEM(items.get(), i)));
+    const int ok = PySet_Contains(plain, type);
+    if (ok <= 0) return nullptr;
+    Py_INCREF(type);
+    PyTuple_SET_ITEM(types.get(), i, type);
+  }
+  return PyTuple_Pack(3, reinterpret_cast<PyObject*>(Py_TYPE(a)), types.get(), items.get());
+}
+
+// The key of op(args, *tensors): (op, the arguments' types, the arguments, the tensors' types, their signatures and
+// the default dtype as bytes). Py_NotImplemented (a new reference) where find_plan must key the call.
+PyObject* make_key(PyObject* plain, PyObject* op, PyObject* args, PyObject* const* tensors, Py_ssize_t n) {
+  if (!PyTuple_CheckExact(args) || !PyAnySet_Check(plain)) Py_RETURN_NOTIMPLEMENTED;
+  const Py_ssize_t na = PyTuple_GET_SIZE(args);
+  THPObjectPtr types(PyTuple_New(na)), values(PyTuple_New(na)), tensor_types(PyTuple_New(n));
+  if (!types || !values || !tensor_types) return nullptr;
+  for (Py_ssize_t i = 0; i < na; ++i) {
+    PyObject* a = PyTuple_GET_ITEM(args, i);
+    PyObject* value = key_argument(plain, a);
+    if (value == nullptr) {
+      if (PyErr_Occurred()) return nullptr;
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyTuple_SET_ITEM(values.get(), i, value);
+    Py_INCREF(Py_TYPE(a));
+    PyTuple_SET_ITEM(types.get(), i, reinterpret_cast<PyObject*>(Py_TYPE(a)));
+  }
+  // (the default dtype is the result dtype of some calls: logsumexp of integers)
+  std::vector<int64_t> sig{static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype()))};
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!tensor_signature(tensors[i], sig)) Py_RETURN_NOTIMPLEMENTED;
+    Py_INCREF(Py_TYPE(tensors[i]));
+    PyTuple_SET_ITEM(tensor_types.get(), i, reinterpret_cast<PyObject*>(Py_TYPE(tensors[i])));
+  }
+  THPObjectPtr bytes(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(sig.data()),
+                                               static_cast<Py_ssize_t>(sig.size() * sizeof(int64_t))));
+  if (!bytes) return nullptr;
+  return PyTuple_Pack(5, op, types.get(), values.get(), tensor_types.get(), bytes.get());
+}
+
+// Whether a Triton launch hook (a profiler) is installed: `runtime` is triton.knobs.runtime; an empty HookChain
+// (Triton 3.x's default) is no hook, as replay._hooks() reads it. -1 on error.
+int hooked(PyObject* runtime) {
+  for (const char* name : {"launch_enter_hook", "launch_exit_hook"}) {
+    THPObjectPtr hook(PyObject_GetAttrString(runtime, name));
+    if (!hook) return -1;
+    if (hook.get() == Py_None) continue;
+    THPObjectPtr calls(PyObject_GetAttrString(hook.get(), "calls"));
+    if (!calls) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+      return 1;
+    }
+    const int active = PyObject_IsTrue(calls.get());
+    if (active != 0) return active;
+  }
+  return 0;
+}
+
+// replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) when `plans` holds the call's plan (run
+// here: natively where the plan has a native form and no launch hook is installed, else through its `run`), else
+// (None, key); NotImplemented where find_plan must key the call (make_key).
+PyObject* replay(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs < 5 || !PyDict_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "replay(plans, runtime, plain, op, args, *tensors)");
+    return nullptr;
+  }
+  PyObject* const* tensors = args + 5;
+  const Py_ssize_t n = nargs - 5;
+  THPObjectPtr key(make_key(args[2], args[3], args[4], tensors, n));
+  if (!key || key.get() == Py_NotImplemented) return key.release();
+  PyObject* plan = PyDict_GetItemWithError(args[0], key.get());  // (borrowed)
+  if (plan == nullptr) {
+    if (PyErr_Occurred()) return nullptr;
+    return PyTuple_Pack(2, Py_None, key.get());
+  }
+  Py_INCREF(plan);
+  THPObjectPtr held(plan);  // (a plan evicted by a nested call stays alive while it runs)
+  THPObjectPtr native(PyObject_GetAttrString(plan, "native"));
+  if (!native) return nullptr;
+  THPObjectPtr outputs;
+  const int hook = PyCapsule_CheckExact(native.get()) ? hooked(args[1]) : 1;
+  if (hook < 0) return nullptr;
+  if (hook == 0) {
+    auto* p = static_cast<Plan*>(PyCapsule_GetPointer(native.get(), kCapsule));
+    if (p == nullptr) return nullptr;
+    outputs = run_plan(p, tensors, n);
+  } else {
+    THPObjectPtr run(PyObject_GetAttrString(plan, "run"));
+    if (!run) return nullptr;
+    outputs = PyObject_Vectorcall(run.get(), tensors, static_cast<size_t>(n), nullptr);
+  }
+  if (!outputs) return nullptr;
+  return PyTuple_Pack(2, outputs.get(), Py_None);
   END_HANDLE_TH_ERRORS
 }
 
@@ -314,6 +471,8 @@ PyMethodDef methods[] = {
                                            "launches) -> plan"},
     {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(run)), METH_FASTCALL,
      "run(plan, *inputs) -> list of outputs"},
+    {"replay", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(replay)), METH_FASTCALL,
+     "replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) | (None, key) | NotImplemented"},
     {"param_sizes", param_sizes, METH_O, "param_sizes(function) -> list of the kernel parameters' sizes"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -33,7 +33,7 @@ from tritred_core import get_registry
 
 from .caches import OWNER, Caches, caches
 from .checks import Unset
-from .native import extension, native_plan
+from .native import extension, loaded_replay, native_plan
 from .trace import Launch, active
 
 
@@ -98,6 +98,26 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
                 "is_grads_batched=True) are not supported: the kernels read the tensors' memory, which a "
                 "transform's wrapped tensors do not have") from e
         raise
+
+
+def replay_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[list[torch.Tensor] | None, Hashable]:
+    """(the saved plan's outputs for this call, None) when a plan is saved under the call's key, else (None, the
+    call's key, or None when the call has none): :func:`find_plan` and :meth:`Plan.run` in one step, the tensor
+    arguments (``x`` and ``tensors``) being the plan's inputs in order.
+
+    Once the native launcher is loaded, its ``replay`` keys the call and runs the plan in one C++ call (~1 us less
+    than keying in Python); a call it does not key (tensor subclasses, negative-bit views, tensors without storage,
+    arguments other than plain scalars and sequences of them) takes :func:`find_plan`. The two keys never compare
+    equal (native_launcher.cpp), so a call is always found under the key it was saved with.
+    """
+    state = get_registry().state(OWNER, Caches)
+    fast = state.native_replay
+    if fast is not None:
+        found = fast(state.plans, knobs.runtime, _PLAIN, op, args, x, *tensors)
+        if found is not NotImplemented:
+            return found  # type: ignore[no-any-return]
+    plan, key = find_plan(op, args, x, *tensors)
+    return (plan.run(x, *tensors) if plan is not None else None), key
 
 
 def _hooks() -> tuple[Any, Any]:
@@ -199,8 +219,8 @@ class Plan:
     one workspace allocation, each at a fixed, 256-byte aligned offset.
     """
 
-    __slots__ = ("compiled", "device", "fast", "launches", "n_inputs", "outputs", "run", "stream_of", "temps",
-                 "ws_bytes", "zero_bytes")
+    __slots__ = ("compiled", "device", "fast", "launches", "n_inputs", "native", "outputs", "run", "stream_of",
+                 "temps", "ws_bytes", "zero_bytes")
 
     def __init__(self, n_inputs: int, outputs: list[Alloc], temps: list[tuple[Alloc, int]], ws_bytes: int,
                  launches: list[_Launch], zero_bytes: int = 0) -> None:
@@ -213,7 +233,7 @@ class Plan:
         # run(*inputs): allocate the outputs (and the workspace), launch the kernels; returns the outputs. The
         # generated function itself when there is one (one Python call less per replay): the native launcher's
         # call where it takes the plan (native.py), else Triton's launchers' C calls in straight-line Python.
-        native = native_plan(self) if self.compiled else None
+        native = self.native = native_plan(self) if self.compiled else None  # (native.replay runs it directly)
         if native is not None:
             self.fast = _native_call(self, native)
         elif self.compiled and all(x.c_entry for x in launches):
@@ -443,7 +463,10 @@ class Recorder:
                     for kernel, compiled, grid, args, kwargs, slots in self.launches]
         outputs_allocs = [self.allocs[s - self.n_inputs] for s in out_slots]  # type: ignore[operator]
         plan = Plan(self.n_inputs, outputs_allocs, temps, ws_bytes, launches, zero_bytes)
-        caches().plans.put(key, plan)
+        state = caches()
+        state.plans.put(key, plan)
+        if plan.native is not None and state.native_replay is None:  # (the extension is loaded from now on)
+            state.native_replay = loaded_replay()
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

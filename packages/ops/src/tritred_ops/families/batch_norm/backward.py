@@ -41,7 +41,7 @@ from tritred_core import ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .backward_kernels import _dx_kernel, _sums_kernel
 from .launch import _bsc, _decide, _groups, _nchw_hint, _out_format, _spatial_order, _tiles_per_program
 from .rules import finish_block, merge_inline
@@ -72,9 +72,9 @@ def batch_norm_backward_call(spec: ReductionSpec, grad_out: torch.Tensor, input:
     """
     op = "batch_norm_backward"
     mask = tuple(bool(m) for m in output_mask)
-    plan, key = find_plan(op, (training, eps, mask, bias_dtype), grad_out, input, weight, mean, var)
-    if plan is not None:
-        outs = iter(plan.run(grad_out, input, weight, mean, var))
+    saved, key = replay_plan(op, (training, eps, mask, bias_dtype), grad_out, input, weight, mean, var)
+    if saved is not None:
+        outs = iter(saved)
         return tuple(next(outs) if m else None for m in mask)  # type: ignore[return-value]
     return _backward(spec, key, grad_out, input, weight, mean, var, training, eps, mask, bias_dtype)
 
@@ -232,9 +232,9 @@ def batch_norm_backward_sums_call(spec: ReductionSpec, grad_out: torch.Tensor, i
     channel's partials once in a fixed order, a dependent launch on sm_90+.
     """
     op = "batch_norm_backward"
-    plan, key = find_plan("batch_norm_backward_sums", (), grad_out, input, mean, invstd)
-    if plan is not None:
-        return plan.run(grad_out, input, mean, invstd)[0]
+    saved, key = replay_plan("batch_norm_backward_sums", (), grad_out, input, mean, invstd)
+    if saved is not None:
+        return saved[0]
     grad_out, input = _check_pieces(op, grad_out, input, mean=mean, invstd=invstd)
     Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
     if input.numel() == 0:
@@ -279,9 +279,9 @@ def batch_norm_backward_dx_call(spec: ReductionSpec, grad_out: torch.Tensor, inp
         dx of the input's shape and dtype, in batch_norm's output memory format.
     """
     op = "batch_norm_backward"
-    plan, key = find_plan("batch_norm_backward_dx", (), grad_out, input, weight, mean, invstd, coef)
-    if plan is not None:
-        return plan.run(grad_out, input, weight, mean, invstd, coef)[0]
+    saved, key = replay_plan("batch_norm_backward_dx", (), grad_out, input, weight, mean, invstd, coef)
+    if saved is not None:
+        return saved[0]
     grad_out, input = _check_pieces(op, grad_out, input, weight=weight, mean=mean, invstd=invstd)
     Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
     if coef.shape != (2, Ch) or not coef.is_contiguous() or coef.dtype != acc:

@@ -18,7 +18,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .kernels import _apply_kernel, _stats_kernel
 from .rules import finish_block, merge_inline
 from .sync_kernels import _moments_kernel
@@ -249,10 +249,10 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
                     running_var: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None,
                     training: bool, momentum: float, eps: float) -> torch.Tensor:
     """The host path of batch_norm (see the package's docstring): y, the running statistics updated in place."""
-    plan, key = find_plan("batch_norm", (training, momentum, eps, _cudnn_key()), input, running_mean, running_var,
+    saved, key = replay_plan("batch_norm", (training, momentum, eps, _cudnn_key()), input, running_mean, running_var,
                           weight, bias)
-    if plan is not None:
-        return plan.run(input, running_mean, running_var, weight, bias)[0]
+    if saved is not None:
+        return saved[0]
     return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, False,
                     False)[0]
 
@@ -271,9 +271,9 @@ def batch_norm_stats_call(spec: ReductionSpec, input: torch.Tensor, running_mean
     (:func:`out_empty`; the aten overrides of its ops).
     """
     args = (training, momentum, eps, True, functional, native, _cudnn_key())
-    plan, key = find_plan("batch_norm", args, input, running_mean, running_var, weight, bias)
-    if plan is not None:
-        return _unpack(plan.run(input, running_mean, running_var, weight, bias), training,
+    saved, key = replay_plan("batch_norm", args, input, running_mean, running_var, weight, bias)
+    if saved is not None:
+        return _unpack(saved, training,
                        functional and running_mean is not None)
     return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, True,
                     functional, native)
@@ -470,9 +470,9 @@ def batch_norm_moments_call(spec: ReductionSpec, input: torch.Tensor) -> torch.T
         ValueError: fewer than 2 dims. NotImplementedError: non-floating input. RuntimeError: not runnable here.
     """
     op = "batch_norm"
-    plan, key = find_plan("batch_norm_moments", (), input)
-    if plan is not None:
-        return plan.run(input)[0]
+    saved, key = replay_plan("batch_norm_moments", (), input)
+    if saved is not None:
+        return saved[0]
     input = _check_local(op, input)
     Ch, dev, acc = input.shape[1], input.device, acc_dtype(input.dtype)
     if input.numel() == 0:
@@ -508,9 +508,9 @@ def batch_norm_normalize_call(spec: ReductionSpec, input: torch.Tensor, mean: to
         device; statistics not in the input's accumulation dtype.
     """
     op = "batch_norm"
-    plan, key = find_plan("batch_norm_normalize", (), input, mean, invstd, weight, bias)
-    if plan is not None:
-        return plan.run(input, mean, invstd, weight, bias)[0]
+    saved, key = replay_plan("batch_norm_normalize", (), input, mean, invstd, weight, bias)
+    if saved is not None:
+        return saved[0]
     input = _check_local(op, input, ("mean", mean), ("invstd", invstd), ("weight", weight), ("bias", bias))
     acc = acc_dtype(input.dtype)
     if mean.dtype != acc or invstd.dtype != acc:

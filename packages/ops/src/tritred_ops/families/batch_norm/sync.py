@@ -24,7 +24,7 @@ import torch
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .backward import batch_norm_backward_dx_call, batch_norm_backward_sums_call
 from .launch import batch_norm_moments_call, batch_norm_normalize_call
 from .rules import merge_ranks_block
@@ -68,10 +68,10 @@ def merge_ranks_call(gathered: torch.Tensor, running_mean: torch.Tensor | None, 
             if t.numel() != Ch:
                 raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
     rt.check_same_device(op, gathered, running_mean=running_mean, running_var=running_var)
-    plan, key = find_plan("batch_norm_merge_ranks", (float(momentum), float(eps)), gathered, running_mean,
+    saved, key = replay_plan("batch_norm_merge_ranks", (float(momentum), float(eps)), gathered, running_mean,
                           running_var)
-    if plan is not None:
-        return plan.run(gathered, running_mean, running_var)[0]
+    if saved is not None:
+        return saved[0]
     rt.check_runnable(op, gathered)
     dev = gathered.device
     rec = Recorder(gathered, running_mean, running_var)

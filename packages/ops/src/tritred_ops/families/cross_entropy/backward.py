@@ -27,7 +27,7 @@ from tritred_core import ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .checks import NAME
 from .kernels import _rows, narrow
 from .launch import _with_class_dim
@@ -71,9 +71,9 @@ def scale(spec: ReductionSpec, grad: torch.Tensor, grad_output: torch.Tensor, ta
     """``grad`` (the forward's formed gradient, the logits' shape) times ``grad_output`` per row, in place
     (returns ``grad``) or into a new buffer of ``grad``'s layout. ``target``: the class indices (their ignored
     rows are left as formed), None for probability targets."""
-    plan, key = find_plan(f"{NAME}_backward", (ignore_index, inplace), grad, grad_output, target)
-    if plan is not None:
-        outs = plan.run(grad, grad_output, target)
+    saved, key = replay_plan(f"{NAME}_backward", (ignore_index, inplace), grad, grad_output, target)
+    if saved is not None:
+        outs = saved
         return grad if inplace else outs[0]
     rec = Recorder(grad, grad_output, target)
     y = grad if inplace else rec.adopt(torch.empty_like(grad))

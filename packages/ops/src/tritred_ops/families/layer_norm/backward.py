@@ -17,7 +17,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, tl_dtype
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .backward_kernels import _norm_backward_kernel, _partials_sum_kernel
 from .rules import partials_sum_tile
 
@@ -93,10 +93,10 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     need_db = bool(output_mask[2]) and bias is not None and not rms
     ns = tuple(int(s) for s in normalized_shape)
     # (the key's arguments flat, all ints and bools: a key of plain scalars is built without typing each element)
-    plan, key = find_plan(f"{op}_backward", (len(ns), *ns, need_dx, need_dw, need_db), grad_out, input, mean, rstd,
+    saved, key = replay_plan(f"{op}_backward", (len(ns), *ns, need_dx, need_dw, need_db), grad_out, input, mean, rstd,
                           weight, bias)
-    if plan is not None:
-        outs = iter(plan.run(grad_out, input, mean, rstd, weight, bias))
+    if saved is not None:
+        outs = iter(saved)
         return tuple(next(outs) if need else None for need in (need_dx, need_dw, need_db))  # type: ignore[return-value]
     D = len(ns)
     if tuple(grad_out.shape) != tuple(input.shape):

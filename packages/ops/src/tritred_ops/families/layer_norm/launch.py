@@ -14,7 +14,7 @@ from tritred_core import ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .kernels import _layer_norm_kernel, _shift_affine_kernel, _split_rows_kernel
 
 
@@ -86,9 +86,9 @@ def layer_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: 
     """The host path of layer_norm: (output, mean, rstd; None without ``store_stats``). mean and rstd: float32
     (float64 for float64 inputs), shaped like the leading dims."""
     op = "layer_norm"
-    plan, key = find_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
-    if plan is not None:
-        outs = plan.run(input, weight, bias)
+    saved, key = replay_plan(op, (normalized_shape, eps, store_stats), input, weight, bias)
+    if saved is not None:
+        outs = saved
         return (outs[0], outs[1], outs[2]) if store_stats else (outs[0], None, None)
     input = rt.check_tensor(op, "input", input)
     normalized_shape = check_args(op, input, normalized_shape, weight, bias)

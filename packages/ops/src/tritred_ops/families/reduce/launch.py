@@ -22,7 +22,7 @@ from ... import runtime as rt
 from ...kernels.combine import MAX, MIN, PROD
 from ...kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import UNSET, Recorder, Unset, find_plan
+from ...runtime import UNSET, Recorder, Unset, replay_plan
 from .arg_kernels import _arg_cols_kernel, _arg_rows_kernel
 from .kernels import _cols_kernel, _rows_kernel
 
@@ -121,9 +121,9 @@ def reduce_call(spec: ReductionSpec, op: int, x: torch.Tensor, dim: int | Sequen
                 dtype: torch.dtype | None) -> torch.Tensor:
     """The host path of sum, mean, prod, amax, amin (and max/min without dim): op code ``op`` over ``dim``."""
     name = spec.name
-    plan, key = find_plan(name, (dim, keepdim, dtype), x)
-    if plan is not None:
-        return plan.run(x)[0]
+    saved, key = replay_plan(name, (dim, keepdim, dtype), x)
+    if saved is not None:
+        return saved[0]
     x = rt.check_tensor(name, "input", x)
     rt.dim_list(name, dim)  # (its TypeError: torch's argument parser's, before any check of the values)
     rt.check_supported(name, x, allow_integers=True)  # mean: integer inputs need dtype= (checked below)
@@ -191,9 +191,9 @@ def check_arg_form(name: str, dim: object, keepdim: object) -> None:
 def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
     """The host path of max and min: with ``dim``, (values, indices); without, the full reduction."""
     name = spec.name
-    plan, key = find_plan(name, (dim, keepdim), x)
-    if plan is not None:
-        return _values_indices(name, *plan.run(x))
+    saved, key = replay_plan(name, (dim, keepdim), x)
+    if saved is not None:
+        return _values_indices(name, *saved)
     x = rt.check_tensor(name, "input", x)
     check_arg_form(name, dim, keepdim)
     rt.check_supported(name, x, allow_integers=True)

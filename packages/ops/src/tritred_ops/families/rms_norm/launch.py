@@ -18,7 +18,7 @@ from tritred_core import ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .kernels import _rms_norm_kernel, _split_rows_kernel
 
 OP = "rms_norm"
@@ -98,9 +98,9 @@ def rms_norm_call(spec: ReductionSpec, input: torch.Tensor, normalized_shape: Se
                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(output, rstd or None without ``store_rstd``): rstd per row, float32 (float64 for float64 inputs), shaped
     like the leading dims."""
-    plan, key = find_plan(OP, (normalized_shape, eps, store_rstd), input, weight)
-    if plan is not None:
-        outs = plan.run(input, weight)
+    saved, key = replay_plan(OP, (normalized_shape, eps, store_rstd), input, weight)
+    if saved is not None:
+        outs = saved
         return (outs[0], outs[1]) if store_rstd else (outs[0], None)
     input = rt.check_tensor(OP, "input", input)
     shape = check_args(input, normalized_shape, weight)

@@ -32,7 +32,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
 from ...kernels.rows import col_block, restate_multiple, row_block
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from ..reduce.backward import restore_dims
 
 
@@ -273,9 +273,9 @@ def softmax_backward_call(spec: ReductionSpec, mode: int, grad: torch.Tensor, ou
     tensor of ``input_dtype``. The launch decision is ``spec``'s with ``direction="backward"`` over the joint
     view of (output, grad, dx); replayed by later calls with the same key, as the forward."""
     name = f"{spec.name}_backward"
-    plan, key = find_plan(name, (dim, input_dtype), output, grad)
-    if plan is not None:
-        return plan.run(output, grad)[0]
+    saved, key = replay_plan(name, (dim, input_dtype), output, grad)
+    if saved is not None:
+        return saved[0]
     d = check_backward(spec.name, grad, output, dim, input_dtype)
     rt.check_runnable(name, output)
     rec = Recorder(output, grad)

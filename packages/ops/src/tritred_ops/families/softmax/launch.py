@@ -17,7 +17,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, pre_cast, tl_dtype
 from ...kernels.rows import single_load_evict
-from ...runtime import Recorder, find_plan
+from ...runtime import Recorder, replay_plan
 from .kernels import (
     _cols_emit_kernel,
     _cols_kernel,
@@ -119,9 +119,9 @@ def softmax_call(spec: ReductionSpec, mode: int, x: torch.Tensor, dim: int | Non
                  dtype: torch.dtype | None) -> torch.Tensor:
     """The host path of softmax (``mode`` 0) and log_softmax (1) over ``dim``."""
     name = spec.name
-    plan, key = find_plan(name, (dim, dtype), x)
-    if plan is not None:
-        return plan.run(x)[0]
+    saved, key = replay_plan(name, (dim, dtype), x)
+    if saved is not None:
+        return saved[0]
     x = rt.check_tensor(name, "input", x)
     d, cast = softmax_checks(name, x, dim, dtype)
     rt.check_runnable(name, x)
@@ -153,9 +153,9 @@ def logsumexp_checks(input: torch.Tensor, dim: int | Sequence[int] | None,
 
 def logsumexp_call(spec: ReductionSpec, input: torch.Tensor, dim: int | Sequence[int], keepdim: bool) -> torch.Tensor:
     """The host path of logsumexp over ``dim`` (the reduced view of the reductions, one value per row)."""
-    plan, key = find_plan("logsumexp", (dim, keepdim), input)
-    if plan is not None:
-        return plan.run(input)[0]
+    saved, key = replay_plan("logsumexp", (dim, keepdim), input)
+    if saved is not None:
+        return saved[0]
     input = rt.check_tensor("logsumexp", "input", input)
     dims, shape, out_dtype = logsumexp_checks(input, dim, keepdim)
     rt.check_runnable("logsumexp", input)

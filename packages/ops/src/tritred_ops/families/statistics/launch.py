@@ -15,7 +15,7 @@ from tritred_core import LaunchConfig, ReductionSpec
 from ... import runtime as rt
 from ...kernels.dtypes import acc_dtype, f32_split, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import UNSET, Recorder, Unset, find_plan
+from ...runtime import UNSET, Recorder, Unset, replay_plan
 from .kernels import _stats_cols_kernel, _stats_combine_kernel, _stats_rows_kernel
 
 
@@ -142,9 +142,9 @@ def stats_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Sequence[int] | 
                keepdim: bool, correction: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The host path of var, std, var_mean and std_mean: (the statistic, the mean; var/std's is the first)."""
     name = spec.name
-    plan, key = find_plan(name, (dim, unbiased, keepdim, correction), x)
-    if plan is not None:
-        outs = plan.run(x)
+    saved, key = replay_plan(name, (dim, unbiased, keepdim, correction), x)
+    if saved is not None:
+        outs = saved
         return outs[0], outs[-1]
     x = rt.check_tensor(name, "input", x)
     rt.check_keepdim(name, keepdim)
