@@ -250,7 +250,7 @@ def batch_norm_call(spec: ReductionSpec, input: torch.Tensor, running_mean: torc
                     training: bool, momentum: float, eps: float) -> torch.Tensor:
     """The host path of batch_norm (see the package's docstring): y, the running statistics updated in place."""
     saved, key = replay_plan("batch_norm", (training, momentum, eps, _cudnn_key()), input, running_mean, running_var,
-                          weight, bias)
+                            weight, bias)
     if saved is not None:
         return saved[0]
     return _forward(spec, key, input, running_mean, running_var, weight, bias, training, momentum, eps, False,

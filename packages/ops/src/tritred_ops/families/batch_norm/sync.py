@@ -69,7 +69,7 @@ def merge_ranks_call(gathered: torch.Tensor, running_mean: torch.Tensor | None, 
                 raise RuntimeError(f"{op}(): {name} should contain {Ch} elements not {t.numel()}")
     rt.check_same_device(op, gathered, running_mean=running_mean, running_var=running_var)
     saved, key = replay_plan("batch_norm_merge_ranks", (float(momentum), float(eps)), gathered, running_mean,
-                          running_var)
+                            running_var)
     if saved is not None:
         return saved[0]
     rt.check_runnable(op, gathered)

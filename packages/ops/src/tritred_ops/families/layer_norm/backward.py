@@ -94,10 +94,10 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
     ns = tuple(int(s) for s in normalized_shape)
     # (the key's arguments flat, all ints and bools: a key of plain scalars is built without typing each element)
     saved, key = replay_plan(f"{op}_backward", (len(ns), *ns, need_dx, need_dw, need_db), grad_out, input, mean, rstd,
-                          weight, bias)
+                            weight, bias)
     if saved is not None:
-        outs = iter(saved)
-        return tuple(next(outs) if need else None for need in (need_dx, need_dw, need_db))  # type: ignore[return-value]
+        found = iter(saved)
+        return tuple(next(found) if need else None for need in (need_dx, need_dw, need_db))  # type: ignore[return-value]
     D = len(ns)
     if tuple(grad_out.shape) != tuple(input.shape):
         raise RuntimeError(f"{op}_backward(): expected grad_out of the input's shape {list(input.shape)}, got "
