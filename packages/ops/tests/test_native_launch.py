@@ -320,7 +320,7 @@ def test_the_native_key_separates_what_find_plan_separates():
     tensor), never equal to a find_plan key, and NotImplemented (find_plan keys the call) for what it does not read."""
     from triton import knobs
 
-    replay, plain = _native_replay(), _replay._PLAIN
+    replay, plain = _native_replay(), _replay.PLAIN
 
     def key(args, *tensors):
         found = replay({}, knobs.runtime, plain, "op", args, *tensors)
@@ -361,9 +361,9 @@ def test_native_replay_runs_a_found_plan_and_its_hooks(monkeypatch, device):
     """With the extension loaded, a repeated call is keyed, found and run in one C++ call: the plan's native form
     directly (its Python ``run`` is not called), or its ``run`` where a launch hook (a profiler) is installed, or
     where the plan has no native form (the interpreter; Triton's launcher)."""
-    fast = _native_replay()
+    _native_replay()
     caches().clear()
-    caches().native_replay = fast
+    caches().load_native()
     x = randn((8, 300), torch.float32, device)
     tr.softmax(x, -1)
     (key, plan), = caches().plans.items()

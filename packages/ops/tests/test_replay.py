@@ -19,22 +19,21 @@ from tritred_ops.runtime.caches import caches
 
 @pytest.fixture(autouse=True, params=["find_plan", "native"])
 def key_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """Every case twice: calls keyed by :func:`find_plan` (Python), and by the native launcher's ``replay`` (C++,
-    which also runs the plan it finds) where the extension builds (a C++ compiler: CI has one)."""
+    """Every case twice: calls keyed by :func:`find_plan` (Python), and by the native launcher (C++: the key, the
+    lookup and the run, at the op's entry and in its host path) where the extension builds (CI has a compiler)."""
     from tritred_ops.runtime import native
 
-    original = native.loaded_replay
-    fast = None
+    original = native.loaded_replays
     if request.param == "native":
-        ext = native.extension()
-        if ext is None:
+        if native.extension() is None:
             pytest.skip("the native launcher cannot be built here")
-        fast = ext.replay
-    monkeypatch.setattr(native, "loaded_replay", lambda: fast)  # (the caches made during the test: plugins)
-    monkeypatch.setattr(_replay, "loaded_replay", lambda: fast)
-    caches().native_replay = fast
+    else:  # (the caches made during the test, after a plugin registers, take the same path)
+        monkeypatch.setattr(native, "loaded_replays", lambda plans, plain: (None, None))
+    caches().load_native()
+    assert (caches().native_replay is None) == (request.param == "find_plan")
     yield request.param
-    caches().native_replay = original()
+    state = caches()
+    state.native_replay, state.native_inference = original(state.plans, _replay.PLAIN)
 
 
 @pytest.fixture
@@ -407,3 +406,36 @@ def test_straight_line_plan_takes_the_generic_path_under_launch_hooks(monkeypatc
     plan.run(x, None)
     assert [entry[0] for entry in log] == ["run", "run"]
     assert all(entry[1] is knobs.runtime.launch_enter_hook for entry in log)
+
+
+def test_saved_plans_never_serve_calls_that_need_autograd(device):
+    """A plan recorded by an inference call must not answer the same layout when autograd needs the call: an input
+    or a weight that requires grad (with grad mode on), an open forward-AD level with a dual input, a torch.func
+    transform. Those calls take the ops' Functions (outputs attached to the graph, tangents kept)."""
+    import torch.autograd.forward_ad as fwAD
+
+    caches().clear()
+    x = randn((6, 40), torch.float32, device)
+    w = randn((40,), torch.float32, device)
+    for _ in range(2):  # recorded, then replayed
+        tr.softmax(x, -1)
+        tr.layer_norm(x, (40,), w, None)
+        tr.sum(x, -1)
+    assert _plans() >= 3
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    assert tr.softmax(xg, -1).grad_fn is not None and tr.sum(xg, -1).grad_fn is not None
+    assert tr.layer_norm(x, (40,), wg, None).grad_fn is not None, "a weight that requires grad was dropped"
+    with torch.no_grad():
+        assert tr.softmax(xg, -1).grad_fn is None
+    tangent = randn((6, 40), torch.float32, device)
+    with fwAD.dual_level():
+        out = tr.softmax(fwAD.make_dual(x, tangent), -1)
+        jvp = fwAD.unpack_dual(out).tangent
+    assert jvp is not None, "the forward-AD tangent was dropped"
+    y = torch.softmax(x.double().cpu(), -1)
+    assert_close(jvp, y * (tangent.double().cpu() - (y * tangent.double().cpu()).sum(-1, keepdim=True)), n=40,
+                 scale=4, what="softmax jvp")
+    batched = torch.func.vmap(lambda r: tr.softmax(r, -1))(x.unsqueeze(1))
+    assert_close(batched.squeeze(1), y, n=40, scale=4, what="vmap")
+    grads = torch.func.grad(lambda r: tr.sum(tr.softmax(r, -1) * x))(x)
+    assert grads.shape == x.shape

@@ -94,7 +94,7 @@ from .launch import (
     split_plan,
     split_row_chunks,
 )
-from .replay import Plan, Recorder, find_plan, replay_plan, tensor_key
+from .replay import Plan, Recorder, find_plan, replay_plan, replayed, tensor_key
 from .view import (
     View,
     canonical_view,
@@ -168,6 +168,7 @@ __all__ = [
     "programs_per_sm",
     "reduced_shape",
     "replay_plan",
+    "replayed",
     "resident_programs",
     "row_align",
     "row_align_out",

@@ -78,12 +78,14 @@ class Caches:
     - ``tuning``: the tuning file's path -> its entries;
     - ``accepts``: an argument form -> whether the installed torch accepts it (:func:`torch_accepts`).
 
-    ``native_replay`` is the native launcher's ``replay`` (the key, the lookup in ``plans`` and the replay of a
-    repeated call in one C++ call: :func:`~.replay.replay`) once the extension is loaded, else None.
+    ``native_replay`` and ``native_inference`` are the native launcher's ``replay`` (the key, the lookup in
+    ``plans`` and the replay of a repeated call in one C++ call: :func:`~.replay.replay_plan`) and its
+    ``replay_inference`` bound to ``plans`` (the same at a public op's entry: :func:`~.replay.replayed`) once the
+    extension is loaded, else None.
     """
 
-    __slots__ = ("accepts", "configs", "devices", "launch_configs", "native_replay", "occupancy", "plans", "tuning",
-                 "views")
+    __slots__ = ("accepts", "configs", "devices", "launch_configs", "native_inference", "native_replay", "occupancy",
+                 "plans", "tuning", "views")
     MAPS = ("accepts", "configs", "devices", "launch_configs", "occupancy", "plans", "tuning", "views")
 
     def __init__(self) -> None:
@@ -96,9 +98,17 @@ class Caches:
         self.occupancy: Bounded[tuple[Any, str], int] = Bounded(limits["occupancy"])
         self.tuning: Bounded[str, dict[str, Any]] = Bounded(limits["tuning"])
         self.accepts: Bounded[str, bool] = Bounded(limits["accepts"])
-        from .native import loaded_replay  # (torch and the extension: not imported with this module)
+        self.native_replay: Callable[..., Any] | None = None
+        self.native_inference: Callable[..., Any] | None = None
+        self.load_native()
 
-        self.native_replay: Callable[..., Any] | None = loaded_replay()
+    def load_native(self) -> None:
+        """Take the native launcher's replays when the extension is loaded (at creation, and when the first
+        native plan is saved)."""
+        from .native import loaded_replays  # (torch and the extension: not imported with this module)
+        from .replay import PLAIN
+
+        self.native_replay, self.native_inference = loaded_replays(self.plans, PLAIN)
 
     def clear(self) -> None:
         """Empty every map (after ``tritred tune`` stores a config: the next decision reads it)."""

@@ -79,12 +79,21 @@ def extension() -> Any:
         return None
 
 
-def loaded_replay() -> Any:
-    """The extension's ``replay`` when the extension is wanted and already loaded (never builds it), else None."""
+def loaded_replays(plans: dict[Any, Any], plain: frozenset[Any]) -> tuple[Any, Any]:
+    """(the extension's ``replay``, its ``replay_inference`` bound to ``plans``) when the extension is wanted and
+    already loaded (this never builds it), else (None, None). ``plain``: the argument types a key holds as they are
+    (replay.py)."""
     if not wanted() or extension.cache_info().currsize == 0:
-        return None
+        return None, None
     ext = extension()
-    return getattr(ext, "replay", None)
+    replay, inference = getattr(ext, "replay", None), getattr(ext, "replay_inference", None)
+    if replay is None or inference is None:
+        return None, None
+    from torch.autograd import forward_ad
+    from triton import knobs
+
+    return replay, functools.partial(inference, (plans, knobs.runtime, plain, forward_ad,
+                                                 torch._C._are_functorch_transforms_active))
 
 
 STALE_LOCK_SECONDS = 600  # a build takes 10-60 s; a lock this old was left by a process killed while building

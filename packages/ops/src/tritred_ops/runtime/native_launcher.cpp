@@ -18,6 +18,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/ScalarTypeToTypeMeta.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Size.h>
@@ -410,42 +411,100 @@ int hooked(PyObject* runtime) {
   return 0;
 }
 
-// replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) when `plans` holds the call's plan (run
-// here: natively where the plan has a native form and no launch hook is installed, else through its `run`), else
-// (None, key); NotImplemented where find_plan must key the call (make_key).
-PyObject* replay(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs < 5 || !PyDict_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "replay(plans, runtime, plain, op, args, *tensors)");
+// The outputs of the plan `plans` holds under the call's key, run here: natively where the plan has a native form
+// and no launch hook is installed, else through its `run`. nullptr with no error set where `plans` holds none (then
+// *key is the call's key, a new reference, or Py_NotImplemented where find_plan must key the call: make_key).
+PyObject* find_and_run(PyObject* plans, PyObject* runtime, PyObject* plain, PyObject* op, PyObject* args,
+                       PyObject* const* tensors, Py_ssize_t n, PyObject** key) {
+  *key = nullptr;
+  if (!PyDict_Check(plans)) {
+    PyErr_SetString(PyExc_TypeError, "tritred native launcher: plans must be a dict");
     return nullptr;
   }
-  PyObject* const* tensors = args + 5;
-  const Py_ssize_t n = nargs - 5;
-  THPObjectPtr key(make_key(args[2], args[3], args[4], tensors, n));
-  if (!key || key.get() == Py_NotImplemented) return key.release();
-  PyObject* plan = PyDict_GetItemWithError(args[0], key.get());  // (borrowed)
+  THPObjectPtr k(make_key(plain, op, args, tensors, n));
+  if (!k) return nullptr;
+  if (k.get() == Py_NotImplemented) {
+    *key = k.release();
+    return nullptr;
+  }
+  PyObject* plan = PyDict_GetItemWithError(plans, k.get());  // (borrowed)
   if (plan == nullptr) {
-    if (PyErr_Occurred()) return nullptr;
-    return PyTuple_Pack(2, Py_None, key.get());
+    if (!PyErr_Occurred()) *key = k.release();
+    return nullptr;
   }
   Py_INCREF(plan);
   THPObjectPtr held(plan);  // (a plan evicted by a nested call stays alive while it runs)
   THPObjectPtr native(PyObject_GetAttrString(plan, "native"));
   if (!native) return nullptr;
-  THPObjectPtr outputs;
-  const int hook = PyCapsule_CheckExact(native.get()) ? hooked(args[1]) : 1;
+  const int hook = PyCapsule_CheckExact(native.get()) ? hooked(runtime) : 1;
   if (hook < 0) return nullptr;
   if (hook == 0) {
     auto* p = static_cast<Plan*>(PyCapsule_GetPointer(native.get(), kCapsule));
-    if (p == nullptr) return nullptr;
-    outputs = run_plan(p, tensors, n);
-  } else {
-    THPObjectPtr run(PyObject_GetAttrString(plan, "run"));
-    if (!run) return nullptr;
-    outputs = PyObject_Vectorcall(run.get(), tensors, static_cast<size_t>(n), nullptr);
+    return p != nullptr ? run_plan(p, tensors, n) : nullptr;
   }
-  if (!outputs) return nullptr;
-  return PyTuple_Pack(2, outputs.get(), Py_None);
+  THPObjectPtr run(PyObject_GetAttrString(plan, "run"));
+  return run ? PyObject_Vectorcall(run.get(), tensors, static_cast<size_t>(n), nullptr) : nullptr;
+}
+
+// replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) where `plans` holds the call's plan (run:
+// find_and_run), else (None, key); NotImplemented where find_plan must key the call.
+PyObject* replay(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs < 5) {
+    PyErr_SetString(PyExc_TypeError, "replay(plans, runtime, plain, op, args, *tensors)");
+    return nullptr;
+  }
+  PyObject* key = nullptr;
+  THPObjectPtr outputs(find_and_run(args[0], args[1], args[2], args[3], args[4], args + 5, nargs - 5, &key));
+  if (outputs) return PyTuple_Pack(2, outputs.get(), Py_None);
+  if (key == nullptr) return nullptr;  // (an error)
+  THPObjectPtr k(key);
+  if (key == Py_NotImplemented) return k.release();
+  return PyTuple_Pack(2, Py_None, key);
+  END_HANDLE_TH_ERRORS
+}
+
+// Whether the call needs its autograd Function, as checks.grad_needed decides: grad mode on and a tensor argument
+// requiring grad, or a forward-AD level open (`forward_ad._current_level`), or a torch.func transform active
+// (`functorch_active()`). -1 on error.
+int grad_needed(PyObject* const* tensors, Py_ssize_t n, PyObject* forward_ad, PyObject* functorch_active) {
+  if (c10::GradMode::is_enabled()) {
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (THPVariable_Check(tensors[i]) && THPVariable_Unpack(tensors[i]).requires_grad()) return 1;
+  }
+  THPObjectPtr level(PyObject_GetAttrString(forward_ad, "_current_level"));
+  if (!level) return -1;
+  const long long l = PyLong_AsLongLong(level.get());
+  if (l == -1 && PyErr_Occurred()) return -1;
+  if (l >= 0) return 1;
+  THPObjectPtr active(PyObject_CallNoArgs(functorch_active));
+  return active ? PyObject_IsTrue(active.get()) : -1;
+}
+
+// replay_inference((plans, runtime, plain, forward_ad, functorch_active), op, args, *tensors) -> outputs or None:
+// the saved plan of an inference call (one that needs no autograd Function: grad_needed) run, at the entry of a
+// public op before its own Python layers; None for a call that needs its Function, has no key here, or no plan yet
+// (the op's host path then decides, keys and records as it always does).
+PyObject* replay_inference(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  PyObject *plans, *runtime, *plain, *forward_ad, *functorch_active;
+  if (nargs < 3 || !PyTuple_CheckExact(args[0]) ||
+      !PyArg_UnpackTuple(args[0], "context", 5, 5, &plans, &runtime, &plain, &forward_ad, &functorch_active)) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "replay_inference(context, op, args, *tensors)");
+    return nullptr;
+  }
+  PyObject* const* tensors = args + 3;
+  const Py_ssize_t n = nargs - 3;
+  const int grad = grad_needed(tensors, n, forward_ad, functorch_active);
+  if (grad < 0) return nullptr;
+  if (grad) Py_RETURN_NONE;
+  PyObject* key = nullptr;
+  PyObject* outputs = find_and_run(plans, runtime, plain, args[1], args[2], tensors, n, &key);
+  if (outputs != nullptr) return outputs;
+  if (key == nullptr) return nullptr;  // (an error)
+  Py_DECREF(key);
+  Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
 
@@ -473,6 +532,8 @@ PyMethodDef methods[] = {
      "run(plan, *inputs) -> list of outputs"},
     {"replay", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(replay)), METH_FASTCALL,
      "replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) | (None, key) | NotImplemented"},
+    {"replay_inference", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(replay_inference)),
+     METH_FASTCALL, "replay_inference(context, op, args, *tensors) -> outputs or None"},
     {"param_sizes", param_sizes, METH_O, "param_sizes(function) -> list of the kernel parameters' sizes"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -33,7 +33,7 @@ from tritred_core import get_registry
 
 from .caches import OWNER, Caches, caches
 from .checks import Unset
-from .native import extension, loaded_replay, native_plan
+from .native import extension, native_plan
 from .trace import Launch, active
 
 
@@ -49,13 +49,13 @@ def tensor_key(t: torch.Tensor | None) -> Hashable:
 
 _default_dtype = torch.get_default_dtype
 
-_PLAIN = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
+PLAIN = frozenset({bool, int, float, str, type(None), torch.dtype, Unset})
 
 
 def _plain(a: Any) -> bool:
     """Immutable scalar arguments a key may hold: Python and numpy numbers, None, strings, dtypes. A tensor
     (even 0-d: it can change in place and hashes by identity) or any other object is not one."""
-    return type(a) in _PLAIN or (isinstance(a, numbers.Number) and not isinstance(a, torch.Tensor))
+    return type(a) in PLAIN or (isinstance(a, numbers.Number) and not isinstance(a, torch.Tensor))
 
 
 def _typed(a: Any) -> Hashable:
@@ -77,7 +77,7 @@ def find_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[Pl
     this is the hot path of every repeated call), ``tensors`` the others."""
     types = tuple(map(type, args))
     try:
-        if not _PLAIN.issuperset(types):  # sequences and other numbers: keyed with their elements' types
+        if not PLAIN.issuperset(types):  # sequences and other numbers: keyed with their elements' types
             args = tuple(map(_typed, args))
         if x.is_neg():
             raise TypeError("a negative-bit view is materialized by the full path on every call")
@@ -113,11 +113,21 @@ def replay_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[
     state = get_registry().state(OWNER, Caches)
     fast = state.native_replay
     if fast is not None:
-        found = fast(state.plans, knobs.runtime, _PLAIN, op, args, x, *tensors)
+        found = fast(state.plans, knobs.runtime, PLAIN, op, args, x, *tensors)
         if found is not NotImplemented:
             return found  # type: ignore[no-any-return]
     plan, key = find_plan(op, args, x, *tensors)
     return (plan.run(x, *tensors) if plan is not None else None), key
+
+
+def replayed(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> list[torch.Tensor] | None:
+    """The outputs of the plan saved under the key :func:`replay_plan` gives this call, run, for a call that needs
+    no autograd Function (not :func:`~.checks.grad_needed`); else None, and the op goes on as always (its checks,
+    its Function or its host path, which keys and records). At a public op's entry, before its own Python layers:
+    a repeated inference call is one C++ call (the native launcher's ``replay_inference``) after this one. None
+    until the native launcher is loaded (the host path's :func:`replay_plan` then replays)."""
+    fast = get_registry().state(OWNER, Caches).native_inference
+    return None if fast is None else fast(op, args, x, *tensors)  # type: ignore[no-any-return]
 
 
 def _hooks() -> tuple[Any, Any]:
@@ -466,7 +476,7 @@ class Recorder:
         state = caches()
         state.plans.put(key, plan)
         if plan.native is not None and state.native_replay is None:  # (the extension is loaded from now on)
-            state.native_replay = loaded_replay()
+            state.load_native()
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

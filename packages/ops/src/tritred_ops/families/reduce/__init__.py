@@ -57,6 +57,8 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
         dtype = rt.dtype_arg(dtype)
     if _compiling():
         return torch.ops.tritred.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
+    if (saved := rt.replayed("sum", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
+        return saved[0]
     if rt.grad_needed(input):
         return rt.apply_function(ag.SumFunction, input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["sum"], SUM, input, dim, keepdim, dtype)
@@ -77,6 +79,8 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
         dtype = rt.dtype_arg(dtype)
     if _compiling():
         return torch.ops.tritred.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
+    if (saved := rt.replayed("mean", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
+        return saved[0]
     if rt.grad_needed(input):
         return rt.apply_function(ag.MeanFunction, input, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["mean"], SUM, input, dim, keepdim, dtype)
@@ -137,6 +141,8 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     """
     if _compiling():
         return torch.ops.tritred.amax(input, rt.dim_list("amax", dim) or [], keepdim)  # (None: every dim)
+    if (saved := rt.replayed("amax", (dim, keepdim, None), input)) is not None:
+        return saved[0]
     if rt.grad_needed(input):
         return rt.apply_function(ag.AmaxFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
@@ -146,6 +152,8 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
     if _compiling():
         return torch.ops.tritred.amin(input, rt.dim_list("amin", dim) or [], keepdim)  # (None: every dim)
+    if (saved := rt.replayed("amin", (dim, keepdim, None), input)) is not None:
+        return saved[0]
     if rt.grad_needed(input):
         return rt.apply_function(ag.AminFunction, input, dim, keepdim)  # type: ignore[no-any-return]
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)

@@ -67,6 +67,8 @@ _ARGS_DOC = """
 def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`."""
+    if not _compiling() and (saved := rt.replayed("var", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0]  # a repeated inference call
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
@@ -75,6 +77,8 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation over ``dim`` — mirrors :func:`torch.std`."""
+    if not _compiling() and (saved := rt.replayed("std", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0]  # a repeated inference call
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
@@ -83,6 +87,8 @@ def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Variance and mean over ``dim`` in one sweep — mirrors :func:`torch.var_mean`."""
+    if not _compiling() and (saved := rt.replayed("var_mean", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0], saved[-1]
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
@@ -91,6 +97,8 @@ def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbias
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard deviation and mean over ``dim`` in one sweep — mirrors :func:`torch.std_mean`."""
+    if not _compiling() and (saved := rt.replayed("std_mean", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0], saved[-1]
     if _compiling() or rt.grad_needed(input):
         return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
