@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include <ATen/ops/empty.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -233,6 +233,23 @@ PyObject* make_plan(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// An uninitialized tensor on the current CUDA device, made as torch's own empty_strided_cuda makes one (the CUDA
+// allocator, the CUDA dispatch key) without a trip through the dispatcher (a few hundred ns of a tiny call). Where
+// no CUDA allocator is registered, at::empty_strided. (torch's deterministic mode fills new tensors with NaN; a
+// plan's kernels write every element of its outputs, and its workspace is scratch, so none is filled here.)
+at::Tensor empty_cuda(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
+                      const at::TensorOptions& options) {
+  c10::Allocator* allocator = nullptr;
+  try {
+    allocator = c10::GetAllocator(c10::DeviceType::CUDA);
+  } catch (const c10::Error&) {
+    allocator = nullptr;
+  }
+  if (allocator == nullptr) return at::empty_strided(sizes, strides, options.dtype(dtype));
+  return at::Tensor(at::detail::empty_strided_generic(sizes, strides, allocator,
+                                                      c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
+}
+
 // The plan's outputs for the call's inputs (tensors or None: an absent optional tensor, a null pointer, as the
 // plan was recorded): allocate the outputs and the workspace, launch the plan's kernels on the current stream of
 // the plan's device with the call's pointers.
@@ -261,14 +278,14 @@ PyObject* run_plan(const Plan* plan, PyObject* const* inputs, Py_ssize_t n_input
   std::vector<at::Tensor> outs;
   outs.reserve(plan->outputs.size());
   for (const Output& o : plan->outputs) {
-    outs.push_back(at::empty_strided(o.sizes, o.strides, options.dtype(o.dtype)));
+    outs.push_back(empty_cuda(o.sizes, o.strides, o.dtype, options));
     pointers[n++] = reinterpret_cast<uint64_t>(outs.back().data_ptr());
   }
   const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(plan->device);
   auto* raw_stream = static_cast<CUstream>(stream.native_handle());
   at::Tensor ws;  // held until the launches are queued: the caching allocator orders its reuse on this stream
   if (plan->ws_bytes > 0) {
-    ws = at::empty({plan->ws_bytes}, options.dtype(at::kByte));
+    ws = empty_cuda({plan->ws_bytes}, {1}, at::kByte, options);
     const auto base = reinterpret_cast<uint64_t>(ws.data_ptr());
     for (int64_t offset : plan->temp_offsets) pointers[n++] = base + offset;
   }
@@ -392,14 +409,26 @@ PyObject* make_key(PyObject* plain, PyObject* op, PyObject* args, PyObject* cons
   return PyTuple_Pack(5, op, types.get(), values.get(), tensor_types.get(), bytes.get());
 }
 
+// The attribute names read on every replayed call, interned once (PyObject_GetAttrString makes a string per call).
+struct Names {
+  PyObject *native, *run, *launch_enter_hook, *launch_exit_hook, *calls, *current_level;
+};
+
+const Names& names() {
+  static const Names n{PyUnicode_InternFromString("native"), PyUnicode_InternFromString("run"),
+                       PyUnicode_InternFromString("launch_enter_hook"), PyUnicode_InternFromString("launch_exit_hook"),
+                       PyUnicode_InternFromString("calls"), PyUnicode_InternFromString("_current_level")};
+  return n;
+}
+
 // Whether a Triton launch hook (a profiler) is installed: `runtime` is triton.knobs.runtime; an empty HookChain
 // (Triton 3.x's default) is no hook, as replay._hooks() reads it. -1 on error.
 int hooked(PyObject* runtime) {
-  for (const char* name : {"launch_enter_hook", "launch_exit_hook"}) {
-    THPObjectPtr hook(PyObject_GetAttrString(runtime, name));
+  for (PyObject* name : {names().launch_enter_hook, names().launch_exit_hook}) {
+    THPObjectPtr hook(PyObject_GetAttr(runtime, name));
     if (!hook) return -1;
     if (hook.get() == Py_None) continue;
-    THPObjectPtr calls(PyObject_GetAttrString(hook.get(), "calls"));
+    THPObjectPtr calls(PyObject_GetAttr(hook.get(), names().calls));
     if (!calls) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
@@ -434,7 +463,7 @@ PyObject* find_and_run(PyObject* plans, PyObject* runtime, PyObject* plain, PyOb
   }
   Py_INCREF(plan);
   THPObjectPtr held(plan);  // (a plan evicted by a nested call stays alive while it runs)
-  THPObjectPtr native(PyObject_GetAttrString(plan, "native"));
+  THPObjectPtr native(PyObject_GetAttr(plan, names().native));
   if (!native) return nullptr;
   const int hook = PyCapsule_CheckExact(native.get()) ? hooked(runtime) : 1;
   if (hook < 0) return nullptr;
@@ -442,7 +471,7 @@ PyObject* find_and_run(PyObject* plans, PyObject* runtime, PyObject* plain, PyOb
     auto* p = static_cast<Plan*>(PyCapsule_GetPointer(native.get(), kCapsule));
     return p != nullptr ? run_plan(p, tensors, n) : nullptr;
   }
-  THPObjectPtr run(PyObject_GetAttrString(plan, "run"));
+  THPObjectPtr run(PyObject_GetAttr(plan, names().run));
   return run ? PyObject_Vectorcall(run.get(), tensors, static_cast<size_t>(n), nullptr) : nullptr;
 }
 
@@ -472,7 +501,7 @@ int grad_needed(PyObject* const* tensors, Py_ssize_t n, PyObject* forward_ad, Py
     for (Py_ssize_t i = 0; i < n; ++i)
       if (THPVariable_Check(tensors[i]) && THPVariable_Unpack(tensors[i]).requires_grad()) return 1;
   }
-  THPObjectPtr level(PyObject_GetAttrString(forward_ad, "_current_level"));
+  THPObjectPtr level(PyObject_GetAttr(forward_ad, names().current_level));
   if (!level) return -1;
   const long long l = PyLong_AsLongLong(level.get());
   if (l == -1 && PyErr_Occurred()) return -1;
