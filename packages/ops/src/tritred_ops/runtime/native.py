@@ -2,9 +2,11 @@
 
 Why: a replayed call of a tiny reduction is host-bound, and from Python two of its steps each cost about what
 torch's whole call costs: the outputs' allocation (``torch.empty_strided``, ~4 us) and Triton's launcher (parsing
-~30 argument objects, ~6 us; docs/performance.md, "Latency"). ``native_launcher.cpp`` does both behind one Python
-call: ``at::empty_strided`` for the outputs and the workspace, ``cuLaunchKernel`` with the recorded parameters
-and the call's pointers, on the current stream of the plan's device.
+~30 argument objects, ~6 us; docs/performance.md, "Latency"), and the call's key another 1-3 us.
+``native_launcher.cpp`` does all three behind one Python call: the key (a bytes object of the tensors' facts), the
+plan's lookup, the outputs and the workspace from torch's CUDA allocator, ``cuLaunchKernel`` with the recorded
+parameters and the call's pointers, on the current stream of the plan's device (``replay``; ``replay_inference`` at
+an op's entry, after the checks of ``grad_needed``; replay.py's ``replay_plan`` and ``replayed``).
 
 How: the extension is built once per torch, Python and source version with ``torch.utils.cpp_extension.load``
 (a C++ compiler and ninja; ~15 s, kept in torch's extensions cache, ``TORCH_EXTENSIONS_DIR``) the first time a
@@ -22,7 +24,7 @@ is already the current one).
 
 Off with ``TRITRED_NATIVE=0`` (plans are then not made native; the extension itself can still be built). Where it
 cannot be built (no compiler, no ninja, ROCm), tritred says so once in a warning and replays through Triton's
-launcher: the same results, ~2 us more per small call (measured on an H100).
+launcher: the same results, 3-5 us more per small call (measured on an H100).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def extension() -> Any:
         lines = [line.strip()[:240] for line in str(e).strip().splitlines() if line.strip()]
         causes = [line for line in lines[1:] if any(w in line.lower() for w in ("error", "failed", "not found"))]
         log.warning("tritred: the native launcher could not be built, replaying through Triton's launcher "
-                    "(~2 us more per small call): %s: %s", type(e).__name__,
+                    "(3-5 us more per small call): %s: %s", type(e).__name__,
                     " | ".join(dict.fromkeys(lines[:1] + causes[:4] + lines[-1:])))
         return None
 
