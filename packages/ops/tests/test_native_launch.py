@@ -356,6 +356,30 @@ def test_the_native_key_separates_what_find_plan_separates():
                           ((1,), (x.to_sparse(),))]:
         assert key(args, *tensors) is NotImplemented, (args, tensors)
 
+    class Unhashable(type):  # (a metaclass with __eq__ and no __hash__: its classes cannot be hashed)
+        def __eq__(cls, other):  # noqa: ANN001, ANN204
+            return cls is other
+    dim = Unhashable("Dim", (), {"__index__": lambda self: 1})()
+    assert key((dim,), x) is NotImplemented and key(((dim,),), x) is NotImplemented  # (find_plan: no key either)
+
+
+def test_the_entry_replay_reads_tensors_by_their_real_type(device):
+    """An object that fakes ``__class__`` passes isinstance(..., Tensor), but must never be read as one by the
+    entry replay's gradient check (with grad mode on): the op then fails as on the Python path, it does not crash."""
+    _native_replay()
+    tr.softmax(randn((2, 3), torch.float32, device), -1)  # (plugins loaded: the caches below stay)
+    caches().load_native()
+    assert caches().native_inference is not None
+
+    class Fake:
+        requires_grad = False
+
+        @property
+        def __class__(self):  # noqa: ANN204
+            return torch.Tensor
+    with torch.enable_grad(), pytest.raises(AttributeError):
+        tr.softmax(Fake(), -1)
+
 
 def test_native_replay_runs_a_found_plan_and_its_hooks(monkeypatch, device):
     """With the extension loaded, a repeated call is keyed, found and run in one C++ call: the plan's native form

@@ -250,6 +250,10 @@ at::Tensor empty_cuda(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::Scal
                                                       c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
 }
 
+// Whether `o` is a torch.Tensor (or a subclass) by its real type: THPVariable_Check is isinstance, which an object
+// faking its __class__ passes, and such an object must never be unpacked as a tensor.
+bool is_tensor(PyObject* o) { return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(THPVariableClass)) != 0; }
+
 // The plan's outputs for the call's inputs (tensors or None: an absent optional tensor, a null pointer, as the
 // plan was recorded): allocate the outputs and the workspace, launch the plan's kernels on the current stream of
 // the plan's device with the call's pointers.
@@ -265,7 +269,7 @@ PyObject* run_plan(const Plan* plan, PyObject* const* inputs, Py_ssize_t n_input
     PyObject* a = inputs[i];
     if (a == Py_None) {
       pointers[n++] = 0;
-    } else if (THPVariable_Check(a)) {
+    } else if (is_tensor(a)) {
       pointers[n++] = reinterpret_cast<uint64_t>(THPVariable_Unpack(a).data_ptr());
     } else {
       PyErr_SetString(PyExc_TypeError, "tritred native launcher: inputs must be tensors or None");
@@ -357,7 +361,10 @@ bool tensor_signature(PyObject* a, std::vector<int64_t>& sig) {
 // (type, element types, tuple); nullptr with no error set for anything else.
 PyObject* key_argument(PyObject* plain, PyObject* a) {
   const int is_plain = PySet_Contains(plain, reinterpret_cast<PyObject*>(Py_TYPE(a)));
-  if (is_plain < 0) return nullptr;
+  if (is_plain < 0) {  // (a type that cannot be hashed: find_plan leaves such a call unkeyed too)
+    PyErr_Clear();
+    return nullptr;
+  }
   if (is_plain) {
     Py_INCREF(a);
     return a;
@@ -371,7 +378,10 @@ PyObject* key_argument(PyObject* plain, PyObject* a) {
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(PyTuple_GET_ITEM(items.get(), i)));
     const int ok = PySet_Contains(plain, type);
-    if (ok <= 0) return nullptr;
+    if (ok <= 0) {
+      PyErr_Clear();
+      return nullptr;
+    }
     Py_INCREF(type);
     PyTuple_SET_ITEM(types.get(), i, type);
   }
@@ -499,7 +509,7 @@ PyObject* replay(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 int grad_needed(PyObject* const* tensors, Py_ssize_t n, PyObject* forward_ad, PyObject* functorch_active) {
   if (c10::GradMode::is_enabled()) {
     for (Py_ssize_t i = 0; i < n; ++i)
-      if (THPVariable_Check(tensors[i]) && THPVariable_Unpack(tensors[i]).requires_grad()) return 1;
+      if (is_tensor(tensors[i]) && THPVariable_Unpack(tensors[i]).requires_grad()) return 1;
   }
   THPObjectPtr level(PyObject_GetAttr(forward_ad, names().current_level));
   if (!level) return -1;
