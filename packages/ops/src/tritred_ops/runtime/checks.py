@@ -244,6 +244,8 @@ def dim_list(op: str, dim: object) -> list[int] | None:
     anything else. Its range is checked later, by :func:`wrap_dims`, as torch's kernels do."""
     if dim is None:
         return None
+    if type(dim) is int:  # (the common form first: under torch.compile each check below is a guard per call)
+        return [dim]
     index = as_index(dim)
     if index is not None:
         return [index]

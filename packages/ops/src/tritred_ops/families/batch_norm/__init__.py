@@ -48,6 +48,11 @@ from .autograd import BatchNormFunction
 from .launch import batch_norm_call, empty_batch_norm
 from .spec import SPEC
 
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
+
 SPECS = {"batch_norm": SPEC}
 
 
@@ -96,14 +101,14 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             takes no ``momentum=None``; a 0-d tensor or a numpy scalar is one, a 1-element tensor of some dims is
             not), training not a bool (as torch: no ``training=1``).
     """
-    if isinstance(input, torch.Tensor) and input.numel() == 0 and not torch.compiler.is_compiling():
+    if isinstance(input, torch.Tensor) and input.numel() == 0 and not _compiling():
         return empty_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
         _stats_need_no_grad(running_mean, running_var)
     if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
         momentum = scalar_of(momentum)  # type: ignore[assignment]
-    if torch.compiler.is_compiling():  # dynamo: the registered op (no mutation), the running stats copied back
-        y, _, _, new_mean, new_var = torch.ops.tritred.batch_norm(
+    if _compiling():  # dynamo: the registered op (no mutation), the running stats copied back
+        y, _, _, new_mean, new_var = _ops.batch_norm(
             input, running_mean, running_var, weight, bias, training,
             float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
         if training and running_mean is not None and running_var is not None:

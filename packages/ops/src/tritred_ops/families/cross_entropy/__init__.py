@@ -22,6 +22,11 @@ from .checks import reduction_enum, scalars
 from .launch import forward
 from .spec import SPEC
 
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
+
 SPECS = {"cross_entropy": SPEC}
 
 
@@ -71,7 +76,7 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     """
     red = reduction_enum(reduction, size_average, reduce)
     index, smoothing = scalars(ignore_index, label_smoothing)
-    if torch.compiler.is_compiling():
+    if _compiling():
         return autograd.compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
         if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:

@@ -30,6 +30,11 @@ SPECS = {"layer_norm": SPEC}
 
 from . import autograd as _autograd  # noqa: E402  (registers torch.ops.tritred.layer_norm*; reads SPEC)
 
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
+
 
 def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                           bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
@@ -58,8 +63,8 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         the CPU under the Triton interpreter; TypeError for a tensor argument that is not a Tensor or a
         ``normalized_shape`` element that is not an int; NotImplementedError for a non-floating input.
     """
-    if torch.compiler.is_compiling():
-        y, mean, rstd = torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
+    if _compiling():
+        y, mean, rstd = _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
                                                      float(eps))
     elif grad_needed(input, weight, bias):
         y, mean, rstd = apply_function(_autograd.LayerNormFunction, input, normalized_shape, weight, bias, eps)
@@ -99,8 +104,8 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
             (floats and bools raise, as in torch).
         NotImplementedError: a non-floating input (as torch).
     """
-    if torch.compiler.is_compiling():
-        return torch.ops.tritred.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
+    if _compiling():
+        return _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
     if (saved := replayed("layer_norm", (normalized_shape, eps, False), input, weight, bias)) is not None:
         return saved[0]  # a repeated inference call
     if grad_needed(input, weight, bias):

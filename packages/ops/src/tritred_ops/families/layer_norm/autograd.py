@@ -36,6 +36,8 @@ Backward = Callable[..., tuple[Tensor | None, Tensor | None, Tensor | None]]
 
 def _shape(normalized_shape: Sequence[int] | int) -> list[int]:
     """``normalized_shape`` as the registered ops take it: a list of ints (an int is one dim)."""
+    if type(normalized_shape) in (tuple, list) and all(type(d) is int for d in normalized_shape):  # type: ignore[union-attr]
+        return list(normalized_shape)  # type: ignore[arg-type]  # (the common form first: fewer guards per call)
     launch.shape_type("layer_norm", normalized_shape)
     return [normalized_shape] if isinstance(normalized_shape, (int, torch.SymInt)) else list(normalized_shape)
 

@@ -27,7 +27,10 @@ from .launch import arg_call, check_arg_form, reduce_call
 from .specs import SPECS
 
 #: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
 _compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
 
 def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -56,7 +59,7 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
     if _compiling():
-        return torch.ops.tritred.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
+        return _ops.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
     if (saved := rt.replayed("sum", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -78,7 +81,7 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
     if _compiling():
-        return torch.ops.tritred.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
+        return _ops.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
     if (saved := rt.replayed("mean", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -108,7 +111,7 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
     if _compiling():
-        return torch.ops.tritred.prod(input, d, keepdim, dtype)
+        return _ops.prod(input, d, keepdim, dtype)
     if rt.grad_needed(input):
         return rt.apply_function(ag.ProdFunction, input, d, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["prod"], PROD, input, d, keepdim, dtype)
@@ -140,7 +143,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     (ties share it); a slice whose maximum is NaN gets NaN.
     """
     if _compiling():
-        return torch.ops.tritred.amax(input, rt.dim_list("amax", dim) or [], keepdim)  # (None: every dim)
+        return _ops.amax(input, rt.dim_list("amax", dim) or [], keepdim)  # (None: every dim)
     if (saved := rt.replayed("amax", (dim, keepdim, None), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -151,7 +154,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
     if _compiling():
-        return torch.ops.tritred.amin(input, rt.dim_list("amin", dim) or [], keepdim)  # (None: every dim)
+        return _ops.amin(input, rt.dim_list("amin", dim) or [], keepdim)  # (None: every dim)
     if (saved := rt.replayed("amin", (dim, keepdim, None), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -198,14 +201,14 @@ def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: boo
     compiling = _compiling()
     if isinstance(dim, Unset):
         if compiling:
-            return getattr(torch.ops.tritred, f"{name}_all")(input)
+            return getattr(_ops, f"{name}_all")(input)
         return rt.apply_function(ag.MaxAllFunction if name == "max" else ag.MinAllFunction, input)
     keep = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
     if compiling:
         index = rt.as_index(dim)
         if index is None:
             raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
-        values, indices = getattr(torch.ops.tritred, name)(input, index, keep)
+        values, indices = getattr(_ops, name)(input, index, keep)
     else:
         values, indices = rt.apply_function(ag.MaxFunction if name == "max" else ag.MinFunction, input, dim, keep)
     return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))

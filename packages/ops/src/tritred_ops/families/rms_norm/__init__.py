@@ -28,6 +28,11 @@ SPECS = {"rms_norm": SPEC}
 
 from . import autograd as _autograd  # noqa: E402  (registers torch.ops.tritred.rms_norm*; reads SPEC)
 
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
+
 
 def rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
              eps: float | None = None) -> torch.Tensor:
@@ -63,8 +68,8 @@ def rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch
     dy * x_hat, in fp32 (fp64 for fp64 inputs or weights) with per-program partials summed in a fixed order
     (deterministic), rounded once.
     """
-    if torch.compiler.is_compiling():
-        return torch.ops.tritred.rms_norm(input, _autograd.shape_arg(normalized_shape), weight,
+    if _compiling():
+        return _ops.rms_norm(input, _autograd.shape_arg(normalized_shape), weight,
                                           None if eps is None else resolve_eps(eps, input.dtype))[0]
     if (saved := replayed("rms_norm", (normalized_shape, eps, False), input, weight)) is not None:
         return saved[0]  # a repeated inference call

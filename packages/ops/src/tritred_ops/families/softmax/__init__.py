@@ -26,6 +26,11 @@ from .specs import SPECS
 
 __all__ = ["SPECS", "log_softmax", "logsumexp", "softmax"]
 
+# (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
+
 
 _SOFTMAX_DOC = """
     Args:
@@ -61,8 +66,8 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
     """
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if torch.compiler.is_compiling():  # an opaque registered op: fake implementation, registered autograd
-        return torch.ops.tritred.softmax(input, dim, dtype)
+    if _compiling():  # an opaque registered op: fake implementation, registered autograd
+        return _ops.softmax(input, dim, dtype)
     if (saved := rt.replayed("softmax", (dim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -74,8 +79,8 @@ def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype 
     """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if torch.compiler.is_compiling():
-        return torch.ops.tritred.log_softmax(input, dim, dtype)
+    if _compiling():
+        return _ops.log_softmax(input, dim, dtype)
     if (saved := rt.replayed("log_softmax", (dim, dtype), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -110,8 +115,8 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     Gradient: torch's ``dy * exp(x - result)`` (pointwise torch ops, fp32 for fp16/bf16), from the saved input and
     result; differentiable twice in eager. Forward-mode AD and ``torch.func.vmap`` as torch's.
     """
-    if torch.compiler.is_compiling():
-        return torch.ops.tritred.logsumexp(input, logsumexp_dims(dim), keepdim)
+    if _compiling():
+        return _ops.logsumexp(input, logsumexp_dims(dim), keepdim)
     if (saved := rt.replayed("logsumexp", (dim, keepdim), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):

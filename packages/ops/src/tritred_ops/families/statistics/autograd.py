@@ -123,6 +123,9 @@ def _define(name: str) -> Any:
 
 
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
+# (bound once: under torch.compile each attribute read of a function's compiled branch is a dynamo guard, evaluated
+# on every call of the compiled code, CUDA graph replays included)
+_ops = torch.ops.tritred
 
 
 def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
@@ -131,5 +134,5 @@ def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, k
     statistic, or (statistic, mean) for var_mean/std_mean."""
     dim, corr = parse_correction(name, dim, unbiased, correction)
     if _compiling():
-        return getattr(torch.ops.tritred, name)(input, rt.dim_list(name, dim), corr, keepdim)
+        return getattr(_ops, name)(input, rt.dim_list(name, dim), corr, keepdim)
     return rt.apply_function(FUNCTIONS[name], input, dim, corr, keepdim)

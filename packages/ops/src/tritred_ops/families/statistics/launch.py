@@ -117,6 +117,8 @@ def parse_correction(name: str, dim: int | Sequence[int] | None, unbiased: bool 
                       correction: float | None) -> tuple[int | Sequence[int] | None, float]:
     """(dim, correction as a float) from torch's argument forms: ``var(x, True)`` (the legacy ``unbiased``),
     ``unbiased=`` (UNSET: not given), ``correction=`` (default 1); TypeError as torch's."""
+    if correction is None and unbiased is UNSET and type(dim) is not bool:
+        return dim, 1.0  # (the default first: under torch.compile each check below is a guard per call)
     if isinstance(dim, bool):  # torch's legacy overload var(input, unbiased)
         if unbiased is not UNSET:
             raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
