@@ -10,12 +10,14 @@ short list::
     check_runnable("normalize", x)
     cfg = launch_config(SPEC, problem, x.device)      # cached per (reduction, problem, device)
 
-:class:`Recorder` and :func:`find_plan` are the call plans of ``docs/architecture.md`` (a repeated call
-replays the first call's allocations and launches); they apply when the kernels take the call's own tensors.
+:class:`Recorder`, :func:`replay_plan` and :func:`find_plan` are the call plans of ``docs/architecture.md`` (a
+repeated call replays the first call's allocations and launches; ``replay_plan`` keys, finds and runs it in one C++
+call once the native launcher is loaded); they apply when the kernels take the call's own tensors.
 """
 
 from __future__ import annotations
 
-from .runtime import Plan, Recorder, check_runnable, device_info, dtype_name, find_plan, launch_config
+from .runtime import Plan, Recorder, check_runnable, device_info, dtype_name, find_plan, launch_config, replay_plan
 
-__all__ = ["Plan", "Recorder", "check_runnable", "device_info", "dtype_name", "find_plan", "launch_config"]
+__all__ = ["Plan", "Recorder", "check_runnable", "device_info", "dtype_name", "find_plan", "launch_config",
+           "replay_plan"]
