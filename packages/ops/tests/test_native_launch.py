@@ -306,24 +306,21 @@ def test_the_extension_checks_plans_against_the_drivers_layout(tmp_path):
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
 
 
-def _native_replay():
+def _load_native() -> None:
     if not _compiler():
         pytest.skip("no C++ compiler here: the native launcher cannot be built")
-    ext = native.extension()
-    assert ext is not None
-    return ext.replay
+    assert native.extension() is not None
 
 
 def test_the_native_key_separates_what_find_plan_separates():
     """The C++ key (native_launcher.cpp, make_key) of a call: equal for an equal call, different wherever a plan
     could differ (argument types, sequence types, shape, strides, dtype, alignment, the default dtype, an absent
     tensor), never equal to a find_plan key, and NotImplemented (find_plan keys the call) for what it does not read."""
-    from triton import knobs
-
-    replay, plain = _native_replay(), _replay.PLAIN
+    _load_native()
+    replay, _ = native.loaded_replays({}, _replay.PLAIN)  # (bound to an empty map: every call misses)
 
     def key(args, *tensors):
-        found = replay({}, knobs.runtime, plain, "op", args, *tensors)
+        found = replay("op", args, *tensors)
         return found if found is NotImplemented else found[1]
 
     x = randn((6, 10), torch.float32, "cpu")
@@ -366,7 +363,7 @@ def test_the_native_key_separates_what_find_plan_separates():
 def test_the_entry_replay_reads_tensors_by_their_real_type(device):
     """An object that fakes ``__class__`` passes isinstance(..., Tensor), but must never be read as one by the
     entry replay's gradient check (with grad mode on): the op then fails as on the Python path, it does not crash."""
-    _native_replay()
+    _load_native()
     tr.softmax(randn((2, 3), torch.float32, device), -1)  # (plugins loaded: the caches below stay)
     caches().load_native()
     assert caches().native_inference is not None
@@ -385,7 +382,7 @@ def test_native_replay_runs_a_found_plan_and_its_hooks(monkeypatch, device):
     """With the extension loaded, a repeated call is keyed, found and run in one C++ call: the plan's native form
     directly (its Python ``run`` is not called), or its ``run`` where a launch hook (a profiler) is installed, or
     where the plan has no native form (the interpreter; Triton's launcher)."""
-    _native_replay()
+    _load_native()
     caches().clear()
     caches().load_native()
     x = randn((8, 300), torch.float32, device)

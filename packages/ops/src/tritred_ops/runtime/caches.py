@@ -80,13 +80,12 @@ class Caches:
 
     ``native_replay`` and ``native_inference`` are the native launcher's ``replay`` (the key, the lookup in
     ``plans`` and the replay of a repeated call in one C++ call: :func:`~.replay.replay_plan`) and its
-    ``replay_inference`` bound to ``plans`` (the same at a public op's entry: :func:`~.replay.replayed`) once the
-    extension is loaded, else None.
+    ``replay_inference`` (the same at a public op's entry: :func:`~.replay.replayed`), both bound to ``plans``, once
+    the extension is loaded, else None.
     """
 
     __slots__ = ("accepts", "configs", "devices", "launch_configs", "native_inference", "native_replay", "occupancy",
                  "plans", "tuning", "views")
-    MAPS = ("accepts", "configs", "devices", "launch_configs", "occupancy", "plans", "tuning", "views")
 
     def __init__(self) -> None:
         limits = LIMITS
@@ -112,8 +111,10 @@ class Caches:
 
     def clear(self) -> None:
         """Empty every map (after ``tritred tune`` stores a config: the next decision reads it)."""
-        for name in self.MAPS:
-            getattr(self, name).clear()
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if isinstance(value, Bounded):  # (the native replays stay: bound to ``plans``, which is cleared)
+                value.clear()
 
 
 def caches() -> Caches:

@@ -82,9 +82,9 @@ def extension() -> Any:
 
 
 def loaded_replays(plans: dict[Any, Any], plain: frozenset[Any]) -> tuple[Any, Any]:
-    """(the extension's ``replay``, its ``replay_inference`` bound to ``plans``) when the extension is wanted and
-    already loaded (this never builds it), else (None, None). ``plain``: the argument types a key holds as they are
-    (replay.py)."""
+    """(the extension's ``replay``, its ``replay_inference``), both bound to ``plans`` and what they read on every
+    call, when the extension is wanted and already loaded (this never builds it), else (None, None). ``plain``: the
+    argument types a key holds as they are (replay.py)."""
     if not wanted() or extension.cache_info().currsize == 0:
         return None, None
     ext = extension()
@@ -94,8 +94,8 @@ def loaded_replays(plans: dict[Any, Any], plain: frozenset[Any]) -> tuple[Any, A
     from torch.autograd import forward_ad
     from triton import knobs
 
-    return replay, functools.partial(inference, (plans, knobs.runtime, plain, forward_ad,
-                                                 torch._C._are_functorch_transforms_active))
+    context = (plans, knobs.runtime, plain, forward_ad, torch._C._are_functorch_transforms_active)
+    return functools.partial(replay, context), functools.partial(inference, context)
 
 
 STALE_LOCK_SECONDS = 600  # a build takes 10-60 s; a lock this old was left by a process killed while building

@@ -357,15 +357,18 @@ bool tensor_signature(PyObject* a, std::vector<int64_t>& sig) {
   return true;
 }
 
+// Whether `o`'s type is in `plain`; false (the error cleared) for a type that cannot be hashed: find_plan leaves
+// such a call unkeyed too.
+bool plain_type(PyObject* plain, PyObject* o) {
+  const int r = PySet_Contains(plain, reinterpret_cast<PyObject*>(Py_TYPE(o)));
+  if (r < 0) PyErr_Clear();
+  return r > 0;
+}
+
 // `a` as the key holds it: a plain scalar (its type in `plain`) as is; a tuple, list or torch.Size of plain scalars as
 // (type, element types, tuple); nullptr with no error set for anything else.
 PyObject* key_argument(PyObject* plain, PyObject* a) {
-  const int is_plain = PySet_Contains(plain, reinterpret_cast<PyObject*>(Py_TYPE(a)));
-  if (is_plain < 0) {  // (a type that cannot be hashed: find_plan leaves such a call unkeyed too)
-    PyErr_Clear();
-    return nullptr;
-  }
-  if (is_plain) {
+  if (plain_type(plain, a)) {
     Py_INCREF(a);
     return a;
   }
@@ -376,12 +379,9 @@ PyObject* key_argument(PyObject* plain, PyObject* a) {
   THPObjectPtr types(PyTuple_New(n));
   if (!types) return nullptr;
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(PyTuple_GET_ITEM(items.get(), i)));
-    const int ok = PySet_Contains(plain, type);
-    if (ok <= 0) {
-      PyErr_Clear();
-      return nullptr;
-    }
+    PyObject* item = PyTuple_GET_ITEM(items.get(), i);
+    if (!plain_type(plain, item)) return nullptr;
+    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(item));
     Py_INCREF(type);
     PyTuple_SET_ITEM(types.get(), i, type);
   }
@@ -485,16 +485,29 @@ PyObject* find_and_run(PyObject* plans, PyObject* runtime, PyObject* plain, PyOb
   return run ? PyObject_Vectorcall(run.get(), tensors, static_cast<size_t>(n), nullptr) : nullptr;
 }
 
-// replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) where `plans` holds the call's plan (run:
+// What both entry points take first, bound once per plan map (native.py): the map, triton.knobs.runtime, the
+// plain argument types, torch.autograd.forward_ad and torch._C._are_functorch_transforms_active.
+struct Context {
+  PyObject *plans, *runtime, *plain, *forward_ad, *functorch_active;  // (borrowed from the caller's tuple)
+};
+
+// `args` as (context, op, args, *tensors): false with a TypeError naming `what` for anything else.
+bool unpack_context(PyObject* const* args, Py_ssize_t nargs, const char* what, Context& c) {
+  if (nargs >= 3 && PyTuple_CheckExact(args[0]) &&
+      PyArg_UnpackTuple(args[0], "context", 5, 5, &c.plans, &c.runtime, &c.plain, &c.forward_ad, &c.functorch_active))
+    return true;
+  if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s(context, op, args, *tensors)", what);
+  return false;
+}
+
+// replay(context, op, args, *tensors) -> (outputs, None) where the context's plans hold the call's plan (run:
 // find_and_run), else (None, key); NotImplemented where find_plan must key the call.
 PyObject* replay(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs < 5) {
-    PyErr_SetString(PyExc_TypeError, "replay(plans, runtime, plain, op, args, *tensors)");
-    return nullptr;
-  }
+  Context c;
+  if (!unpack_context(args, nargs, "replay", c)) return nullptr;
   PyObject* key = nullptr;
-  THPObjectPtr outputs(find_and_run(args[0], args[1], args[2], args[3], args[4], args + 5, nargs - 5, &key));
+  THPObjectPtr outputs(find_and_run(c.plans, c.runtime, c.plain, args[1], args[2], args + 3, nargs - 3, &key));
   if (outputs) return PyTuple_Pack(2, outputs.get(), Py_None);
   if (key == nullptr) return nullptr;  // (an error)
   THPObjectPtr k(key);
@@ -520,26 +533,21 @@ int grad_needed(PyObject* const* tensors, Py_ssize_t n, PyObject* forward_ad, Py
   return active ? PyObject_IsTrue(active.get()) : -1;
 }
 
-// replay_inference((plans, runtime, plain, forward_ad, functorch_active), op, args, *tensors) -> outputs or None:
+// replay_inference(context, op, args, *tensors) -> outputs or None:
 // the saved plan of an inference call (one that needs no autograd Function: grad_needed) run, at the entry of a
 // public op before its own Python layers; None for a call that needs its Function, has no key here, or no plan yet
 // (the op's host path then decides, keys and records as it always does).
 PyObject* replay_inference(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  PyObject *plans, *runtime, *plain, *forward_ad, *functorch_active;
-  if (nargs < 3 || !PyTuple_CheckExact(args[0]) ||
-      !PyArg_UnpackTuple(args[0], "context", 5, 5, &plans, &runtime, &plain, &forward_ad, &functorch_active)) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_TypeError, "replay_inference(context, op, args, *tensors)");
-    return nullptr;
-  }
+  Context c;
+  if (!unpack_context(args, nargs, "replay_inference", c)) return nullptr;
   PyObject* const* tensors = args + 3;
   const Py_ssize_t n = nargs - 3;
-  const int grad = grad_needed(tensors, n, forward_ad, functorch_active);
+  const int grad = grad_needed(tensors, n, c.forward_ad, c.functorch_active);
   if (grad < 0) return nullptr;
   if (grad) Py_RETURN_NONE;
   PyObject* key = nullptr;
-  PyObject* outputs = find_and_run(plans, runtime, plain, args[1], args[2], tensors, n, &key);
+  PyObject* outputs = find_and_run(c.plans, c.runtime, c.plain, args[1], args[2], tensors, n, &key);
   if (outputs != nullptr) return outputs;
   if (key == nullptr) return nullptr;  // (an error)
   Py_DECREF(key);
@@ -570,7 +578,7 @@ PyMethodDef methods[] = {
     {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(run)), METH_FASTCALL,
      "run(plan, *inputs) -> list of outputs"},
     {"replay", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(replay)), METH_FASTCALL,
-     "replay(plans, runtime, plain, op, args, *tensors) -> (outputs, None) | (None, key) | NotImplemented"},
+     "replay(context, op, args, *tensors) -> (outputs, None) | (None, key) | NotImplemented"},
     {"replay_inference", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(replay_inference)),
      METH_FASTCALL, "replay_inference(context, op, args, *tensors) -> outputs or None"},
     {"param_sizes", param_sizes, METH_O, "param_sizes(function) -> list of the kernel parameters' sizes"},

@@ -110,10 +110,9 @@ def replay_plan(op: str, args: tuple[Any, ...], x: Any, *tensors: Any) -> tuple[
     arguments other than plain scalars and sequences of them) takes :func:`find_plan`. The two keys never compare
     equal (native_launcher.cpp), so a call is always found under the key it was saved with.
     """
-    state = get_registry().state(OWNER, Caches)
-    fast = state.native_replay
+    fast = get_registry().state(OWNER, Caches).native_replay
     if fast is not None:
-        found = fast(state.plans, knobs.runtime, PLAIN, op, args, x, *tensors)
+        found = fast(op, args, x, *tensors)
         if found is not NotImplemented:
             return found  # type: ignore[no-any-return]
     plan, key = find_plan(op, args, x, *tensors)
