@@ -31,6 +31,7 @@ from .specs import SPECS
 # on every call of the compiled code, CUDA graph replays included)
 _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
+_MAX_RESULT, _MIN_RESULT = torch.return_types.max, torch.return_types.min
 
 def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -197,13 +198,15 @@ def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
 def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
     """max/min under ``torch.compile`` (the registered ``tritred::max`` / ``max_all``) or with autograd (their
     Functions): a 0-d tensor without ``dim``, else ``torch.return_types.max`` / ``min`` (values, indices)."""
-    check_arg_form(name, dim, keepdim)
+    # (check_arg_form reads the unset marker: under torch.compile, an object read through two modules costs a
+    # Python guard on every call, as dynamo checks that they stay one object; the result types are bound here)
+    has_dim, keep = check_arg_form(name, dim, keepdim)
     compiling = _compiling()
-    if isinstance(dim, Unset):
+    if not has_dim:
         if compiling:
             return getattr(_ops, f"{name}_all")(input)
         return rt.apply_function(ag.MaxAllFunction if name == "max" else ag.MinAllFunction, input)
-    keep = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
+    keep = rt.check_keepdim(name, keep)
     if compiling:
         index = rt.as_index(dim)
         if index is None:
@@ -211,4 +214,4 @@ def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: boo
         values, indices = getattr(_ops, name)(input, index, keep)
     else:
         values, indices = rt.apply_function(ag.MaxFunction if name == "max" else ag.MinFunction, input, dim, keep)
-    return (torch.return_types.max if name == "max" else torch.return_types.min)((values, indices))
+    return (_MAX_RESULT if name == "max" else _MIN_RESULT)((values, indices))

@@ -22,7 +22,7 @@ from ... import runtime as rt
 from ...kernels.combine import MAX, MIN, PROD
 from ...kernels.dtypes import acc_dtype, f32_split, identity, pre_cast, tl_dtype
 from ...kernels.rows import loop_evicts
-from ...runtime import UNSET, Recorder, Unset, replay_plan
+from ...runtime import Recorder, Unset, replay_plan
 from .arg_kernels import _arg_cols_kernel, _arg_rows_kernel
 from .kernels import _cols_kernel, _rows_kernel
 
@@ -175,17 +175,21 @@ def _check_nonzero_dims(name: str, x: torch.Tensor, dim: int | Sequence[int] | N
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
-def check_arg_form(name: str, dim: object, keepdim: object) -> None:
+def check_arg_form(name: str, dim: object, keepdim: object) -> tuple[bool, object]:
     """TypeError, as torch's, for the forms of max/min that tritred does not take: a tensor second argument
-    (torch's elementwise binary overload), ``dim=None``, and ``keepdim`` without ``dim``."""
+    (torch's elementwise binary overload), ``dim=None``, and ``keepdim`` without ``dim``. Returns (whether ``dim``
+    was given, ``keepdim`` or its default False)."""
     if isinstance(dim, torch.Tensor):  # torch.max(x, other): the elementwise binary overload, not a reduction
         raise TypeError(f"tritred.{name}(): a tensor second argument is torch's binary {name}(input, other) "
                         f"(elementwise); tritred has only the reductions: use torch.{name}imum, or an int dim")
     if dim is None:  # as torch: max(input) or max(input, int dim), no max(input, None)
         raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, NoneType): "
                         "'dim' must be an int (or omitted for the full reduction)")
-    if dim is UNSET and keepdim is not UNSET:
+    # (isinstance, not `is UNSET`: under torch.compile an identity with a default is a Python guard on every call)
+    has_dim, has_keepdim = not isinstance(dim, Unset), not isinstance(keepdim, Unset)
+    if has_keepdim and not has_dim:
         raise TypeError(f"{name}(): keepdim needs a dim ({name}(input) takes no keepdim)")
+    return has_dim, keepdim if has_keepdim else False
 
 
 def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
@@ -195,9 +199,9 @@ def arg_call(spec: ReductionSpec, x: torch.Tensor, dim: int | Unset, keepdim: bo
     if saved is not None:
         return _values_indices(name, *saved)
     x = rt.check_tensor(name, "input", x)
-    check_arg_form(name, dim, keepdim)
+    _, keep = check_arg_form(name, dim, keepdim)
     rt.check_supported(name, x, allow_integers=True)
-    keepdim = rt.check_keepdim(name, False if keepdim is UNSET else keepdim)
+    keepdim = rt.check_keepdim(name, keep)
     if isinstance(dim, Unset):
         if x.numel() == 0:
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
