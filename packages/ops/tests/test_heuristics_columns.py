@@ -40,6 +40,17 @@ def test_batch_norm_large_channels_split_into_about_8_programs_per_sm():
     assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.num_warps) == (16, 128, 2)
 
 
+@pytest.mark.parametrize(("dtype", "shape"), [("bfloat16", (1, 65536, 256)), ("float32", (1, 16384, 1024)),
+                                              ("float32", (1, 25088, 512)), ("bfloat16", (1, 49939, 384))])
+def test_batch_norm_channels_fast_tiles_hold_2048_elements_on_four_warps(dtype, shape):
+    """2-D (N, C) and channels-last inputs: 64 channels by 32 rows on 4 warps (H100, training forward: 8-25 %
+    faster than 4096 on 8 warps over six such cases)."""
+    B, S, C = shape
+    problem = Problem(op="batch_norm", dtype=dtype, M=B, N=S, K=C, stride_m=C * S, stride_n=C, stride_k=1)
+    cfg = h200_config(problem)
+    assert (cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.num_warps) == (1, 32, 64, 4)
+
+
 @pytest.mark.parametrize(("dtype", "shape", "stages"), [
     ("bfloat16", (64, 256, 3136), 2), ("float16", (32, 96, 3025), 2), ("bfloat16", (16, 64, 16384), 2),
     ("float32", (64, 256, 3136), 1), ("bfloat16", (128, 512, 196), 1), ("bfloat16", (32, 2048, 49), 1)])

@@ -51,22 +51,23 @@ def _count(B, S, ACC: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT: tl.constexpr, G: tl.constexpr, GROUP: tl.constexpr,
-               BLOCK_K: tl.constexpr):
-    """A tile's dy (and, DOT, dy * xm) added to :func:`_sums_kernel`'s sums: per GROUP of lanes (NCHW), or per
-    channel over the tile's rows (channels-fast, BLOCK_K > 1: both sums in one cross-warp exchange)."""
-    if BLOCK_K > 1:
-        if DOT:
-            s_t, d_t = tl.reduce((dy, dy * xm), 0, add_pair)
-            dot_p += d_t
-        else:
-            s_t = tl.sum(dy, 0)
-        sum_p += s_t
+def _tile_sums(x_ptr, dy_ptr, dx_ptr, b0, s0, cs, mask, mean, scale, s_b, s_s, s_c, g_b, g_s, g_c, d_b, d_s, d_c,
+               DOT: tl.constexpr, WRITE_DX: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr):
+    """(dy, dy * (x - mean) or dy where not DOT) of one tile (``mask``: its lanes in range, the others 0), and
+    (WRITE_DX) its dx = dy * scale stored from the same load."""
+    dy = tl.load(_lanes(dy_ptr + (b0 * g_b + s0 * g_s), cs, g_b, g_s, g_c, BLOCK_M, BLOCK_N), mask=mask,
+                 other=0).to(ACC)
+    if WRITE_DX:
+        tl.store(_lanes(dx_ptr + (b0 * d_b + s0 * d_s), cs, d_b, d_s, d_c, BLOCK_M, BLOCK_N), dy * scale[None, :],
+                 mask=mask)
+    if DOT:
+        x = tl.load(_lanes(x_ptr + (b0 * s_b + s0 * s_s), cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N), mask=mask,
+                    other=0).to(ACC)
+        xm = tl.where(mask, x - mean[None, :], 0.0)  # (0, not 0 * -mean: an inf running mean in eval)
     else:
-        sum_g += tl.sum(tl.reshape(dy, [G, GROUP, BLOCK_K]), 1)
-        if DOT:
-            dot_g += tl.sum(tl.reshape(dy * xm, [G, GROUP, BLOCK_K]), 1)
-    return sum_g, dot_g, sum_p, dot_p
+        xm = dy
+    return dy, dy * xm
 
 
 @triton.jit
@@ -80,12 +81,13 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
     WRITE_DX (eval: dx does not depend on the sums): also dx = dy * w * invstd, from the same loads. DIV_S: NCHW
     with S and every tensor's batch and channel strides multiples of DIV_S (the forward's ``_nchw_hint``).
 
-    Full NCHW tiles load with the channel mask only; the sums go into per-GROUP accumulators (GROUP neighbouring
-    lanes, the elements one thread loads as one 16-byte vector, summed inside the thread), so the loop has no
-    cross-lane traffic; the groups are summed once at the end. Partial tiles (edges of B and S) mask their lanes.
-    Channels-fast tiles (BLOCK_K > 1, GROUP 1) sum each full tile over its rows into per-channel sums instead: a
-    per-lane accumulator there is two registers per loaded element (ptxas, sm_90, 16384x1024 float32: 112
-    registers, one program of 8 warps per SM), against one cross-warp exchange per tile.
+    Full tiles load with the channel mask only; their sums go into per-GROUP accumulators (GROUP neighbouring
+    lanes, the elements one thread loads as one 16-byte vector, summed inside the thread: NCHW; single lanes where
+    the vector runs across channels), so the loop has no cross-lane traffic; the groups are summed once at the
+    end. The partial tiles (edges of B and S) are summed over their rows in a second loop, after the groups (as
+    the forward's statistics launch, :func:`.kernels._stats_kernel`, and for the same reasons: a cross-warp
+    exchange per channels-fast tile waited on barriers; in the first loop, the partial tiles' reductions held
+    registers beside the groups').
     """
     S = restate_multiple(S, DIV_S)
     s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
@@ -93,50 +95,46 @@ def _sums_kernel(x_ptr, dy_ptr, dx_ptr, mean_ptr, var_ptr, w_ptr, psum_ptr, pdot
     d_b, d_c = restate_multiple(d_b, DIV_S), restate_multiple(d_c, DIV_S)
     cs, c_ok = _channels(tl.program_id(0), C, BLOCK_K)
     s_chunks, t_lo, t_hi = _tile_range(B, S, tiles_per_split, BLOCK_M, BLOCK_N)
-    x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
-    g_lanes = _lanes(dy_ptr, cs, g_b, g_s, g_c, BLOCK_M, BLOCK_N)
-    d_lanes = _lanes(dx_ptr, cs, d_b, d_s, d_c, BLOCK_M, BLOCK_N)
     mean, invstd, w = _channel_consts(mean_ptr, var_ptr, w_ptr, cs, c_ok, eps, eps_lo, FROM_RUNNING, HAS_W, ACC,
                                       BLOCK_K)
     scale = w * invstd
     G: tl.constexpr = BLOCK_M * BLOCK_N // GROUP  # groups per tile
     sum_g = tl.zeros([G, BLOCK_K], ACC)
     dot_g = tl.zeros([G, BLOCK_K], ACC)
-    sum_p = tl.zeros([BLOCK_K], ACC)
-    dot_p = tl.zeros([BLOCK_K], ACC)
     bi = t_lo // s_chunks
     si = t_lo % s_chunks
     for _ in range(t_lo, t_hi):
-        b0 = bi * BLOCK_M
-        s0 = si * BLOCK_N
-        b0l = b0.to(tl.int64)
-        s0l = s0.to(tl.int64)
-        if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
-            dy = tl.load(g_lanes + (b0l * g_b + s0l * g_s), mask=c_ok[None, :], other=0).to(ACC)
+        b0 = bi.to(tl.int64) * BLOCK_M
+        s0 = si.to(tl.int64) * BLOCK_N
+        if (bi * BLOCK_M + BLOCK_M <= B) & (si * BLOCK_N + BLOCK_N <= S):
+            dy, dxm = _tile_sums(x_ptr, dy_ptr, dx_ptr, b0, s0, cs, c_ok[None, :], mean, scale, s_b, s_s, s_c, g_b,
+                                 g_s, g_c, d_b, d_s, d_c, DOT, WRITE_DX, ACC, BLOCK_M, BLOCK_N)
+            sum_g += tl.sum(tl.reshape(dy, [G, GROUP, BLOCK_K]), 1)
             if DOT:
-                x = tl.load(x_lanes + (b0l * s_b + s0l * s_s), mask=c_ok[None, :], other=0).to(ACC)
-                xm = x - mean[None, :]
-            else:
-                xm = dy
-            sum_g, dot_g, sum_p, dot_p = _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT, G, GROUP, BLOCK_K)
-            if WRITE_DX:
-                tl.store(d_lanes + (b0l * d_b + s0l * d_s), dy * scale[None, :], mask=c_ok[None, :])
-        else:  # an edge of B or S
-            mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-            dy = tl.load(g_lanes + (b0l * g_b + s0l * g_s), mask=mask, other=0).to(ACC)
+                dot_g += tl.sum(tl.reshape(dxm, [G, GROUP, BLOCK_K]), 1)
+        bi, si = _next_tile(bi, si, s_chunks)
+    sum_c = tl.sum(sum_g, 0)
+    dot_c = tl.sum(dot_g, 0)
+    bi = t_lo // s_chunks
+    si = t_lo % s_chunks
+    for _ in range(t_lo, t_hi):  # the partial tiles
+        if (bi * BLOCK_M + BLOCK_M > B) | (si * BLOCK_N + BLOCK_N > S):
+            b0 = bi.to(tl.int64) * BLOCK_M
+            s0 = si.to(tl.int64) * BLOCK_N
+            mask = _edge_mask(bi * BLOCK_M, si * BLOCK_N, B, S, c_ok, BLOCK_M, BLOCK_N)
+            dy, dxm = _tile_sums(x_ptr, dy_ptr, dx_ptr, b0, s0, cs, mask, mean, scale, s_b, s_s, s_c, g_b, g_s, g_c,
+                                 d_b, d_s, d_c, DOT, WRITE_DX, ACC, BLOCK_M, BLOCK_N)
             if DOT:
-                x = tl.load(x_lanes + (b0l * s_b + s0l * s_s), mask=mask, other=0).to(ACC)
-                xm = tl.where(mask, x - mean[None, :], 0.0)  # (0, not 0 * -mean: an inf running mean in eval)
+                s_t, d_t = tl.reduce((dy, dxm), 0, add_pair)
+                dot_c += d_t
             else:
-                xm = dy
-            sum_g, dot_g, sum_p, dot_p = _tile_sums(dy, xm, sum_g, dot_g, sum_p, dot_p, DOT, G, GROUP, BLOCK_K)
-            if WRITE_DX:
-                tl.store(d_lanes + (b0l * d_b + s0l * d_s), dy * scale[None, :], mask=mask)
+                s_t = tl.sum(dy, 0)
+            sum_c += s_t
         bi, si = _next_tile(bi, si, s_chunks)
     offs = cs * SPLIT + tl.program_id(1)
-    tl.store(psum_ptr + offs, tl.sum(sum_g, 0) + sum_p, mask=c_ok)
+    tl.store(psum_ptr + offs, sum_c, mask=c_ok)
     if DOT:
-        tl.store(pdot_ptr + offs, tl.sum(dot_g, 0) + dot_p, mask=c_ok)
+        tl.store(pdot_ptr + offs, dot_c, mask=c_ok)
 
 
 @triton.jit

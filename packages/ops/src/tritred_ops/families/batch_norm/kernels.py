@@ -110,12 +110,12 @@ def _invstd(var, eps, ACC: tl.constexpr):
 
 
 @triton.jit
-def _add_tile(x, mask, n, mean, m2, cnt, tot, EVEN: tl.constexpr):
-    """A [lanes, channels] tile ``x`` of ``n`` valid lanes (``mask``; EVEN: all of them) merged into the channels'
-    running (mean, M2, count) by its own two-pass statistics (:func:`chunk_stats`, Chan's merge), and its plain
+def _add_tile(x, mask, n, mean, m2, cnt, tot):
+    """A partial [lanes, channels] tile ``x`` of ``n`` valid lanes (``mask``, the others 0) merged into the
+    channels' (mean, M2, count) by its own two-pass statistics (:func:`chunk_stats`, Chan's merge), and its plain
     sum added to ``tot``."""
     n_c = tl.zeros_like(mean) + n
-    mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c, EVEN=EVEN)
+    mean_t, corr_t, m2_t = chunk_stats(x, mask, 0, n_c)
     mean, m2, cnt = chan_fn(mean, m2, cnt, mean_t + corr_t, m2_t, n_c)
     return mean, m2, cnt, tot + tl.sum(x, 0)
 
@@ -131,19 +131,17 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     arithmetic of the tile before it (two tiles in flight per program; masked by the edges of B and S).
 
     Full tiles (every lane in range): each GROUP of neighbouring lanes (the elements one thread loads with one
-    vector access) gets its two-pass mean and M2 in registers, then merges into that group's running statistics
-    (Chan et al. 1979; all groups have seen the same count, so one scalar division per tile), with no cross-lane
-    traffic inside the loop. Per-group rather than per-lane state: 3 registers per GROUP elements, not 3 per
-    element, so more programs fit an SM and more loads are in flight (a bf16 tile of per-lane Welford state
-    took 113 registers: 4 programs per SM). The rare partial tiles (edges of B and S) get the two-pass
-    statistics of :func:`chunk_stats`. Groups and partial tiles merge once at the end.
+    vector access: NCHW; one lane where the vector runs across channels, channels-fast) gets its two-pass mean and
+    M2 in registers, then merges into that group's running statistics (Welford 1962, Chan et al. 1979; all groups
+    have seen the same count, so one scalar division per tile), with no cross-lane traffic inside the loop. The
+    groups merge once after it. A statistics exchange across warps per tile instead (each channels-fast tile's
+    own two-pass statistics) held fewer registers but waited on two barriers a tile: 6x the time of
+    ``var_mean(x, 0)``'s per-lane loop on the same 65536x256 bfloat16 (H100: the statistics launch ~110 of 126 us,
+    var_mean 23 us).
 
-    Channels-fast tiles (BLOCK_K > 1: channels-last, and 2-D (N, C) inputs) have one element per group, so that
-    state was three registers per loaded element: 150 registers for float32, 174 for bfloat16 (ptxas, sm_90,
-    16384x1024 and 65536x256), one program of 8 warps per SM, ~8 KB of loads in flight per SM where HBM needs
-    ~25 KB. Each of their tiles gets its own per-channel two-pass statistics instead (:func:`chunk_stats`,
-    reduced over the tile's rows: one cross-warp exchange per tile), merged into the channel's (Chan): 77 and
-    116 registers, three and two programs per SM.
+    The rare partial tiles (edges of B and S) get their two-pass statistics (:func:`chunk_stats`) in a second
+    loop over the range, after the groups merged: in the first loop their reductions held registers beside the
+    groups' state (sm_90, 65536x256 bfloat16 channels-fast: 176 registers, 79 without them).
 
     All of it on ``x - shift``, the channel's first element (:func:`stats_shift`): group means and deviations of
     values near zero stay exact where a channel sits far from 0 (mean 1e4, spread 0.1: the group means of raw
@@ -167,16 +165,11 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
     # A plain sum beside: torch's running_mean of a channel holding inf is inf, the Welford mean is NaN.
     tot_g = tl.zeros([G, BLOCK_K], ACC)
     full = 0
-    mean_p = tl.zeros([BLOCK_K], ACC)
-    m2_p = tl.zeros([BLOCK_K], ACC)
-    cnt_p = tl.zeros([BLOCK_K], ACC)
-    tot_p = tl.zeros([BLOCK_K], ACC)
     if PREFETCH:  # (no slice is empty: the range's first tile exists)
         x_next = _edge_tile(lanes, bi * BLOCK_M, si * BLOCK_N, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
     for t in range(t_lo, t_hi):
         b0 = bi * BLOCK_M
         s0 = si * BLOCK_N
-        corner = b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s
         if PREFETCH:
             # The tile after this one: its load in flight during this tile's arithmetic (H200, 2-byte elements:
             # the statistics launch 40 -> 38 us on 64x256x56x56; float32 tiles lost, their registers 128 -> 168).
@@ -188,41 +181,40 @@ def _stats_kernel(x_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, B, S, C, s_b, s
             x_next = _edge_tile(lanes, b1, s1, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
         if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
             if not PREFETCH:
-                x_raw = tl.load(lanes + corner, mask=c_ok[None, :], other=0)
-            if BLOCK_K > 1:  # channels-fast: the tile's own statistics per channel, merged into the channel's
-                mean_p, m2_p, cnt_p, tot_p = _add_tile(x_raw.to(ACC) - shift[None, :], c_ok[None, :],
-                                                       BLOCK_M * BLOCK_N, mean_p, m2_p, cnt_p, tot_p, True)
-            else:
-                xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
-                # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
-                # a power of two: the same rounding as a sum divided by GROUP).
-                mean_x = tl.sum(xg * (1.0 / GROUP), 1)
-                d = xg - mean_x[:, None, :]
-                full += 1
-                inv = div_exact(1.0, full, ACC)
-                delta = mean_x - mean_g
-                mean_g += delta * inv
-                # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
-                m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
-                tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
-        else:  # an edge of B or S
-            mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
-            if not PREFETCH:
-                x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
-            mean_p, m2_p, cnt_p, tot_p = _add_tile(tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0), mask,
-                                                   tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N),
-                                                   mean_p, m2_p, cnt_p, tot_p, False)
+                x_raw = tl.load(lanes + (b0.to(tl.int64) * s_b + s0.to(tl.int64) * s_s), mask=c_ok[None, :],
+                                other=0)
+            xg = tl.reshape(x_raw.to(ACC) - shift[None, :], [G, GROUP, BLOCK_K])
+            # Scaled, then summed: values near the top of the float range keep a finite group mean (the scale is
+            # a power of two: the same rounding as a sum divided by GROUP).
+            mean_x = tl.sum(xg * (1.0 / GROUP), 1)
+            d = xg - mean_x[:, None, :]
+            full += 1
+            inv = div_exact(1.0, full, ACC)
+            delta = mean_x - mean_g
+            mean_g += delta * inv
+            # Chan's merge of (GROUP * (full - 1), mean_g, m2_g) with (GROUP, mean_x, sum(d^2))
+            m2_g += tl.sum(d * d, 1) + delta * (delta * (GROUP * (full - 1) * inv))
+            tot_g += mean_x * GROUP  # the plain sum, less the shifts (inf where an inf is)
         bi, si = _next_tile(bi, si, s_chunks)
-    if BLOCK_K > 1:
-        mean, m2, cnt = mean_p, m2_p, cnt_p
-    else:
-        mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
-        mean, m2, cnt = chan_fn(mean, m2, cnt, mean_p, m2_p, cnt_p)
+    mean, m2, cnt = tl.reduce((mean_g, m2_g, tl.zeros([G, BLOCK_K], ACC) + GROUP * full), 0, chan_fn)
+    tot = tl.sum(tot_g, 0)
+    bi = t_lo // s_chunks
+    si = t_lo % s_chunks
+    for _ in range(t_lo, t_hi):  # the partial tiles
+        b0 = bi * BLOCK_M
+        s0 = si * BLOCK_N
+        if (b0 + BLOCK_M > B) | (s0 + BLOCK_N > S):
+            mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
+            x_raw = _edge_tile(lanes, b0, s0, B, S, s_b, s_s, c_ok, BLOCK_M, BLOCK_N)
+            mean, m2, cnt, tot = _add_tile(tl.where(mask, x_raw.to(ACC) - shift[None, :], 0.0), mask,
+                                           tl.minimum(B - b0, BLOCK_M) * tl.minimum(S - s0, BLOCK_N),
+                                           mean, m2, cnt, tot)
+        bi, si = _next_tile(bi, si, s_chunks)
     offs = cs * SPLIT + tl.program_id(1)
     tl.store(pmean_ptr + offs, mean, mask=c_ok)
     tl.store(pm2_ptr + offs, m2, mask=c_ok)
     tl.store(pcnt_ptr + offs, cnt, mask=c_ok)
-    tl.store(psum_ptr + offs, tl.sum(tot_g, 0) + tot_p, mask=c_ok)
+    tl.store(psum_ptr + offs, tot, mask=c_ok)
 
 
 @triton.jit
