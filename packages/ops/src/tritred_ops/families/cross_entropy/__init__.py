@@ -18,7 +18,7 @@ from torch.autograd import forward_ad
 
 from ... import runtime as rt
 from . import autograd, composite
-from .checks import reduction_enum, scalars
+from .checks import no_weight_grad, reduction_enum, scalars
 from .launch import forward
 from .spec import SPEC
 
@@ -26,6 +26,7 @@ from .spec import SPEC
 # on every call of the compiled code, CUDA graph replays included)
 _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
+_grad_enabled = torch.is_grad_enabled
 
 SPECS = {"cross_entropy": SPEC}
 
@@ -77,9 +78,23 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     red = reduction_enum(reduction, size_average, reduce)
     index, smoothing = scalars(ignore_index, label_smoothing)
     if _compiling():
-        return autograd.compiled(input, target, weight, index, red, smoothing)
+        return _compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
         if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:
             return composite.cross_entropy(input, target, weight, index, red, smoothing)
         return rt.apply_function(autograd.CrossEntropyFunction, input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
     return forward(SPEC, input, target, weight, index, red, smoothing, False, False)[0]
+
+
+def _compiled(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, reduction: int,
+              label_smoothing: float) -> torch.Tensor:
+    """The call as ``torch.compile`` traces it: the registered op, told which gradients to prepare. (Here, on
+    names bound once, rather than in ``autograd``: dynamo guards each object it reads through two modules with a
+    Python check on every call.)"""
+    grad_mode = _grad_enabled()
+    prob = x.shape == target.shape
+    grad_input = grad_mode and x.requires_grad
+    others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
+    no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
+    return _ops.cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing, grad_input,  # type: ignore[no-any-return]
+                              others)[0]

@@ -156,15 +156,3 @@ def _backward_op(ctx: Any, grad_loss: torch.Tensor | None, *unused: Any) -> tupl
 
 
 cross_entropy_op.register_autograd(_backward_op, setup_context=_setup_op)
-
-
-def compiled(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, reduction: int,
-             label_smoothing: float) -> torch.Tensor:
-    """The call as ``torch.compile`` traces it: the registered op, told which gradients to prepare."""
-    grad_mode = torch.is_grad_enabled()
-    prob = x.shape == target.shape
-    grad_input = grad_mode and x.requires_grad
-    others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
-    no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
-    return torch.ops.tritred.cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing, grad_input,
-                                           others)[0]
