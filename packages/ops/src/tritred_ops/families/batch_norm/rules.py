@@ -76,8 +76,8 @@ def _tile_why(channels_fast: bool, block_m: int, block_n: int, block_k: int, cap
     """The reason of a :func:`_tile` tile, for ``LaunchConfig.why``."""
     head = f"BLOCK_M={block_m}, BLOCK_N={block_n}, BLOCK_K={block_k}: "
     if channels_fast:
-        return head + f"channels contiguous: up to {block_k} channels by the spatial and batch sides, {caps.tile} " \
-            "elements"
+        return head + f"channels contiguous: up to {block_k} channels by the spatial and batch sides, half a tile " \
+            f"({caps.tile // 2} elements)"
     return head + f"spatial contiguous: one channel, half a tile ({caps.tile // 2} elements) of spatial by images"
 
 
