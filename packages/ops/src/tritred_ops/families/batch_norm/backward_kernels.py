@@ -54,7 +54,7 @@ def _count(B, S, ACC: tl.constexpr, BLOCK_K: tl.constexpr):
 def _tile_sums(x_ptr, dy_ptr, dx_ptr, b0, s0, cs, mask, mean, scale, s_b, s_s, s_c, g_b, g_s, g_c, d_b, d_s, d_c,
                DOT: tl.constexpr, WRITE_DX: tl.constexpr, ACC: tl.constexpr, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr):
-    """(dy, dy * (x - mean) or dy where not DOT) of one tile (``mask``: its lanes in range, the others 0), and
+    """(dy, DOT: dy * (x - mean), else dy) of one tile (``mask``: its lanes in range, the others 0), and
     (WRITE_DX) its dx = dy * scale stored from the same load."""
     dy = tl.load(_lanes(dy_ptr + (b0 * g_b + s0 * g_s), cs, g_b, g_s, g_c, BLOCK_M, BLOCK_N), mask=mask,
                  other=0).to(ACC)
@@ -64,10 +64,10 @@ def _tile_sums(x_ptr, dy_ptr, dx_ptr, b0, s0, cs, mask, mean, scale, s_b, s_s, s
     if DOT:
         x = tl.load(_lanes(x_ptr + (b0 * s_b + s0 * s_s), cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N), mask=mask,
                     other=0).to(ACC)
-        xm = tl.where(mask, x - mean[None, :], 0.0)  # (0, not 0 * -mean: an inf running mean in eval)
+        dxm = dy * tl.where(mask, x - mean[None, :], 0.0)  # (0, not 0 * -mean: an inf running mean in eval)
     else:
-        xm = dy
-    return dy, dy * xm
+        dxm = dy
+    return dy, dxm
 
 
 @triton.jit

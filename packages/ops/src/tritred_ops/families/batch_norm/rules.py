@@ -94,14 +94,13 @@ def _tile(problem: Problem, caps: Caps) -> tuple[bool, int, int, int, int]:
     channel, up to 128 spatial (16 under the interpreter) by the images, on 2 warps (4 under the interpreter)."""
     N = max(problem.N, 1)
     channels_fast = problem.stride_k == 1 and problem.stride_n != 1
+    tile = caps.tile // 2
     if channels_fast:
-        tile = caps.tile // 2
         block_k = min(next_pow2(problem.K), 64 if caps.tile >= 4096 else 16)
         block_n = max(1, min(next_pow2(N), tile // block_k))
         block_m = max(1, min(next_pow2(problem.M), tile // (block_k * block_n)))
         warps = 4
     else:
-        tile = caps.tile // 2
         block_k = 1
         block_n = min(next_pow2(N), 128 if caps.gpu else 16)
         block_m = max(1, min(next_pow2(problem.M), tile // block_n))

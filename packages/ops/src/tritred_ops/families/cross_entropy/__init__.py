@@ -96,5 +96,5 @@ def _compiled(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
     grad_input = grad_mode and x.requires_grad
     others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
     no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
-    return _ops.cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing, grad_input,  # type: ignore[no-any-return]
-                              others)[0]
+    return _ops.cross_entropy(  # type: ignore[no-any-return]
+        x, target, weight, ignore_index, reduction, label_smoothing, grad_input, others)[0]
