@@ -232,7 +232,7 @@ def test_inference_takes_no_function_and_no_op(monkeypatch, device):
     """No grad: no autograd.Function, no op boundary (the replayed fast path); grad: the Function, not the op."""
     calls = []
     monkeypatch.setattr(xa.CrossEntropyFunction, "forward", staticmethod(lambda *a: calls.append("function") or 0))
-    monkeypatch.setattr(xe, "_compiled", lambda *a: calls.append("op") or 0)
+    monkeypatch.setattr(xe, "_cross_entropy_compiled", lambda *a: calls.append("op") or 0)
     x = randn((3, 6), torch.float32, device).requires_grad_()
     t = torch.tensor([0, 1, 2], device=device)
     with torch.no_grad():

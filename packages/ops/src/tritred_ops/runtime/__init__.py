@@ -6,6 +6,7 @@
 - :mod:`.caches`: the ops state kept per registry (views, configs, plans ...), each kind bounded;
 - :mod:`.launch`: the launch decision (:func:`decide`, asking the ``tritred_launch_config`` hook) and grids;
 - :mod:`.hints`: per-launch kernel knobs derived from a view and a config (divisibility, shifted tiles, tails);
+- :mod:`.compiled`: :func:`compiles_to`, what torch.compile traces in place of a public op (fewer guards);
 - :mod:`.replay`: call plans, which replay a call's allocations and launches on the next call with its key;
 - :mod:`.autograd`: :func:`apply_function`, an autograd Function's ``apply`` without per-call signature binding;
   :func:`once_differentiable`, a backward whose gradients raise when differentiated again;
@@ -62,6 +63,7 @@ from .checks import (
     wrap_dim,
     wrap_dims,
 )
+from .compiled import compiles_to
 from .device import dependent_launch, device_info, programs_per_sm, resident_programs
 from .hints import (
     UNROLL_CHUNK_PER_THREAD,
@@ -134,6 +136,7 @@ __all__ = [
     "check_tensor",
     "col_hint",
     "combine_blocks",
+    "compiles_to",
     "decide",
     "dependent_launch",
     "device_info",

@@ -7,6 +7,7 @@ the form they expect (wrapped dims, materialized negative-bit views).
 
 from __future__ import annotations
 
+import enum
 import operator
 import os
 import sys
@@ -31,15 +32,18 @@ SCALAR_TYPE_NAMES = {torch.int64: "Long", torch.int32: "Int", torch.int16: "Shor
                      torch.uint8: "Byte", torch.bool: "Bool"}
 
 
-class Unset:
+class Unset(enum.Enum):
     """Marks an argument that was not passed (torch's overloads tell ``prod(x)`` from ``prod(x, None)``). Its repr
-    is what ``help()`` and ``inspect.signature`` show as the default: ``max(input, dim=<not given>, ...)``."""
+    is what ``help()`` and ``inspect.signature`` show as the default: ``max(input, dim=<not given>, ...)``. An
+    enum member: dynamo builds it as a constant where it is a compiled form's default (``runtime.compiled``)."""
+
+    UNSET = "<not given>"
 
     def __repr__(self) -> str:
         return "<not given>"
 
 
-UNSET = Unset()
+UNSET = Unset.UNSET
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import torch
 
-from ...runtime import apply_function, grad_needed, scalar_of
+from ...runtime import apply_function, compiles_to, grad_needed, scalar_of
 from .autograd import BatchNormFunction
 from .launch import batch_norm_call, empty_batch_norm
 from .spec import SPEC
@@ -56,6 +56,26 @@ _ops = torch.ops.tritred
 SPECS = {"batch_norm": SPEC}
 
 
+def _batch_norm_compiled(input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+                         weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, training: bool = False,
+                         momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
+    """batch_norm as torch.compile traces it (``compiles_to``): the registered ``tritred::batch_norm`` (no
+    mutation), the new running statistics copied back as torch's update does."""
+    if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
+        _stats_need_no_grad(running_mean, running_var)
+    if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
+        momentum = scalar_of(momentum)  # type: ignore[assignment]
+    y, _, _, new_mean, new_var = _ops.batch_norm(
+        input, running_mean, running_var, weight, bias, training,
+        float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
+    if training and running_mean is not None and running_var is not None:
+        with torch.no_grad():
+            running_mean.copy_(new_mean)
+            running_var.copy_(new_var)
+    return y  # type: ignore[no-any-return]
+
+
+@compiles_to(_batch_norm_compiled)
 def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
                weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
@@ -101,21 +121,14 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
             takes no ``momentum=None``; a 0-d tensor or a numpy scalar is one, a 1-element tensor of some dims is
             not), training not a bool (as torch: no ``training=1``).
     """
-    if isinstance(input, torch.Tensor) and input.numel() == 0 and not _compiling():
+    if _compiling():  # the registered op (no mutation), the running stats copied back
+        return _batch_norm_compiled(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    if isinstance(input, torch.Tensor) and input.numel() == 0:
         return empty_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
         _stats_need_no_grad(running_mean, running_var)
     if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
         momentum = scalar_of(momentum)  # type: ignore[assignment]
-    if _compiling():  # dynamo: the registered op (no mutation), the running stats copied back
-        y, _, _, new_mean, new_var = _ops.batch_norm(
-            input, running_mean, running_var, weight, bias, training,
-            float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
-        if training and running_mean is not None and running_var is not None:
-            with torch.no_grad():
-                running_mean.copy_(new_mean)
-                running_var.copy_(new_var)
-        return y
     if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
         return apply_function(BatchNormFunction, input, running_mean, running_var, weight, bias, training, momentum,
                               eps)[0]

@@ -31,6 +31,23 @@ _grad_enabled = torch.is_grad_enabled
 SPECS = {"cross_entropy": SPEC}
 
 
+def _cross_entropy_compiled(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                            size_average: Any = None, ignore_index: int = -100, reduce: Any = None,
+                            reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
+    """cross_entropy as torch.compile traces it (``rt.compiles_to``): the registered op, told which gradients to
+    prepare."""
+    red = reduction_enum(reduction, size_average, reduce)
+    index, smoothing = scalars(ignore_index, label_smoothing)
+    grad_mode = _grad_enabled()
+    prob = input.shape == target.shape
+    grad_input = grad_mode and input.requires_grad
+    others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
+    no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
+    return _ops.cross_entropy(  # type: ignore[no-any-return]
+        input, target, weight, index, red, smoothing, grad_input, others)[0]
+
+
+@rt.compiles_to(_cross_entropy_compiled)
 def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
                   size_average: Any = None, ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> torch.Tensor:
@@ -75,26 +92,13 @@ def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tenso
     (unless ignored: its loss is then 0 and its gradient 0, NaN only where torch's is); ``0 * inf`` products (a
     zero weight or probability at a -inf logit) make the loss NaN.
     """
+    if _compiling():
+        return _cross_entropy_compiled(input, target, weight, size_average, ignore_index, reduce, reduction,
+                                       label_smoothing)
     red = reduction_enum(reduction, size_average, reduce)
     index, smoothing = scalars(ignore_index, label_smoothing)
-    if _compiling():
-        return _compiled(input, target, weight, index, red, smoothing)
     if rt.grad_needed(input, target, weight):
         if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:
             return composite.cross_entropy(input, target, weight, index, red, smoothing)
         return rt.apply_function(autograd.CrossEntropyFunction, input, target, weight, index, red, smoothing)  # type: ignore[no-any-return]
     return forward(SPEC, input, target, weight, index, red, smoothing, False, False)[0]
-
-
-def _compiled(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, reduction: int,
-              label_smoothing: float) -> torch.Tensor:
-    """The call as ``torch.compile`` traces it: the registered op, told which gradients to prepare. (Here, on
-    names bound once, rather than in ``autograd``: dynamo guards each object it reads through two modules with a
-    Python check on every call.)"""
-    grad_mode = _grad_enabled()
-    prob = x.shape == target.shape
-    grad_input = grad_mode and x.requires_grad
-    others = grad_mode and prob and (target.requires_grad or (weight is not None and weight.requires_grad))
-    no_weight_grad(prob, grad_mode and weight is not None and weight.requires_grad)
-    return _ops.cross_entropy(  # type: ignore[no-any-return]
-        x, target, weight, ignore_index, reduction, label_smoothing, grad_input, others)[0]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from tritred_core import ReductionSpec
 
-from ...runtime import apply_function, grad_needed, replayed
+from ...runtime import apply_function, compiles_to, grad_needed, replayed
 from .launch import layer_norm_call
 
 #: ``split_rows``: rows held by several programs meeting at a barrier (one read); the built-in choice for long rows
@@ -36,6 +36,16 @@ _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
 
 
+def _layer_norm_with_stats_compiled(input: torch.Tensor, normalized_shape: Sequence[int],
+                                    weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                                    eps: float = 1e-5, store_stats: bool = True,
+                                    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """layer_norm_with_stats as torch.compile traces it (``compiles_to``): the registered ``tritred::layer_norm``."""
+    y, mean, rstd = _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))
+    return (y, mean, rstd) if store_stats else (y, None, None)
+
+
+@compiles_to(_layer_norm_with_stats_compiled)
 def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                           bias: torch.Tensor | None = None, eps: float = 1e-5, store_stats: bool = True,
                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -64,15 +74,20 @@ def layer_norm_with_stats(input: torch.Tensor, normalized_shape: Sequence[int], 
         ``normalized_shape`` element that is not an int; NotImplementedError for a non-floating input.
     """
     if _compiling():
-        y, mean, rstd = _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias,
-                                                     float(eps))
-    elif grad_needed(input, weight, bias):
-        y, mean, rstd = apply_function(_autograd.LayerNormFunction, input, normalized_shape, weight, bias, eps)
-    else:
+        return _layer_norm_with_stats_compiled(input, normalized_shape, weight, bias, eps, store_stats)
+    if not grad_needed(input, weight, bias):
         return layer_norm_call(SPEC, input, normalized_shape, weight, bias, eps, store_stats)
+    y, mean, rstd = apply_function(_autograd.LayerNormFunction, input, normalized_shape, weight, bias, eps)
     return (y, mean, rstd) if store_stats else (y, None, None)
 
 
+def _layer_norm_compiled(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+                         bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
+    """layer_norm as torch.compile traces it (``compiles_to``): the registered ``tritred::layer_norm``'s output."""
+    return _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
+
+
+@compiles_to(_layer_norm_compiled)
 def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
     """Layer normalization — mirrors :func:`torch.nn.functional.layer_norm` (Ba, Kiros & Hinton 2016).
@@ -105,7 +120,7 @@ def layer_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: tor
         NotImplementedError: a non-floating input (as torch).
     """
     if _compiling():
-        return _ops.layer_norm(input, _autograd._shape(normalized_shape), weight, bias, float(eps))[0]
+        return _layer_norm_compiled(input, normalized_shape, weight, bias, eps)
     if (saved := replayed("layer_norm", (normalized_shape, eps, False), input, weight, bias)) is not None:
         return saved[0]  # a repeated inference call
     if grad_needed(input, weight, bias):

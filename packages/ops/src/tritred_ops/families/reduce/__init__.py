@@ -33,6 +33,14 @@ _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
 _MAX_RESULT, _MIN_RESULT = torch.return_types.max, torch.return_types.min
 
+def _sum_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+                  dtype: torch.dtype | None = None) -> torch.Tensor:
+    """sum as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::sum``."""
+    dims = [dim] if type(dim) is int else rt.dim_list("sum", dim)  # (the common form first: fewer guards)
+    return _ops.sum(input, dims, keepdim, None if dtype is None else rt.dtype_arg(dtype))
+
+
+@rt.compiles_to(_sum_compiled)
 def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum of ``input`` over ``dim`` — mirrors :func:`torch.sum`.
@@ -57,10 +65,10 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
 
     Algorithm: strided tile sweep with an fp32 accumulator; deterministic two-stage split for few outputs.
     """
+    if _compiling():
+        return _sum_compiled(input, dim, keepdim, dtype=dtype)
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if _compiling():
-        return _ops.sum(input, rt.dim_list("sum", dim), keepdim, dtype)
     if (saved := rt.replayed("sum", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -68,6 +76,14 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
     return reduce_call(SPECS["sum"], SUM, input, dim, keepdim, dtype)
 
 
+def _mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+    """mean as torch.compile traces it: the registered ``tritred::mean``."""
+    dims = [dim] if type(dim) is int else rt.dim_list("mean", dim)
+    return _ops.mean(input, dims, keepdim, None if dtype is None else rt.dtype_arg(dtype))
+
+
+@rt.compiles_to(_mean_compiled)
 def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """Arithmetic mean over ``dim`` — mirrors :func:`torch.mean`.
@@ -79,10 +95,10 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     Gradient: the output's gradient divided by the number of reduced elements (in the output's dtype), broadcast
     back over the reduced dims, in the input's dtype.
     """
+    if _compiling():
+        return _mean_compiled(input, dim, keepdim, dtype=dtype)
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if _compiling():
-        return _ops.mean(input, rt.dim_list("mean", dim), keepdim, dtype)
     if (saved := rt.replayed("mean", (dim, keepdim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -90,6 +106,13 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
     return reduce_call(SPECS["mean"], SUM, input, dim, keepdim, dtype)
 
 
+def _prod_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+    """prod as torch.compile traces it: the registered ``tritred::prod``."""
+    return _ops.prod(input, _prod_dim(dim, keepdim), keepdim, None if dtype is None else rt.dtype_arg(dtype))
+
+
+@rt.compiles_to(_prod_compiled)
 def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *,
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """Product over ``dim`` — mirrors :func:`torch.prod` (which takes one int dim or None).
@@ -108,11 +131,11 @@ def prod(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *
     element's product of the others in its slice (exclusive cumulative products from both ends: exact with one
     zero, 0 with several), in the output's dtype (float32 for float16/bfloat16), returned in the input's.
     """
+    if _compiling():
+        return _prod_compiled(input, dim, keepdim, dtype=dtype)
     d = _prod_dim(dim, keepdim)
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if _compiling():
-        return _ops.prod(input, d, keepdim, dtype)
     if rt.grad_needed(input):
         return rt.apply_function(ag.ProdFunction, input, d, keepdim, dtype)  # type: ignore[no-any-return]
     return reduce_call(SPECS["prod"], PROD, input, d, keepdim, dtype)
@@ -134,6 +157,12 @@ def _prod_dim(dim: int | Unset | None, keepdim: bool) -> int | None:
     return index
 
 
+def _amax_compiled(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """amax as torch.compile traces it: the registered ``tritred::amax`` (None: every dim)."""
+    return _ops.amax(input, [dim] if type(dim) is int else rt.dim_list("amax", dim) or [], keepdim)
+
+
+@rt.compiles_to(_amax_compiled)
 def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Maximum over ``dim`` (``()``: all dims) — mirrors :func:`torch.amax`.
 
@@ -144,7 +173,7 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     (ties share it); a slice whose maximum is NaN gets NaN.
     """
     if _compiling():
-        return _ops.amax(input, rt.dim_list("amax", dim) or [], keepdim)  # (None: every dim)
+        return _amax_compiled(input, dim, keepdim)
     if (saved := rt.replayed("amax", (dim, keepdim, None), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -152,10 +181,16 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     return reduce_call(SPECS["amax"], MAX, input, dim, keepdim, None)
 
 
+def _amin_compiled(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """amin as torch.compile traces it: the registered ``tritred::amin`` (None: every dim)."""
+    return _ops.amin(input, [dim] if type(dim) is int else rt.dim_list("amin", dim) or [], keepdim)
+
+
+@rt.compiles_to(_amin_compiled)
 def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Minimum over ``dim`` — mirrors :func:`torch.amin`; see :func:`amax`."""
     if _compiling():
-        return _ops.amin(input, rt.dim_list("amin", dim) or [], keepdim)  # (None: every dim)
+        return _amin_compiled(input, dim, keepdim)
     if (saved := rt.replayed("amin", (dim, keepdim, None), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -163,6 +198,17 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
     return reduce_call(SPECS["amin"], MIN, input, dim, keepdim, None)
 
 
+def _max_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
+    """max as torch.compile traces it: the registered ``tritred::max`` or ``tritred::max_all``."""
+    if keepdim is UNSET:  # (the common forms first: fewer guards)
+        if dim is UNSET:
+            return _ops.max_all(input)
+        if type(dim) is int:
+            return _MAX_RESULT(_ops.max(input, dim, False))
+    return _arg_compiled("max", input, dim, keepdim)
+
+
+@rt.compiles_to(_max_compiled)
 def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """Maximum — mirrors :func:`torch.max` (the reduction overloads).
 
@@ -179,39 +225,56 @@ def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
     without, split evenly among the elements equal to the maximum (torch's ``evenly_distribute_backward``: among
     the NaN elements when the maximum is NaN).
     """
-    if _compiling() or rt.grad_needed(input):
+    if _compiling():
+        return _max_compiled(input, dim, keepdim)
+    if rt.grad_needed(input):
         return _arg_autograd("max", input, dim, keepdim)
     return arg_call(SPECS["max"], input, dim, keepdim)
 
 
+def _min_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
+    """min as torch.compile traces it: the registered ``tritred::min`` or ``tritred::min_all``."""
+    if keepdim is UNSET:  # (the common forms first: fewer guards)
+        if dim is UNSET:
+            return _ops.min_all(input)
+        if type(dim) is int:
+            return _MIN_RESULT(_ops.min(input, dim, False))
+    return _arg_compiled("min", input, dim, keepdim)
+
+
+@rt.compiles_to(_min_compiled)
 def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """Minimum — mirrors :func:`torch.min`; see :func:`max`.
 
     ``min(input)`` (``dim`` and ``keepdim`` not given: the signature's ``<not given>``) returns a 0-d tensor;
     ``min(input, dim, keepdim=False)`` returns ``torch.return_types.min(values, indices)``.
     """
-    if _compiling() or rt.grad_needed(input):
+    if _compiling():
+        return _min_compiled(input, dim, keepdim)
+    if rt.grad_needed(input):
         return _arg_autograd("min", input, dim, keepdim)
     return arg_call(SPECS["min"], input, dim, keepdim)
 
 
-def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
-    """max/min under ``torch.compile`` (the registered ``tritred::max`` / ``max_all``) or with autograd (their
-    Functions): a 0-d tensor without ``dim``, else ``torch.return_types.max`` / ``min`` (values, indices)."""
-    # (check_arg_form reads the unset marker: under torch.compile, an object read through two modules costs a
-    # Python guard on every call, as dynamo checks that they stay one object; the result types are bound here)
+def _arg_compiled(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
+    """max/min under ``torch.compile``: ``tritred::max_all`` / ``min_all`` (a 0-d tensor) without ``dim``, else
+    ``torch.return_types.max`` / ``min`` of ``tritred::max`` / ``min`` (values, indices)."""
     has_dim, keep = check_arg_form(name, dim, keepdim)
-    compiling = _compiling()
     if not has_dim:
-        if compiling:
-            return getattr(_ops, f"{name}_all")(input)
+        return getattr(_ops, f"{name}_all")(input)
+    keep = rt.check_keepdim(name, keep)
+    index = rt.as_index(dim)
+    if index is None:
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
+    return (_MAX_RESULT if name == "max" else _MIN_RESULT)(getattr(_ops, name)(input, index, keep))
+
+
+def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
+    """max/min with autograd (their Functions): a 0-d tensor without ``dim``, else ``torch.return_types.max`` /
+    ``min`` (values, indices)."""
+    has_dim, keep = check_arg_form(name, dim, keepdim)
+    if not has_dim:
         return rt.apply_function(ag.MaxAllFunction if name == "max" else ag.MinAllFunction, input)
     keep = rt.check_keepdim(name, keep)
-    if compiling:
-        index = rt.as_index(dim)
-        if index is None:
-            raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
-        values, indices = getattr(_ops, name)(input, index, keep)
-    else:
-        values, indices = rt.apply_function(ag.MaxFunction if name == "max" else ag.MinFunction, input, dim, keep)
+    values, indices = rt.apply_function(ag.MaxFunction if name == "max" else ag.MinFunction, input, dim, keep)
     return (_MAX_RESULT if name == "max" else _MIN_RESULT)((values, indices))

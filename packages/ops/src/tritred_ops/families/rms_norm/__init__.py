@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from tritred_core import ReductionSpec
 
-from ...runtime import apply_function, grad_needed, replayed
+from ...runtime import apply_function, compiles_to, grad_needed, replayed
 from .launch import resolve_eps, rms_norm_call
 
 #: ``split_rows``: rows held by several programs meeting at a barrier (one read), for long rows fewer than the SMs.
@@ -34,6 +34,14 @@ _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
 
 
+def _rms_norm_compiled(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+                       eps: float | None = None) -> torch.Tensor:
+    """rms_norm as torch.compile traces it (``compiles_to``): the registered ``tritred::rms_norm``'s output."""
+    return _ops.rms_norm(input, _autograd.shape_arg(normalized_shape), weight,
+                         None if eps is None else resolve_eps(eps, input.dtype))[0]
+
+
+@compiles_to(_rms_norm_compiled)
 def rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
              eps: float | None = None) -> torch.Tensor:
     """Root mean square layer normalization — mirrors :func:`torch.nn.functional.rms_norm`.
@@ -69,8 +77,7 @@ def rms_norm(input: torch.Tensor, normalized_shape: Sequence[int], weight: torch
     (deterministic), rounded once.
     """
     if _compiling():
-        return _ops.rms_norm(input, _autograd.shape_arg(normalized_shape), weight,
-                                          None if eps is None else resolve_eps(eps, input.dtype))[0]
+        return _rms_norm_compiled(input, normalized_shape, weight, eps)
     if (saved := replayed("rms_norm", (normalized_shape, eps, False), input, weight)) is not None:
         return saved[0]  # a repeated inference call
     if grad_needed(input, weight):

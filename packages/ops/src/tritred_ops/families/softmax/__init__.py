@@ -58,16 +58,23 @@ _SOFTMAX_DOC = """
 """
 
 
+def _softmax_compiled(input: torch.Tensor, dim: int | None = None,
+                      dtype: torch.dtype | None = None) -> torch.Tensor:
+    """softmax as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::softmax``."""
+    return _ops.softmax(input, dim, None if dtype is None else rt.dtype_arg(dtype))
+
+
+@rt.compiles_to(_softmax_compiled)
 def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim`` — mirrors :func:`torch.softmax`.
 
     Single pass when the row fits on chip; float32 rows of 64K+ elements held by several programs that merge their
     partials at a per-row barrier; else the online softmax (Milakov & Gimelshein 2018).
     """
+    if _compiling():  # an opaque registered op: fake implementation, registered autograd
+        return _softmax_compiled(input, dim, dtype)
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if _compiling():  # an opaque registered op: fake implementation, registered autograd
-        return _ops.softmax(input, dim, dtype)
     if (saved := rt.replayed("softmax", (dim, dtype), input)) is not None:  # a repeated inference call
         return saved[0]
     if rt.grad_needed(input):
@@ -75,12 +82,19 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
     return softmax_call(SPECS["softmax"], 0, input, dim, dtype)  # inference: the replayed fast path
 
 
+def _log_softmax_compiled(input: torch.Tensor, dim: int | None = None,
+                          dtype: torch.dtype | None = None) -> torch.Tensor:
+    """log_softmax as torch.compile traces it: the registered ``tritred::log_softmax``."""
+    return _ops.log_softmax(input, dim, None if dtype is None else rt.dtype_arg(dtype))
+
+
+@rt.compiles_to(_log_softmax_compiled)
 def log_softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
     """x - max - log(sum(exp(x - max))) along ``dim`` — mirrors :func:`torch.log_softmax`."""
+    if _compiling():
+        return _log_softmax_compiled(input, dim, dtype)
     if dtype is not None:
         dtype = rt.dtype_arg(dtype)
-    if _compiling():
-        return _ops.log_softmax(input, dim, dtype)
     if (saved := rt.replayed("log_softmax", (dim, dtype), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):
@@ -92,6 +106,12 @@ softmax.__doc__ = (softmax.__doc__ or "") + _SOFTMAX_DOC
 log_softmax.__doc__ = (log_softmax.__doc__ or "") + _SOFTMAX_DOC
 
 
+def _logsumexp_compiled(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
+    """logsumexp as torch.compile traces it: the registered ``tritred::logsumexp``."""
+    return _ops.logsumexp(input, [dim] if type(dim) is int else logsumexp_dims(dim), keepdim)  # (int: no guard)
+
+
+@rt.compiles_to(_logsumexp_compiled)
 def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
     """log(sum(exp(x))) over ``dim`` — mirrors :func:`torch.logsumexp`.
 
@@ -116,7 +136,7 @@ def logsumexp(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = Fal
     result; differentiable twice in eager. Forward-mode AD and ``torch.func.vmap`` as torch's.
     """
     if _compiling():
-        return _ops.logsumexp(input, logsumexp_dims(dim), keepdim)
+        return _logsumexp_compiled(input, dim, keepdim)
     if (saved := rt.replayed("logsumexp", (dim, keepdim), input)) is not None:
         return saved[0]
     if rt.grad_needed(input):

@@ -16,12 +16,13 @@ import torch
 
 from ... import runtime as rt
 from ...runtime import UNSET, Unset
-from .autograd import stats_autograd
+from .autograd import stats_autograd, stats_compiled
 from .launch import stats_call
 from .specs import SPECS
 
 #: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
 _compiling = torch.compiler.is_compiling
+_ops = torch.ops.tritred
 
 _ARGS_DOC = """
 
@@ -64,42 +65,86 @@ _ARGS_DOC = """
 """
 
 
+def _var_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
+                  keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
+    """var as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var``."""
+    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
+        return _ops.var(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
+    return stats_compiled("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+
+
+@rt.compiles_to(_var_compiled)
 def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Variance over ``dim`` — mirrors :func:`torch.var`."""
-    if not _compiling() and (saved := rt.replayed("var", (dim, unbiased, keepdim, correction), input)) is not None:
+    if _compiling():
+        return _var_compiled(input, dim, unbiased, keepdim, correction=correction)
+    if (saved := rt.replayed("var", (dim, unbiased, keepdim, correction), input)) is not None:
         return saved[0]  # a repeated inference call
-    if _compiling() or rt.grad_needed(input):
+    if rt.grad_needed(input):
         return stats_autograd("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var"], input, dim, unbiased, keepdim, correction)[0]
 
 
+def _std_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
+                  keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
+    """std as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std``."""
+    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
+        return _ops.std(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
+    return stats_compiled("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+
+
+@rt.compiles_to(_std_compiled)
 def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
         keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """Standard deviation over ``dim`` — mirrors :func:`torch.std`."""
-    if not _compiling() and (saved := rt.replayed("std", (dim, unbiased, keepdim, correction), input)) is not None:
+    if _compiling():
+        return _std_compiled(input, dim, unbiased, keepdim, correction=correction)
+    if (saved := rt.replayed("std", (dim, unbiased, keepdim, correction), input)) is not None:
         return saved[0]  # a repeated inference call
-    if _compiling() or rt.grad_needed(input):
+    if rt.grad_needed(input):
         return stats_autograd("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std"], input, dim, unbiased, keepdim, correction)[0]
 
 
+def _var_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
+                       keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """var_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var_mean``."""
+    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
+        return _ops.var_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
+    return stats_compiled("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+
+
+@rt.compiles_to(_var_mean_compiled)
 def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Variance and mean over ``dim`` in one sweep — mirrors :func:`torch.var_mean`."""
-    if not _compiling() and (saved := rt.replayed("var_mean", (dim, unbiased, keepdim, correction), input)) is not None:
-        return saved[0], saved[-1]
-    if _compiling() or rt.grad_needed(input):
+    if _compiling():
+        return _var_mean_compiled(input, dim, unbiased, keepdim, correction=correction)
+    if (saved := rt.replayed("var_mean", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0], saved[-1]  # a repeated inference call
+    if rt.grad_needed(input):
         return stats_autograd("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["var_mean"], input, dim, unbiased, keepdim, correction)
 
 
+def _std_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
+                       keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """std_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std_mean``."""
+    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
+        return _ops.std_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
+    return stats_compiled("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+
+
+@rt.compiles_to(_std_mean_compiled)
 def std_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
              keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Standard deviation and mean over ``dim`` in one sweep — mirrors :func:`torch.std_mean`."""
-    if not _compiling() and (saved := rt.replayed("std_mean", (dim, unbiased, keepdim, correction), input)) is not None:
-        return saved[0], saved[-1]
-    if _compiling() or rt.grad_needed(input):
+    if _compiling():
+        return _std_mean_compiled(input, dim, unbiased, keepdim, correction=correction)
+    if (saved := rt.replayed("std_mean", (dim, unbiased, keepdim, correction), input)) is not None:
+        return saved[0], saved[-1]  # a repeated inference call
+    if rt.grad_needed(input):
         return stats_autograd("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
     return stats_call(SPECS["std_mean"], input, dim, unbiased, keepdim, correction)
 

@@ -29,9 +29,6 @@ from .backward import stats_backward
 from .launch import parse_correction, stats_call
 from .specs import SPECS
 
-#: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
-_compiling = torch.compiler.is_compiling
-
 
 def given_dims(op: str, dim: object, ndim: int) -> tuple[int, ...] | None:
     """The reduced dims as torch's backward sees them: None for ``dim=None``, ``()`` for an empty list (which
@@ -128,11 +125,16 @@ FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
 _ops = torch.ops.tritred
 
 
+def stats_compiled(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
+                   correction: float | None) -> Any:
+    """A statistic under ``torch.compile``, ``torch.ops.tritred.<name>``: the statistic, or (statistic, mean) for
+    var_mean/std_mean."""
+    dim, corr = parse_correction(name, dim, unbiased, correction)
+    return getattr(_ops, name)(input, rt.dim_list(name, dim), corr, keepdim)
+
+
 def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
                    correction: float | None) -> Any:
-    """A statistic under ``torch.compile`` (``torch.ops.tritred.<name>``) or with autograd (its Function): the
-    statistic, or (statistic, mean) for var_mean/std_mean."""
+    """A statistic with autograd (its Function): the statistic, or (statistic, mean) for var_mean/std_mean."""
     dim, corr = parse_correction(name, dim, unbiased, correction)
-    if _compiling():
-        return getattr(_ops, name)(input, rt.dim_list(name, dim), corr, keepdim)
     return rt.apply_function(FUNCTIONS[name], input, dim, corr, keepdim)
