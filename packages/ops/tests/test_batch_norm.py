@@ -266,6 +266,17 @@ def test_one_dim_inputs(device):
                       training=True)
 
 
+def test_finish_block_spreads_the_forward_finish_over_the_sms():
+    """``rules.finish_block``: ~2048 partials of each statistic a program, halved down to ``min_programs``
+    programs (the forward's finish: one per SM) while a program keeps a channel."""
+    from tritred_ops.families.batch_norm.rules import finish_block
+
+    assert finish_block(1024, 47) == (32, 4)  # 2048 // 64 slices
+    assert finish_block(1024, 47, 132) == (4, 4)  # 256 programs, not 128
+    assert finish_block(512, 64, 132) == (2, 4) and finish_block(256, 264, 132) == (1, 4)
+    assert finish_block(3, 5, 132) == (1, 4)  # one channel a program at least
+
+
 @pytest.mark.parametrize("layout", ["nchw", "cl"])
 def test_many_partials_merge_once_per_channel(layout, force, monkeypatch, device):
     """Channel blocks of many slices (``rules.merge_inline``: 8 channels x 64 slices): a finish launch merges the

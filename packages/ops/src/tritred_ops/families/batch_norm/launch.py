@@ -350,7 +350,7 @@ def _forward(spec: ReductionSpec, key: Hashable, input: torch.Tensor, running_me
     if finish:  # the partials merged once per channel (mean, rstd, the running statistics), then normalize
         stats_to = (mean_out if mean_out is not None else rec.empty((Ch,), acc, dev),
                     invstd_out if invstd_out is not None else rec.empty((Ch,), acc, dev))
-        block_c, warps = finish_block(Ch, split)
+        block_c, warps = finish_block(Ch, split, rt.device_info(dev).sm_count)
         rec.launch(_apply_kernel, (rt.cdiv(Ch, block_c),), x, y, pm, pm2, pn, psum, rm_in, rv_in, rm_to, rv_to, w,
                    b, *stats_to, B, S, Ch, xb, xs, xc, yb, ys, yc, tiles_per_split, 0, *scalars, RESIDENT=False,
                    HAS_RUNNING=has_running, BLOCK_M=1, BLOCK_N=1, BLOCK_K=block_c, STATS=True, num_warps=warps,
