@@ -170,10 +170,11 @@ def finish_block(channels: int, split: int, min_programs: int = 1) -> tuple[int,
     """(channels per program, warps) of a finish launch, which merges ``split`` partials of each statistic (or
     sum) per channel: ~2048 partials of each per program on 4 warps (16 per thread), at least one channel, halved
     down to ``min_programs`` programs where the channels allow. The forward's statistics finish asks for one per
-    SM: its few programs of many channels each waited a long chain of loads (H100, training forward, 32 channels
-    a program against 4: 4478x1024 fp32 47.4 -> 36.7 us, eager 44.1; 128x512x14x14 fp32 channels-last 76.4 ->
-    74.0; 16384x1024 fp32 91.0 -> 90.1 at 8; 65536x256 bf16 64.8 -> 63.6 at 2). The backward's finish keeps its
-    blocks (4478x1024 fp32 not faster at 4, 8 or 16 channels)."""
+    SM: its few programs of many channels each waited a long chain of loads. H100, training forward, forced against
+    the old block (32 channels a program on 1024 channels): 4478x1024 fp32 at 4 (the rule's pick) 47.4 -> 36.7 us,
+    eager 44.1; 128x512x14x14 fp32 channels-last at 4, 76.4 -> 74.0; 16384x1024 fp32 at 8, 91.0 -> 90.1; 65536x256
+    bf16 at 2, 64.8 -> 63.6 (the rule's picks for these three, 2, 4 and 1, not run). The backward's finish keeps
+    its blocks (4478x1024 fp32 not faster at 4, 8 or 16 channels)."""
     block_s = next_pow2(split)
     block_c = max(1, min(next_pow2(channels), 2048 // block_s))
     while block_c > 1 and cdiv(channels, block_c) < min_programs:
