@@ -92,3 +92,32 @@ def test_export_runs_the_ops_body_into_the_registered_ops(device):
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert {"tritred.var.default", "tritred.softmax.default", "tritred.max.default"} <= targets, targets
     torch.testing.assert_close(ep.module()(x), Model()(x), rtol=0, atol=0)
+
+
+#: Arguments the registered ops' schemas would coerce (a bool dim to an int, 0 / 1 / None to a bool) but torch and
+#: the eager ops refuse: each compiled form raises the eager op's TypeError while tracing.
+REFUSED = {
+    "softmax dim=True": (lambda x, x4: tr.softmax(x, True), "argument 'dim' must be int"),
+    "log_softmax dim=False": (lambda x, x4: tr.log_softmax(x, False), "argument 'dim' must be int"),
+    "sum keepdim=None": (lambda x, x4: tr.sum(x, 1, keepdim=None), "argument 'keepdim' must be bool"),
+    "mean keepdim=1": (lambda x, x4: tr.mean(x, 1, 1), "argument 'keepdim' must be bool"),
+    "prod keepdim=0": (lambda x, x4: tr.prod(x, 1, keepdim=0), "argument 'keepdim' must be bool"),
+    "amax keepdim=1": (lambda x, x4: tr.amax(x, 1, keepdim=1), "argument 'keepdim' must be bool"),
+    "amin keepdim=None": (lambda x, x4: tr.amin(x, 0, None), "argument 'keepdim' must be bool"),
+    "logsumexp keepdim=None": (lambda x, x4: tr.logsumexp(x, 1, keepdim=None), "argument 'keepdim' must be bool"),
+    "var keepdim=1": (lambda x, x4: tr.var(x, 1, keepdim=1), "argument 'keepdim' must be bool"),
+    "std_mean keepdim=0": (lambda x, x4: tr.std_mean(x, 0, keepdim=0), "argument 'keepdim' must be bool"),
+    "batch_norm training=1": (lambda x, x4: tr.batch_norm(x4, None, None, training=1),
+                              "argument 'training' \\(position 6\\) must be bool"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_compiled_forms_refuse_what_the_eager_ops_refuse(case, device):
+    fn, message = REFUSED[case]
+    x, _, _, x4, _ = _inputs(device)
+    with pytest.raises(TypeError, match=message):
+        fn(x, x4)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=message):  # (dynamo reports the TypeError as an observed exception)
+        torch.compile(fn, backend="eager", fullgraph=True)(x, x4)

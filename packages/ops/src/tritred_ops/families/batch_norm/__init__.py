@@ -61,6 +61,8 @@ def _batch_norm_compiled(input: torch.Tensor, running_mean: torch.Tensor | None,
                          momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """batch_norm as torch.compile traces it (``compiles_to``): the registered ``tritred::batch_norm`` (no
     mutation), the new running statistics copied back as torch's update does."""
+    if training is not True and training is not False:  # (the op's bool argument would take 0 or 1)
+        raise TypeError(f"batch_norm(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
     if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
         _stats_need_no_grad(running_mean, running_var)
     if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)

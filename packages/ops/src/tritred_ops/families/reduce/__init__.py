@@ -36,6 +36,8 @@ _MAX_RESULT, _MIN_RESULT = torch.return_types.max, torch.return_types.min
 def _sum_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
                   dtype: torch.dtype | None = None) -> torch.Tensor:
     """sum as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::sum``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("sum", keepdim)
     dims = [dim] if type(dim) is int else rt.dim_list("sum", dim)  # (the common form first: fewer guards)
     return _ops.sum(input, dims, keepdim, None if dtype is None else rt.dtype_arg(dtype))
 
@@ -79,6 +81,8 @@ def sum(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bo
 def _mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
     """mean as torch.compile traces it: the registered ``tritred::mean``."""
+    if keepdim is not False and keepdim is not True:
+        rt.check_keepdim("mean", keepdim)
     dims = [dim] if type(dim) is int else rt.dim_list("mean", dim)
     return _ops.mean(input, dims, keepdim, None if dtype is None else rt.dtype_arg(dtype))
 
@@ -109,6 +113,8 @@ def mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: b
 def _prod_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool = False, *,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
     """prod as torch.compile traces it: the registered ``tritred::prod``."""
+    if keepdim is not False and keepdim is not True:
+        rt.check_keepdim("prod", keepdim)
     return _ops.prod(input, _prod_dim(dim, keepdim), keepdim, None if dtype is None else rt.dtype_arg(dtype))
 
 
@@ -159,6 +165,8 @@ def _prod_dim(dim: int | Unset | None, keepdim: bool) -> int | None:
 
 def _amax_compiled(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """amax as torch.compile traces it: the registered ``tritred::amax`` (None: every dim)."""
+    if keepdim is not False and keepdim is not True:
+        rt.check_keepdim("amax", keepdim)
     return _ops.amax(input, [dim] if type(dim) is int else rt.dim_list("amax", dim) or [], keepdim)
 
 
@@ -183,6 +191,8 @@ def amax(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 
 def _amin_compiled(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """amin as torch.compile traces it: the registered ``tritred::amin`` (None: every dim)."""
+    if keepdim is not False and keepdim is not True:
+        rt.check_keepdim("amin", keepdim)
     return _ops.amin(input, [dim] if type(dim) is int else rt.dim_list("amin", dim) or [], keepdim)
 
 

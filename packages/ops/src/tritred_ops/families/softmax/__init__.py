@@ -61,6 +61,8 @@ _SOFTMAX_DOC = """
 def _softmax_compiled(input: torch.Tensor, dim: int | None = None,
                       dtype: torch.dtype | None = None) -> torch.Tensor:
     """softmax as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::softmax``."""
+    if dim is True or dim is False:  # (the op's int argument would take it as 0 or 1; torch refuses it)
+        rt.wrap_dim("softmax", dim, input.dim())
     return _ops.softmax(input, dim, None if dtype is None else rt.dtype_arg(dtype))
 
 
@@ -85,6 +87,8 @@ def softmax(input: torch.Tensor, dim: int | None = None, dtype: torch.dtype | No
 def _log_softmax_compiled(input: torch.Tensor, dim: int | None = None,
                           dtype: torch.dtype | None = None) -> torch.Tensor:
     """log_softmax as torch.compile traces it: the registered ``tritred::log_softmax``."""
+    if dim is True or dim is False:
+        rt.wrap_dim("log_softmax", dim, input.dim())
     return _ops.log_softmax(input, dim, None if dtype is None else rt.dtype_arg(dtype))
 
 
@@ -108,6 +112,8 @@ log_softmax.__doc__ = (log_softmax.__doc__ or "") + _SOFTMAX_DOC
 
 def _logsumexp_compiled(input: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
     """logsumexp as torch.compile traces it: the registered ``tritred::logsumexp``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("logsumexp", keepdim)
     return _ops.logsumexp(input, [dim] if type(dim) is int else logsumexp_dims(dim), keepdim)  # (int: no guard)
 
 

@@ -68,6 +68,8 @@ _ARGS_DOC = """
 def _var_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                   keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """var as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("var", keepdim)
     if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
         return _ops.var(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
     return stats_compiled("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
@@ -89,6 +91,8 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def _std_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                   keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """std as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("std", keepdim)
     if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
         return _ops.std(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
     return stats_compiled("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
@@ -110,6 +114,8 @@ def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def _var_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                        keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """var_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var_mean``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("var_mean", keepdim)
     if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
         return _ops.var_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
     return stats_compiled("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
@@ -131,6 +137,8 @@ def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbias
 def _std_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                        keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """std_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std_mean``."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim("std_mean", keepdim)
     if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
         return _ops.std_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
     return stats_compiled("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
