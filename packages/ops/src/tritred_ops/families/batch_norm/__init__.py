@@ -45,7 +45,7 @@ import torch
 
 from ...runtime import apply_function, compiles_to, grad_needed, scalar_of
 from .autograd import BatchNormFunction
-from .launch import batch_norm_call, empty_batch_norm
+from .launch import batch_norm_call, check_training, empty_batch_norm
 from .spec import SPEC
 
 # (bound once: under torch.compile each attribute read of a public function's branch is a dynamo guard, evaluated
@@ -62,11 +62,8 @@ def _batch_norm_compiled(input: torch.Tensor, running_mean: torch.Tensor | None,
     """batch_norm as torch.compile traces it (``compiles_to``): the registered ``tritred::batch_norm`` (no
     mutation), the new running statistics copied back as torch's update does."""
     if training is not True and training is not False:  # (the op's bool argument would take 0 or 1)
-        raise TypeError(f"batch_norm(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
-    if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
-        _stats_need_no_grad(running_mean, running_var)
-    if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
-        momentum = scalar_of(momentum)  # type: ignore[assignment]
+        check_training("batch_norm", training)
+    momentum = _momentum(running_mean, running_var, momentum)
     y, _, _, new_mean, new_var = _ops.batch_norm(
         input, running_mean, running_var, weight, bias, training,
         float(momentum) if isinstance(momentum, (int, float)) else momentum, eps)
@@ -127,14 +124,21 @@ def batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_v
         return _batch_norm_compiled(input, running_mean, running_var, weight, bias, training, momentum, eps)
     if isinstance(input, torch.Tensor) and input.numel() == 0:
         return empty_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
-    if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
-        _stats_need_no_grad(running_mean, running_var)
-    if isinstance(momentum, torch.Tensor):  # (a 0-d tensor is its number, as torch's parser reads it)
-        momentum = scalar_of(momentum)  # type: ignore[assignment]
+    momentum = _momentum(running_mean, running_var, momentum)
     if grad_needed(input, weight, bias):  # eager training: the autograd Function (updates the running stats once)
         return apply_function(BatchNormFunction, input, running_mean, running_var, weight, bias, training, momentum,
                               eps)[0]
     return batch_norm_call(SPEC, input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _momentum(running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float) -> float:
+    """``momentum`` as the ops take it (a 0-d tensor is its number, as torch's parser reads it), after torch's
+    refusal of running statistics that require grad; both paths' first checks."""
+    if getattr(running_mean, "requires_grad", False) or getattr(running_var, "requires_grad", False):
+        _stats_need_no_grad(running_mean, running_var)
+    if isinstance(momentum, torch.Tensor):
+        momentum = scalar_of(momentum)  # type: ignore[assignment]
+    return momentum
 
 
 def _stats_need_no_grad(running_mean: object, running_var: object) -> None:

@@ -179,11 +179,16 @@ def parse_args(op: str, input: torch.Tensor, running_mean: torch.Tensor | None, 
     for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
         if t is not None:
             rt.check_tensor(op, name, t)
-    if not isinstance(training, bool):  # torch takes no training=1 or None
-        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
+    check_training(op, training)
     rt.float_arg(op, "momentum", 7, momentum)  # (a bool is a number to torch: True is 1.0)
     rt.float_arg(op, "eps", 8, eps)
     return input
+
+
+def check_training(op: str, training: object) -> None:
+    """TypeError, as torch's argument parser, for a ``training`` that is not a bool (torch takes no 1 or None)."""
+    if not isinstance(training, bool):
+        raise TypeError(f"{op}(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
 
 
 def empty_batch_norm(input: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,

@@ -33,6 +33,7 @@ _compiling = torch.compiler.is_compiling
 _ops = torch.ops.tritred
 _MAX_RESULT, _MIN_RESULT = torch.return_types.max, torch.return_types.min
 
+
 def _sum_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
                   dtype: torch.dtype | None = None) -> torch.Tensor:
     """sum as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::sum``."""
@@ -210,12 +211,7 @@ def amin(input: torch.Tensor, dim: int | Sequence[int] = (), keepdim: bool = Fal
 
 def _max_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """max as torch.compile traces it: the registered ``tritred::max`` or ``tritred::max_all``."""
-    if keepdim is UNSET:  # (the common forms first: fewer guards)
-        if dim is UNSET:
-            return _ops.max_all(input)
-        if type(dim) is int:
-            return _MAX_RESULT(_ops.max(input, dim, False))
-    return _arg_compiled("max", input, dim, keepdim)
+    return _arg_compiled("max", _ops.max_all, _ops.max, _MAX_RESULT, input, dim, keepdim)
 
 
 @rt.compiles_to(_max_compiled)
@@ -244,12 +240,7 @@ def max(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
 
 def _min_compiled(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = UNSET) -> Any:
     """min as torch.compile traces it: the registered ``tritred::min`` or ``tritred::min_all``."""
-    if keepdim is UNSET:  # (the common forms first: fewer guards)
-        if dim is UNSET:
-            return _ops.min_all(input)
-        if type(dim) is int:
-            return _MIN_RESULT(_ops.min(input, dim, False))
-    return _arg_compiled("min", input, dim, keepdim)
+    return _arg_compiled("min", _ops.min_all, _ops.min, _MIN_RESULT, input, dim, keepdim)
 
 
 @rt.compiles_to(_min_compiled)
@@ -266,17 +257,24 @@ def min(input: torch.Tensor, dim: int | Unset = UNSET, keepdim: bool | Unset = U
     return arg_call(SPECS["min"], input, dim, keepdim)
 
 
-def _arg_compiled(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:
-    """max/min under ``torch.compile``: ``tritred::max_all`` / ``min_all`` (a 0-d tensor) without ``dim``, else
-    ``torch.return_types.max`` / ``min`` of ``tritred::max`` / ``min`` (values, indices)."""
+def _arg_compiled(name: str, all_op: Any, op: Any, result: Any, input: torch.Tensor, dim: int | Unset,
+                  keepdim: bool | Unset) -> Any:
+    """max/min as torch.compile traces them (their compiled forms): ``all_op`` (``tritred::max_all`` /
+    ``min_all``, a 0-d tensor) without ``dim``, else ``result`` (``torch.return_types.max`` / ``min``) of ``op``
+    (``tritred::max`` / ``min``: values, indices)."""
+    if keepdim is UNSET:  # (the common forms first: fewer guards)
+        if dim is UNSET:
+            return all_op(input)
+        if type(dim) is int:
+            return result(op(input, dim, False))
     has_dim, keep = check_arg_form(name, dim, keepdim)
     if not has_dim:
-        return getattr(_ops, f"{name}_all")(input)
+        return all_op(input)
     keep = rt.check_keepdim(name, keep)
     index = rt.as_index(dim)
     if index is None:
         raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
-    return (_MAX_RESULT if name == "max" else _MIN_RESULT)(getattr(_ops, name)(input, index, keep))
+    return result(op(input, index, keep))
 
 
 def _arg_autograd(name: str, input: torch.Tensor, dim: int | Unset, keepdim: bool | Unset) -> Any:

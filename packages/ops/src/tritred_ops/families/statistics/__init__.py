@@ -11,13 +11,14 @@ gradients in :mod:`.backward`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ... import runtime as rt
 from ...runtime import UNSET, Unset
-from .autograd import stats_autograd, stats_compiled
-from .launch import stats_call
+from .autograd import stats_autograd
+from .launch import parse_correction, stats_call
 from .specs import SPECS
 
 #: (bound once: a call's test costs one global lookup; dynamo folds it to True while tracing)
@@ -65,14 +66,22 @@ _ARGS_DOC = """
 """
 
 
+def _stats_compiled(name: str, op: Any, input: torch.Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
+                    correction: float | None) -> Any:
+    """A statistic as torch.compile traces it (the four ops' compiled forms, ``rt.compiles_to``): ``op``, the
+    registered ``torch.ops.tritred.<name>``, gives the statistic, or (statistic, mean) for var_mean/std_mean."""
+    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
+        rt.check_keepdim(name, keepdim)
+    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
+        return op(input, [dim], 1.0, keepdim)
+    dim, corr = parse_correction(name, dim, unbiased, correction)
+    return op(input, rt.dim_list(name, dim), corr, keepdim)
+
+
 def _var_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                   keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """var as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var``."""
-    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
-        rt.check_keepdim("var", keepdim)
-    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
-        return _ops.var(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
-    return stats_compiled("var", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return _stats_compiled("var", _ops.var, input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
 
 
 @rt.compiles_to(_var_compiled)
@@ -91,11 +100,7 @@ def var(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def _std_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                   keepdim: bool = False, *, correction: float | None = None) -> torch.Tensor:
     """std as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std``."""
-    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
-        rt.check_keepdim("std", keepdim)
-    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
-        return _ops.std(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
-    return stats_compiled("std", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return _stats_compiled("std", _ops.std, input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
 
 
 @rt.compiles_to(_std_compiled)
@@ -114,11 +119,7 @@ def std(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: b
 def _var_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                        keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """var_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::var_mean``."""
-    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
-        rt.check_keepdim("var_mean", keepdim)
-    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
-        return _ops.var_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
-    return stats_compiled("var_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return _stats_compiled("var_mean", _ops.var_mean, input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
 
 
 @rt.compiles_to(_var_mean_compiled)
@@ -137,11 +138,7 @@ def var_mean(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbias
 def _std_mean_compiled(input: torch.Tensor, dim: int | Sequence[int] | None = None, unbiased: bool | Unset = UNSET,
                        keepdim: bool = False, *, correction: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """std_mean as torch.compile traces it (``rt.compiles_to``): the registered ``tritred::std_mean``."""
-    if keepdim is not False and keepdim is not True:  # (the op's bool argument would take 0, 1 or None)
-        rt.check_keepdim("std_mean", keepdim)
-    if correction is None and unbiased is UNSET and type(dim) is int:  # (the default form first: fewer guards)
-        return _ops.std_mean(input, [dim], 1.0, keepdim)  # type: ignore[no-any-return]
-    return stats_compiled("std_mean", input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
+    return _stats_compiled("std_mean", _ops.std_mean, input, dim, unbiased, keepdim, correction)  # type: ignore[no-any-return]
 
 
 @rt.compiles_to(_std_mean_compiled)

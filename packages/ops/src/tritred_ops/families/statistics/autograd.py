@@ -120,17 +120,6 @@ def _define(name: str) -> Any:
 
 
 FUNCTIONS: dict[str, Any] = {name: _define(name) for name in SPECS}
-# (bound once: under torch.compile each attribute read of a function's compiled branch is a dynamo guard, evaluated
-# on every call of the compiled code, CUDA graph replays included)
-_ops = torch.ops.tritred
-
-
-def stats_compiled(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
-                   correction: float | None) -> Any:
-    """A statistic under ``torch.compile``, ``torch.ops.tritred.<name>``: the statistic, or (statistic, mean) for
-    var_mean/std_mean."""
-    dim, corr = parse_correction(name, dim, unbiased, correction)
-    return getattr(_ops, name)(input, rt.dim_list(name, dim), corr, keepdim)
 
 
 def stats_autograd(name: str, input: Tensor, dim: Any, unbiased: bool | Unset, keepdim: bool,
