@@ -40,12 +40,51 @@ from ...kernels.rows import (
 
 
 @triton.jit
-def _online_fn(m_a, s_a, m_b, s_b):
+def _exp(x, EXACT: tl.constexpr):
+    """exp(x) for x <= 0 (x - max). EXACT (float32 softmax): within ~2 ulp. ``tl.exp`` is ex2.approx(fl(x log2 e)),
+    and the product's rounding, up to half an ulp of x log2 e, becomes exp's relative error: 9.6e-7 at most on
+    [-20, 0], softmax 1.2-1.75x eager's norm-wise error (H100). The split form takes t = fl(x L) and its exact
+    remainder r = x L - t (an fma, plus x times L's own rounding error L_lo): exp(x) = 2^t (1 + r ln 2).
+    -inf lanes (masks) are clamped to -128 first (exp2(-185) = 0; -inf would give inf - inf); NaN stays NaN."""
+    if EXACT:
+        x = tl.maximum(x, -128.0, propagate_nan=tl.PropagateNan.ALL)
+        t = x * 1.4426950216293335  # L: log2(e) rounded to float32
+        r = tl.fma(x, 1.4426950216293335, -t) + x * 1.925963e-08  # + L_lo = log2(e) - L
+        e = tl.exp2(t)
+        return tl.fma(e, r * 0.6931471805599453, e)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
+def _merge(m_a, s_a, m_b, s_b, EXACT: tl.constexpr):
     """Merge two (max, sum of exp(x - max)) pairs. An all -inf side has s = 0 and must not produce NaN."""
     m = max_fn(m_a, m_b)
-    a = tl.where(m_a == float("-inf"), 0.0, s_a * tl.exp(m_a - m))
-    b = tl.where(m_b == float("-inf"), 0.0, s_b * tl.exp(m_b - m))
+    a = tl.where(m_a == float("-inf"), 0.0, s_a * _exp(m_a - m, EXACT))
+    b = tl.where(m_b == float("-inf"), 0.0, s_b * _exp(m_b - m, EXACT))
     return m, a + b
+
+
+@triton.jit
+def _online_fn(m_a, s_a, m_b, s_b):
+    """:func:`_merge` as a reduction's combine function."""
+    return _merge(m_a, s_a, m_b, s_b, False)
+
+
+@triton.jit
+def _online_exact(m_a, s_a, m_b, s_b):
+    """:func:`_merge` with the EXACT exp, as a reduction's combine function."""
+    return _merge(m_a, s_a, m_b, s_b, True)
+
+
+@triton.jit
+def _online_reduce(m, s, axis: tl.constexpr, EXACT: tl.constexpr):
+    """The (max, sum of exp) pairs merged along ``axis``."""
+    if EXACT:
+        m, s = tl.reduce((m, s), axis, _online_exact)
+    else:
+        m, s = tl.reduce((m, s), axis, _online_fn)
+    return m, s
 
 
 @triton.jit
@@ -55,23 +94,37 @@ def _lse(m, s):
 
 
 @triton.jit
-def _emit(x, m, s, MODE: tl.constexpr):
-    """softmax or log_softmax of x given the row's max m and sum of exp s (broadcast to x's shape)."""
+def _row_scale(s, MODE: tl.constexpr, EXACT: tl.constexpr):
+    """What the output takes from a row's sum of exp s, once per row: softmax 1 / s (EXACT: correctly rounded,
+    ``div_rn``; ``/`` is the approximate div.full), log_softmax log(s)."""
     if MODE == 0:
-        y = tl.exp(x - m) * (1.0 / s)  # one division per row, a multiply per element
+        if EXACT:
+            k = tl.math.div_rn(1.0, s)
+        else:
+            k = 1.0 / s
     else:
-        y = (x - m) - tl.log(s)
+        k = tl.log(s)
+    return k
+
+
+@triton.jit
+def _emit(x, m, k, MODE: tl.constexpr, EXACT: tl.constexpr):
+    """softmax or log_softmax of x given the row's max m and :func:`_row_scale` k (broadcast to x's shape)."""
+    if MODE == 0:
+        y = _exp(x - m, EXACT) * k  # one division per row, a multiply per element
+    else:
+        y = (x - m) - k
     return y
 
 
 @triton.jit
-def _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
-                 ACC: tl.constexpr, ALIGN: tl.constexpr):
+def _store_edges(x_row, y_row, lead, N, row_ok, m, k, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+                 ACC: tl.constexpr, ALIGN: tl.constexpr, EXACT: tl.constexpr):
     """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores), recomputed
-    from a reload with the row's (max, sum): the same arithmetic as the chunks' own, bit for bit."""
+    from a reload with the row's max and :func:`_row_scale`: the same arithmetic as the chunks' own, bit for bit."""
     c, ok = edge_cols(lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(PRE).to(CAST).to(ACC)
-    tl.store(y_row[:, None] + c, _emit(x, m[:, None], s[:, None], MODE), mask=ok)
+    tl.store(y_row[:, None] + c, _emit(x, m[:, None], k[:, None], MODE, EXACT), mask=ok)
 
 
 @triton.jit
@@ -91,20 +144,20 @@ def _chunk_in(x_row, n0, lead, N, row_ok, s_xn, PRE: tl.constexpr, CAST: tl.cons
 
 
 @triton.jit
-def _online_step(m, s, x):
+def _online_step(m, s, x, EXACT: tl.constexpr):
     """The running (max, sum of exp) per group of lanes, after one more chunk ``x`` ([rows, G, GROUP])."""
     m_new = max_fn(m, tl.reduce(x, 2, max_fn))
     # A group whose max is still -inf adds exp(-inf - 0) = 0 (exp(-inf - -inf) would be NaN); +inf or NaN makes
     # the sum NaN, as torch's softmax of such a row.
     m_at = tl.where(m_new == float("-inf"), 0.0, m_new)
-    return m_new, s * tl.exp(m - m_at) + tl.sum(tl.exp(x - m_at[:, :, None]), 2)
+    return m_new, s * _exp(m - m_at, EXACT) + tl.sum(_exp(x - m_at[:, :, None], EXACT), 2)
 
 
 @triton.jit
-def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, MODE: tl.constexpr, PRE: tl.constexpr,
+def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, k, MODE: tl.constexpr, PRE: tl.constexpr,
                CAST: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-               INNER: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's (max, sum of exp).
+               INNER: tl.constexpr, BLOCK_N: tl.constexpr, EXACT: tl.constexpr):
+    """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's max and :func:`_row_scale`.
     INNER: as :func:`_chunk_in` (whole 16-byte chunks of every row: no element mask)."""
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
     if INNER:
@@ -116,7 +169,7 @@ def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, MODE: tl.con
             mask = inner_mask(cols, lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0,
                 eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-    tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], MODE), mask=mask,
+    tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], k[:, None], MODE, EXACT), mask=mask,
              eviction_policy="evict_first")
 
 
@@ -141,14 +194,14 @@ def _single_tile(x_row, cols, lead, N, row_ok, s_xn, PRE: tl.constexpr, CAST: tl
 
 
 @triton.jit
-def _single_store(y_row, cols, lead, N, row_ok, s_yn, x, e, mask, m, s, MODE: tl.constexpr, ALIGN: tl.constexpr,
+def _single_store(y_row, cols, lead, N, row_ok, s_yn, x, e, mask, m, k, MODE: tl.constexpr, ALIGN: tl.constexpr,
                   ALIGN_Y: tl.constexpr):
-    """Store a single pass's tile (``e``: its exp(x - m)); ALIGN_Y: its whole 16-byte chunks only, in vector
-    stores (the caller writes the row's partial edge chunks)."""
+    """Store a single pass's tile (``e``: its exp(x - m); k: the rows' :func:`_row_scale`); ALIGN_Y: its whole
+    16-byte chunks only, in vector stores (the caller writes the row's partial edge chunks)."""
     if MODE == 0:
-        y = e * (1.0 / s)[:, None]
+        y = e * k[:, None]
     else:
-        y = (x - m[:, None]) - tl.log(s)[:, None]
+        y = (x - m[:, None]) - k[:, None]
     if ALIGN_Y:
         tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead, N, row_ok, ALIGN))
     else:
@@ -161,12 +214,13 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PERSIST: tl.constexpr = 0,
                  LOOP_STAGES: tl.constexpr = 1, ALIGN: tl.constexpr = 0, ALIGN_Y: tl.constexpr = False,
                  EVICT: tl.constexpr = "", DIV: tl.constexpr = 1, GROUP: tl.constexpr = 1,
-                 TAIL: tl.constexpr = 0):
+                 TAIL: tl.constexpr = 0, EXACT: tl.constexpr = False):
     """Rows of ``dim`` (unit stride or any stride); PERSIST > 0: a persistent grid looping over row blocks.
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
     multiples of DIV (``runtime.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
     dividing BLOCK_N: the elements of one thread's vector load). TAIL (single pass): the row's lanes past BLOCK_N in
-    a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two)."""
+    a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two). EXACT: float32 softmax's exp and
+    1 / s within ~2 ulp (:func:`_exp`, :func:`_row_scale`)."""
     N = restate_multiple(N, DIV)
     s_xm = restate_multiple(s_xm, DIV)
     if MODE != 2:  # (logsumexp's output has no row axis: its stride is not part of DIV)
@@ -174,17 +228,17 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     if PERSIST > 0:
         for blk in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_M), PERSIST, num_stages=LOOP_STAGES):
             _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST, ACC,
-                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL)
+                        SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL, EXACT)
     else:
         _rows_block(x_ptr, y_ptr, tl.program_id(0), R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, MODE, PRE, CAST,
-                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL)
+                    ACC, SINGLE, BLOCK_M, BLOCK_N, ALIGN, ALIGN_Y, EVICT, GROUP, TAIL, EXACT)
 
 
 @triton.jit
 def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
-                EVICT: tl.constexpr, GROUP: tl.constexpr, TAIL: tl.constexpr):
+                EVICT: tl.constexpr, GROUP: tl.constexpr, TAIL: tl.constexpr, EXACT: tl.constexpr):
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
@@ -211,19 +265,20 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                 cols_t = cols_t.to(tl.int64)
             x_t, mask_t = _single_tile(x_row, cols_t, lead32, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN, EVICT)
             m = max_fn(m, tl.reduce(x_t, 1, max_fn))
-        e = tl.exp(x - m[:, None])
+        e = _exp(x - m[:, None], EXACT)
         s = tl.sum(e, 1)
         if TAIL > 0:
-            e_t = tl.exp(x_t - m[:, None])
+            e_t = _exp(x_t - m[:, None], EXACT)
             s = s + tl.sum(e_t, 1)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
-            _single_store(y_row, cols, lead32, N, row_ok, s_yn, x, e, mask, m, s, MODE, ALIGN, ALIGN_Y)
+            k = _row_scale(s, MODE, EXACT)
+            _single_store(y_row, cols, lead32, N, row_ok, s_yn, x, e, mask, m, k, MODE, ALIGN, ALIGN_Y)
             if TAIL > 0:
-                _single_store(y_row, cols_t, lead32, N, row_ok, s_yn, x_t, e_t, mask_t, m, s, MODE, ALIGN, ALIGN_Y)
+                _single_store(y_row, cols_t, lead32, N, row_ok, s_yn, x_t, e_t, mask_t, m, k, MODE, ALIGN, ALIGN_Y)
             if ALIGN_Y:  # the row's partial edge chunks (the tiles stored its whole 16-byte chunks)
-                _store_edges(x_row, y_row, lead32, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
+                _store_edges(x_row, y_row, lead32, N, row_ok, m, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
     else:
         # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
         # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole
@@ -244,35 +299,37 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         inner = tl.maximum(head, N // BLOCK_N)
         for k in range(0, head):
             m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
-                                                False, BLOCK_N, G, GROUP))
+                                                False, BLOCK_N, G, GROUP), EXACT)
         for k in range(head, inner):
             m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
-                                                True, BLOCK_N, G, GROUP))
+                                                True, BLOCK_N, G, GROUP), EXACT)
         for k in range(inner, n_chunks):
             m, s = _online_step(m, s, _chunk_in(x_row, k * BLOCK_N, lead, N, row_ok, s_xn, PRE, CAST, ACC, ALIGN,
-                                                False, BLOCK_N, G, GROUP))
-        m, s = tl.reduce((m, s), 1, _online_fn)
+                                                False, BLOCK_N, G, GROUP), EXACT)
+        m, s = _online_reduce(m, s, 1, EXACT)
         if MODE == 2:
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
+            k = _row_scale(s, MODE, EXACT)
             # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
             for i in range(0, n_chunks - inner):
-                _chunk_out(x_row, y_row, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
-                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
+                _chunk_out(x_row, y_row, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N, EXACT)
             for i in range(0, inner - head):
-                _chunk_out(x_row, y_row, (inner - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
-                           CAST, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
+                _chunk_out(x_row, y_row, (inner - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, True, BLOCK_N, EXACT)
             for i in range(0, head):
-                _chunk_out(x_row, y_row, (head - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, MODE, PRE,
-                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
+                _chunk_out(x_row, y_row, (head - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                           CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N, EXACT)
             if ALIGN_Y:
-                _store_edges(x_row, y_row, lead, N, row_ok, m, s, MODE, PRE, CAST, ACC, ALIGN)
+                _store_edges(x_row, y_row, lead, N, row_ok, m, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
 
 
 @triton.jit
 def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                        MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr):
+                       SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
+                       EXACT: tl.constexpr = False):
     """Rows too long for one program's registers, held by SPLIT programs together: one read, one write (the
     online loop reads a row twice, the second time mostly from HBM once rows pass ~64K elements).
 
@@ -302,7 +359,7 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
             x = tl.where(ok, x, float("-inf"))
         m = tl.reduce(x, 0, max_fn)
         # a chunk of only -inf has no mass (exp(-inf - -inf) would be NaN); merged below as the empty pair
-        s = tl.where(m == float("-inf"), 0.0, tl.sum(tl.exp(x - m), 0))
+        s = tl.where(m == float("-inf"), 0.0, tl.sum(_exp(x - m, EXACT), 0))
         if PHASE != 2:
             tl.store(part_m_ptr + r * SPLIT_P2 + part, m)
             tl.store(part_s_ptr + r * SPLIT_P2 + part, s)
@@ -312,13 +369,14 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
             # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
             pm = tl.load(part_m_ptr + r * SPLIT_P2 + parts, mask=written, other=float("-inf"), cache_modifier=".cg")
             ps = tl.load(part_s_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
-            m_row, s_row = tl.reduce((pm, ps), 0, _online_fn)
-            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, _emit(x, m_row, s_row, MODE), mask=ok)
+            m_row, s_row = _online_reduce(pm, ps, 0, EXACT)
+            tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn,
+                     _emit(x, m_row, _row_scale(s_row, MODE, EXACT), MODE, EXACT), mask=ok)
 
 
 @triton.jit
 def _col_stats(x_col, k_ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVICT: tl.constexpr):
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVICT: tl.constexpr, EXACT: tl.constexpr):
     """Online (max, sum of exp) of the columns at ``x_col`` over rows [n_lo, n_hi): one pair per lane of the
     [BLOCK_N, BLOCK_K] tile, merged once at the end."""
     m_l = tl.full([BLOCK_N, BLOCK_K], float("-inf"), ACC)
@@ -328,30 +386,32 @@ def _col_stats(x_col, k_ok, n_lo, n_hi, s_xn, PRE: tl.constexpr, CAST: tl.conste
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy=EVICT)
         x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
-        m_l, s_l = _online_fn(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC))
-    return tl.reduce((m_l, s_l), 0, _online_fn)
+        m_l, s_l = _merge(m_l, s_l, x, tl.full([BLOCK_N, BLOCK_K], 1.0, ACC), EXACT)
+    return _online_reduce(m_l, s_l, 0, EXACT)
 
 
 @triton.jit
 def _col_write(x_col, y_col, k_ok, n_lo, n_hi, s_xn, s_yn, m, s, MODE: tl.constexpr, PRE: tl.constexpr,
-               CAST: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr):
+               CAST: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr, EXACT: tl.constexpr):
     """The second sweep over rows [n_lo, n_hi) of the columns: softmax or log_softmax from their (max, sum of
     exp). Read and written once more: evict-first."""
+    k = _row_scale(s, MODE, EXACT)
     for n0 in range(n_lo, n_hi, BLOCK_N):
         ns = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
                     eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-        tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], MODE), mask=mask,
+        tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], k[None, :], MODE, EXACT), mask=mask,
                  eviction_policy="evict_first")
 
 
 @triton.jit
 def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
                  MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SINGLE: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1, EXACT: tl.constexpr = False):
     """Columns: BLOCK_K adjacent k of one m, over N in one tile (SINGLE) or online chunks, then a second sweep
-    that writes (logsumexp: one value per k). DIV: K and the m and n strides are multiples of DIV."""
+    that writes (logsumexp: one value per k). DIV: K and the m and n strides are multiples of DIV. EXACT: as
+    :func:`_rows_kernel`."""
     K = restate_multiple(K, DIV)
     s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
     s_ym, s_yn = restate_multiple(s_ym, DIV), restate_multiple(s_yn, DIV)
@@ -364,26 +424,26 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0)
         x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), float("-inf"))
         m = tl.reduce(x, 0, max_fn)
-        e = tl.where(mask, tl.exp(x - m[None, :]), 0.0)
+        e = tl.where(mask, _exp(x - m[None, :], EXACT), 0.0)
         s = tl.sum(e, 0)
         if MODE == 2:
             tl.store(y_col, _lse(m, s), mask=k_ok)
         elif MODE == 0:
-            tl.store(y_col[None, :] + ns[:, None] * s_yn, e * (1.0 / s)[None, :], mask=mask)
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, e * _row_scale(s, MODE, EXACT)[None, :], mask=mask)
         else:
             tl.store(y_col[None, :] + ns[:, None] * s_yn, (x - m[None, :]) - tl.log(s)[None, :], mask=mask)
     else:
-        m, s = _col_stats(x_col, k_ok, 0, N, s_xn, PRE, CAST, ACC, BLOCK_N, BLOCK_K, "evict_last")
+        m, s = _col_stats(x_col, k_ok, 0, N, s_xn, PRE, CAST, ACC, BLOCK_N, BLOCK_K, "evict_last", EXACT)
         if MODE == 2:
             tl.store(y_col, _lse(m, s), mask=k_ok)
         else:
-            _col_write(x_col, y_col, k_ok, 0, N, s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N)
+            _col_write(x_col, y_col, k_ok, 0, N, s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N, EXACT)
 
 
 @triton.jit
 def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_split, n_split,
                       PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+                      BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1, EXACT: tl.constexpr = False):
     """Split columns, first launch: the online (max, sum of exp) of BLOCK_K adjacent k over one slice of N
     (``program_id(1)``), stored as the slice's partial at (m * K + k) * n_split + slice (n_split a runtime
     argument: no compile per split count)."""
@@ -392,7 +452,7 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
     m_idx, ks, k_ok = col_block(K, BLOCK_K)
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split
     m, s = _col_stats(x_ptr + m_idx * s_xm + ks * s_xk, k_ok, n_lo, tl.minimum(N, n_lo + n_per_split), s_xn, PRE,
-                      CAST, ACC, BLOCK_N, BLOCK_K, "")
+                      CAST, ACC, BLOCK_N, BLOCK_K, "", EXACT)
     offs = (m_idx * K + ks) * n_split + tl.program_id(1)
     tl.store(pm_ptr + offs, m, mask=k_ok)
     tl.store(ps_ptr + offs, s, mask=k_ok)
@@ -402,7 +462,7 @@ def _cols_part_kernel(x_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, n_per_sp
 def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk, n_per_split,
                       n_split, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr,
                       SPLIT_P2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      DIV: tl.constexpr = 1, WAIT: tl.constexpr = False):
+                      DIV: tl.constexpr = 1, WAIT: tl.constexpr = False, EXACT: tl.constexpr = False):
     """Split columns, second (writing) launch: each program merges its columns' n_split partials (one fixed
     reduction tree: the same result in every program of a column block; after :func:`_cols_merge_kernel`,
     SPLIT_P2 = 1: it loads each column's merged pair from slot 0), then writes its slice (logsumexp: one value
@@ -419,18 +479,18 @@ def _cols_emit_kernel(x_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K, s_xm, s_xn, s_xk, s
     p_offs = (m_idx * K + ks)[None, :] * n_split + parts[:, None]
     p_m = tl.load(pm_ptr + p_offs, mask=p_mask, other=float("-inf"))
     p_s = tl.load(ps_ptr + p_offs, mask=p_mask, other=0)
-    m, s = tl.reduce((p_m, p_s), 0, _online_fn)
+    m, s = _online_reduce(p_m, p_s, 0, EXACT)
     if MODE == 2:
         tl.store(y_ptr + m_idx * s_ym + ks * s_yk, _lse(m, s), mask=k_ok)
     else:
         n_lo = (tl.num_programs(1) - 1 - tl.program_id(1)).to(tl.int64) * n_per_split
         _col_write(x_ptr + m_idx * s_xm + ks * s_xk, y_ptr + m_idx * s_ym + ks * s_yk, k_ok, n_lo,
-                   tl.minimum(N, n_lo + n_per_split), s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N)
+                   tl.minimum(N, n_lo + n_per_split), s_xn, s_yn, m, s, MODE, PRE, CAST, ACC, BLOCK_N, EXACT)
 
 
 @triton.jit
 def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
-                       WAIT: tl.constexpr = False):
+                       WAIT: tl.constexpr = False, EXACT: tl.constexpr = False):
     """Split columns with many slices, between the two launches: merges each column's n_split partials once (one
     fixed reduction tree: deterministic) into its slot 0, so that the writing programs load one pair per column
     instead of merging all partials each (``split`` x fewer partial reads). WAIT: a dependent launch, as
@@ -441,7 +501,7 @@ def _cols_merge_kernel(pm_ptr, ps_ptr, MK, n_split, BLOCK_M: tl.constexpr, BLOCK
     parts = tl.arange(0, BLOCK_S)
     mask = row_ok[:, None] & (parts < n_split)[None, :]
     offs = rows[:, None] * n_split + parts[None, :]
-    m, s = tl.reduce((tl.load(pm_ptr + offs, mask=mask, other=float("-inf")),
-                      tl.load(ps_ptr + offs, mask=mask, other=0)), 1, _online_fn)
+    m, s = _online_reduce(tl.load(pm_ptr + offs, mask=mask, other=float("-inf")),
+                          tl.load(ps_ptr + offs, mask=mask, other=0), 1, EXACT)
     tl.store(pm_ptr + rows * n_split, m, mask=row_ok)
     tl.store(ps_ptr + rows * n_split, s, mask=row_ok)

@@ -36,8 +36,11 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
             cfg: LaunchConfig) -> None:
     (sxm, sxn, sxk), (sym, syn, syk) = view.strides
     single = cfg.strategy == "single_pass"
+    # EXACT: float32 softmax's exp and 1 / s within ~2 ulp (kernels._exp; its error was 1.2-1.75x eager's).
+    # bfloat16/float16 outputs round far above that error; log_softmax and logsumexp take s only through log(s).
+    exact = mode == 0 and cast == torch.float32
     common = dict(MODE=mode, PRE=pre_cast(x.dtype, cast), CAST=tl_dtype(cast), ACC=tl_dtype(acc_dtype(cast)),
-                  SINGLE=single, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                  SINGLE=single, EXACT=exact, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if rt.rows_layout(view) and cfg.strategy in ("split", "split_rows") and mode != 2:
         # Rows held by cfg.split programs together, cfg.BLOCK_N elements each (logsumexp reads a row once in any
         # strategy: it never takes this one).
@@ -89,7 +92,8 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
             # lost 26.2 -> 12.9 %).
             block_m, block_s = rt.combine_blocks(view.M * view.K, split)
             rec.launch(_cols_merge_kernel, (rt.cdiv(view.M * view.K, block_m),), part_m, part_s, view.M * view.K,
-                       split, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=4, **rt.dependent_launch(x.device))
+                       split, BLOCK_M=block_m, BLOCK_S=block_s, EXACT=exact, num_warps=4,
+                       **rt.dependent_launch(x.device))
         rec.launch(_cols_emit_kernel, (view.M * k_blocks, 1 if mode == 2 else split), x, y, part_m, part_s, view.M,
                    view.N, view.K, sxm, sxn, sxk, sym, syn, syk, nps, split, MODE=mode,
                    SPLIT_P2=1 if merged else rt.next_pow2(split), BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
