@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import max_fn
+from ...kernels.combine import div_exact, max_fn
 from ...kernels.rows import (
     aligned_rows,
     col_block,
@@ -96,10 +96,10 @@ def _lse(m, s):
 @triton.jit
 def _row_scale(s, MODE: tl.constexpr, EXACT: tl.constexpr):
     """What the output takes from a row's sum of exp s, once per row: softmax 1 / s (EXACT: correctly rounded,
-    ``div_rn``; ``/`` is the approximate div.full), log_softmax log(s)."""
+    ``div_exact``; ``/`` is the approximate div.full), log_softmax log(s)."""
     if MODE == 0:
         if EXACT:
-            k = tl.math.div_rn(1.0, s)
+            k = div_exact(1.0, s, tl.float32)
         else:
             k = 1.0 / s
     else:
