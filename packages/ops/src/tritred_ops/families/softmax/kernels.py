@@ -108,23 +108,36 @@ def _row_scale(s, MODE: tl.constexpr, EXACT: tl.constexpr):
 
 
 @triton.jit
-def _emit(x, m, k, MODE: tl.constexpr, EXACT: tl.constexpr):
-    """softmax or log_softmax of x given the row's max m and :func:`_row_scale` k (broadcast to x's shape)."""
+def _quotient(e, s, k, EXACT: tl.constexpr):
+    """e / s given k = :func:`_row_scale` (1 / s): e * k, one division a row and a multiply an element. EXACT: the
+    rounding of k is a bias shared by the whole row (up to half an ulp of every output); one correction step,
+    q + (e - q s) k with the remainder exact by an fma, gives the correctly rounded e / s (but for rare ties) for
+    two fmas an element, against ~30 instructions for a division."""
+    q = e * k
+    if EXACT:
+        q = tl.fma(tl.fma(-q, s, e), k, q)
+    return q
+
+
+@triton.jit
+def _emit(x, m, s, k, MODE: tl.constexpr, EXACT: tl.constexpr):
+    """softmax or log_softmax of x given the row's max m, sum of exp s and :func:`_row_scale` k (broadcast to x's
+    shape)."""
     if MODE == 0:
-        y = _exp(x - m, EXACT) * k  # one division per row, a multiply per element
+        y = _quotient(_exp(x - m, EXACT), s, k, EXACT)
     else:
         y = (x - m) - k
     return y
 
 
 @triton.jit
-def _store_edges(x_row, y_row, lead, N, row_ok, m, k, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
+def _store_edges(x_row, y_row, lead, N, row_ok, m, s, k, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  ACC: tl.constexpr, ALIGN: tl.constexpr, EXACT: tl.constexpr):
     """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores), recomputed
     from a reload with the row's max and :func:`_row_scale`: the same arithmetic as the chunks' own, bit for bit."""
     c, ok = edge_cols(lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(PRE).to(CAST).to(ACC)
-    tl.store(y_row[:, None] + c, _emit(x, m[:, None], k[:, None], MODE, EXACT), mask=ok)
+    tl.store(y_row[:, None] + c, _emit(x, m[:, None], s[:, None], k[:, None], MODE, EXACT), mask=ok)
 
 
 @triton.jit
@@ -154,7 +167,7 @@ def _online_step(m, s, x, EXACT: tl.constexpr):
 
 
 @triton.jit
-def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, k, MODE: tl.constexpr, PRE: tl.constexpr,
+def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, k, MODE: tl.constexpr, PRE: tl.constexpr,
                CAST: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
                INNER: tl.constexpr, BLOCK_N: tl.constexpr, EXACT: tl.constexpr):
     """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's max and :func:`_row_scale`.
@@ -169,8 +182,8 @@ def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, k, MODE: tl.con
             mask = inner_mask(cols, lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0,
                 eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-    tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], k[:, None], MODE, EXACT), mask=mask,
-             eviction_policy="evict_first")
+    tl.store(y_row[:, None] + cols[None, :] * s_yn, _emit(x, m[:, None], s[:, None], k[:, None], MODE, EXACT),
+             mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
@@ -194,12 +207,12 @@ def _single_tile(x_row, cols, lead, N, row_ok, s_xn, PRE: tl.constexpr, CAST: tl
 
 
 @triton.jit
-def _single_store(y_row, cols, lead, N, row_ok, s_yn, x, e, mask, m, k, MODE: tl.constexpr, ALIGN: tl.constexpr,
-                  ALIGN_Y: tl.constexpr):
+def _single_store(y_row, cols, lead, N, row_ok, s_yn, x, e, mask, m, s, k, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                  ALIGN_Y: tl.constexpr, EXACT: tl.constexpr):
     """Store a single pass's tile (``e``: its exp(x - m); k: the rows' :func:`_row_scale`); ALIGN_Y: its whole
     16-byte chunks only, in vector stores (the caller writes the row's partial edge chunks)."""
     if MODE == 0:
-        y = e * k[:, None]
+        y = _quotient(e, s[:, None], k[:, None], EXACT)
     else:
         y = (x - m[:, None]) - k[:, None]
     if ALIGN_Y:
@@ -274,11 +287,12 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             tl.store(y_row, _lse(m, s), mask=row_ok)
         else:
             k = _row_scale(s, MODE, EXACT)
-            _single_store(y_row, cols, lead32, N, row_ok, s_yn, x, e, mask, m, k, MODE, ALIGN, ALIGN_Y)
+            _single_store(y_row, cols, lead32, N, row_ok, s_yn, x, e, mask, m, s, k, MODE, ALIGN, ALIGN_Y, EXACT)
             if TAIL > 0:
-                _single_store(y_row, cols_t, lead32, N, row_ok, s_yn, x_t, e_t, mask_t, m, k, MODE, ALIGN, ALIGN_Y)
+                _single_store(y_row, cols_t, lead32, N, row_ok, s_yn, x_t, e_t, mask_t, m, s, k, MODE, ALIGN, ALIGN_Y,
+                              EXACT)
             if ALIGN_Y:  # the row's partial edge chunks (the tiles stored its whole 16-byte chunks)
-                _store_edges(x_row, y_row, lead32, N, row_ok, m, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
+                _store_edges(x_row, y_row, lead32, N, row_ok, m, s, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
     else:
         # Online softmax, a running (max, sum of exp) per GROUP of neighbouring lanes: the elements one thread
         # loads as one vector, so that a chunk's max is a reduction inside each thread. A max over the whole
@@ -313,16 +327,16 @@ def _rows_block(x_ptr, y_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
             k = _row_scale(s, MODE, EXACT)
             # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2.
             for i in range(0, n_chunks - inner):
-                _chunk_out(x_row, y_row, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                _chunk_out(x_row, y_row, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, k, MODE, PRE,
                            CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N, EXACT)
             for i in range(0, inner - head):
-                _chunk_out(x_row, y_row, (inner - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                _chunk_out(x_row, y_row, (inner - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, k, MODE, PRE,
                            CAST, ACC, ALIGN, ALIGN_Y, True, BLOCK_N, EXACT)
             for i in range(0, head):
-                _chunk_out(x_row, y_row, (head - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, k, MODE, PRE,
+                _chunk_out(x_row, y_row, (head - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn, s_yn, m, s, k, MODE, PRE,
                            CAST, ACC, ALIGN, ALIGN_Y, False, BLOCK_N, EXACT)
             if ALIGN_Y:
-                _store_edges(x_row, y_row, lead, N, row_ok, m, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
+                _store_edges(x_row, y_row, lead, N, row_ok, m, s, k, MODE, PRE, CAST, ACC, ALIGN, EXACT)
 
 
 @triton.jit
@@ -371,7 +385,7 @@ def _split_rows_kernel(x_ptr, y_ptr, part_m_ptr, part_s_ptr, count_ptr, R, N, K,
             ps = tl.load(part_s_ptr + r * SPLIT_P2 + parts, mask=written, other=0, cache_modifier=".cg")
             m_row, s_row = _online_reduce(pm, ps, 0, EXACT)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn,
-                     _emit(x, m_row, _row_scale(s_row, MODE, EXACT), MODE, EXACT), mask=ok)
+                     _emit(x, m_row, s_row, _row_scale(s_row, MODE, EXACT), MODE, EXACT), mask=ok)
 
 
 @triton.jit
@@ -401,7 +415,8 @@ def _col_write(x_col, y_col, k_ok, n_lo, n_hi, s_xn, s_yn, m, s, MODE: tl.conste
         mask = (ns < n_hi)[:, None] & k_ok[None, :]
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
                     eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
-        tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], k[None, :], MODE, EXACT), mask=mask,
+        tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], k[None, :], MODE, EXACT),
+                 mask=mask,
                  eviction_policy="evict_first")
 
 
@@ -429,7 +444,8 @@ def _cols_kernel(x_ptr, y_ptr, M, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
         if MODE == 2:
             tl.store(y_col, _lse(m, s), mask=k_ok)
         elif MODE == 0:
-            tl.store(y_col[None, :] + ns[:, None] * s_yn, e * _row_scale(s, MODE, EXACT)[None, :], mask=mask)
+            y = _quotient(e, s[None, :], _row_scale(s, MODE, EXACT)[None, :], EXACT)
+            tl.store(y_col[None, :] + ns[:, None] * s_yn, y, mask=mask)
         else:
             tl.store(y_col[None, :] + ns[:, None] * s_yn, (x - m[None, :]) - tl.log(s)[None, :], mask=mask)
     else:
