@@ -121,3 +121,14 @@ def test_compiled_forms_refuse_what_the_eager_ops_refuse(case, device):
     torch._dynamo.reset()
     with pytest.raises(Exception, match=message):  # (dynamo reports the TypeError as an observed exception)
         torch.compile(fn, backend="eager", fullgraph=True)(x, x4)
+
+
+@pytest.mark.parametrize(("legacy", "reduction"), [(dict(size_average=False), "sum"), (dict(reduce=False), "none"),
+                                                   (dict(size_average=True, reduce=True), "mean")])
+def test_cross_entropy_legacy_reduction_arguments_compile(legacy, reduction, device):
+    """The deprecated ``size_average``/``reduce`` trace under ``fullgraph=True`` (the eager call's deprecation warning
+    is not traced: dynamo cannot trace ``warnings.warn``) and give the reduction they name."""
+    x, _, _, _, t = _inputs(device)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x, t: tr.cross_entropy(x, t, **legacy), backend="aot_eager", fullgraph=True)(x, t)
+    torch.testing.assert_close(out, F.cross_entropy(x, t, reduction=reduction))

@@ -43,13 +43,14 @@ def _shape(t: torch.Tensor) -> str:
 
 def reduction_enum(reduction: Any, size_average: Any = None, reduce: Any = None) -> int:
     """torch's reduction enum of ``reduction`` (or of the legacy ``size_average``/``reduce`` pair, with torch's
-    deprecation warning); ValueError, as torch's, for another value."""
+    deprecation warning, in eager calls only); ValueError, as torch's, for another value."""
     if size_average is not None or reduce is not None:
         size_average = True if size_average is None else size_average
         reduce = True if reduce is None else reduce
         reduction = "none" if not reduce else ("mean" if size_average else "sum")
-        warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
-                      "instead.", stacklevel=3)
+        if not torch.compiler.is_compiling():  # (dynamo cannot trace warnings.warn: fullgraph would fail on it)
+            warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
+                          "instead.", stacklevel=3)
     if not isinstance(reduction, str) or reduction not in REDUCTIONS:
         raise _fail(ValueError, f"{reduction} is not a valid value for reduction")
     return REDUCTIONS[reduction]
