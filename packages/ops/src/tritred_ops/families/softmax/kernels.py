@@ -135,7 +135,8 @@ def _emit(x, m, s, k, MODE: tl.constexpr, EXACT: tl.constexpr):
 def _store_edges(x_row, y_row, lead, N, row_ok, m, s, k, MODE: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr,
                  ACC: tl.constexpr, ALIGN: tl.constexpr, EXACT: tl.constexpr):
     """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores), recomputed
-    from a reload with the row's max and :func:`_row_scale`: the same arithmetic as the chunks' own, bit for bit."""
+    from a reload with the row's max, sum and :func:`_row_scale`: the same arithmetic as the chunks' own, bit for
+    bit."""
     c, ok = edge_cols(lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(PRE).to(CAST).to(ACC)
     tl.store(y_row[:, None] + c, _emit(x, m[:, None], s[:, None], k[:, None], MODE, EXACT), mask=ok)
@@ -171,8 +172,8 @@ def _online_step(m, s, x, EXACT: tl.constexpr):
 def _chunk_out(x_row, y_row, n0, lead, N, row_ok, s_xn, s_yn, m, s, k, MODE: tl.constexpr, PRE: tl.constexpr,
                CAST: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr, ALIGN_Y: tl.constexpr,
                INNER: tl.constexpr, BLOCK_N: tl.constexpr, EXACT: tl.constexpr):
-    """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's max and :func:`_row_scale`.
-    INNER: as :func:`_chunk_in` (whole 16-byte chunks of every row: no element mask)."""
+    """The second sweep's output for tile columns [n0, n0 + BLOCK_N), given each row's max, sum and
+    :func:`_row_scale`. INNER: as :func:`_chunk_in` (whole 16-byte chunks of every row: no element mask)."""
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
     if INNER:
         mask = row_ok[:, None] & (cols >= 0)[None, :]
@@ -233,8 +234,8 @@ def _rows_kernel(x_ptr, y_ptr, R, N, K, s_xm, s_xn, s_xk, s_ym, s_yn, s_yk,
     EVICT: the L2 hint of the single-pass load (:func:`single_load_evict`). DIV: N and the row strides are
     multiples of DIV (``runtime.row_hint``). GROUP: lanes per (max, sum) pair of the online loop (a power of two
     dividing BLOCK_N: the elements of one thread's vector load). TAIL (single pass): the row's lanes past BLOCK_N in
-    a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two). EXACT: float32 softmax's exp and
-    1 / s within ~2 ulp (:func:`_exp`, :func:`_row_scale`)."""
+    a second tile of TAIL lanes (``BLOCK_TAIL``: rows just past a power of two). EXACT: float32 softmax's exp within
+    ~2 ulp and e / s correctly rounded (:func:`_exp`, :func:`_row_scale`, :func:`_quotient`)."""
     N = restate_multiple(N, DIV)
     s_xm = restate_multiple(s_xm, DIV)
     if MODE != 2:  # (logsumexp's output has no row axis: its stride is not part of DIV)
@@ -417,8 +418,7 @@ def _col_write(x_col, y_col, k_ok, n_lo, n_hi, s_xn, s_yn, m, s, MODE: tl.conste
         x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0,
                     eviction_policy="evict_first").to(PRE).to(CAST).to(ACC)
         tl.store(y_col[None, :] + ns[:, None] * s_yn, _emit(x, m[None, :], s[None, :], k[None, :], MODE, EXACT),
-                 mask=mask,
-                 eviction_policy="evict_first")
+                 mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
