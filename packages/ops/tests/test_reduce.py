@@ -182,6 +182,35 @@ def test_col_branches(name, cfg, force, device):
     assert_close(_call(name, x3, 1), _ref(name, x3, 1), n=50, scale=10, what=f"{name} 3d {cfg}")
 
 
+@pytest.mark.parametrize("cfg", [None, *COL_CONFIGS[1:3]], ids=lambda c: f"cols-{c['strategy']}" if c else "rule")
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_float32_column_sums_are_compensated(name, cfg, force, device, launch_spy):
+    """A float32 column sum keeps each lane's rounding errors beside it (``kernels.combine.two_sum``): columns of
+    one value in [1, 2) and 8191 values below half its ulp come within 4 ulp of float64 (the tree over the tile's
+    lanes: log2(BLOCK_N) roundings). A lane's plain sequential sum loses every small value it adds: 8192 / BLOCK_N
+    of them, 10 ulp and more. Infs, NaN and an overflow come out as torch's."""
+    if cfg is not None:
+        force(name, **cfg)
+    g = torch.Generator().manual_seed(seed())
+    x = torch.rand((8192, 5), generator=g, dtype=torch.float64) * 5.9e-8
+    x[int(torch.randint(0, 64, ()))] = 1 + torch.rand(5, generator=g, dtype=torch.float64)
+    x = x.to(torch.float32)
+    launch_spy.clear()
+    out = _call(name, x.to(device), 0).cpu().double()
+    assert launch_spy and launch_spy[0][0].endswith("_cols_kernel"), launch_spy
+    ref = _ref(name, x.double(), 0)
+    ulp = torch.finfo(torch.float32).eps * ref.abs()
+    assert ((out - ref).abs() <= 4 * ulp).all(), ((out - ref) / ulp, cfg)
+    z = x.clone()
+    z[5, 0], z[9, 1], z[300, 1], z[17, 2], z[3, 3], z[4000, 3] = (float("inf"), float("inf"), -float("inf"),
+                                                                   float("nan"), 3e38, 3e38)
+    out = _call(name, z.to(device), 0).cpu()
+    ref = z.double().sum(0).float()  # (column 3: 6e38 in float64, inf in float32: torch's float32 sum and mean)
+    ref = ref / z.shape[0] if name == "mean" else ref
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf()), (out, ref)
+    assert torch.equal(out[out.isinf()], ref[ref.isinf()])
+
+
 def test_gathered_layout(device, caplog):
     # dims (0, 2) of a tensor sliced in two dims: no reduced dim can go first with the others' kept dims as two
     # strided axes, so the input is gathered (one copy, logged); still exact
