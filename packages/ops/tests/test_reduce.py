@@ -211,6 +211,17 @@ def test_float32_column_sums_are_compensated(name, cfg, force, device, launch_sp
     assert torch.equal(out[out.isinf()], ref[ref.isinf()])
 
 
+def test_bfloat16_outputs_round_to_nearest_even(device):
+    """A bfloat16 sum is its float32 sum rounded to nearest even, as torch rounds: sums of multiples of 1/64 are
+    exact in float32 and fall between bfloat16 values, ties among them (on the CPU the harness converts as the GPU
+    does: the interpreter truncates, conftest.bfloat16_rounds_to_nearest)."""
+    g = torch.Generator().manual_seed(seed())
+    x = (torch.randint(-256, 256, (64, 8), generator=g) / 64).to(torch.bfloat16)
+    out = tr.sum(x.to(device), 1).cpu()
+    ref = x.double().sum(1).to(torch.bfloat16)
+    assert torch.equal(out, ref), (out - ref).nonzero()
+
+
 def test_gathered_layout(device, caplog):
     # dims (0, 2) of a tensor sliced in two dims: no reduced dim can go first with the others' kept dims as two
     # strided axes, so the input is gathered (one copy, logged); still exact
