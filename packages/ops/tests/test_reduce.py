@@ -209,6 +209,13 @@ def test_float32_column_sums_are_compensated(name, cfg, force, device, launch_sp
     ref = ref / z.shape[0] if name == "mean" else ref
     assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf()), (out, ref)
     assert torch.equal(out[out.isinf()], ref[ref.isinf()])
+    # TwoSum's t - acc rounds past float range (x = FLT_MAX onto acc = -3 2^103, a tie rounded up) while the sum
+    # stays finite: column c holds the two in rows 0 and c + 1 (the same lane for any BLOCK_N below 64)
+    big = torch.zeros(64, 63)
+    big[0] = -3 * 2.0**103
+    big[torch.arange(1, 64), torch.arange(63)] = torch.finfo(torch.float32).max
+    for sign in (1, -1):
+        assert _call(name, (sign * big).to(device), 0).isfinite().all(), (sign, cfg)
 
 
 def test_bfloat16_outputs_round_to_nearest_even(device):
