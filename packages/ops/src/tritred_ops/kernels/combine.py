@@ -52,8 +52,8 @@ def two_sum(acc, comp, x):
     1969; any order of magnitudes). A loop that keeps ``comp`` beside its sum and adds it once at the end
     (:func:`compensated`) is Ogita, Rump & Oishi's Sum2 (2005): an error of about u |sum| + n^2 u^2 sum |x|
     instead of the n u sum |x| of a lane's sequential sum. ``comp`` never feeds back into ``acc``, so an inf or NaN
-    reaches the sum as it would without it (``comp`` then turns NaN: :func:`compensated` drops it). So does a finite
-    ``t`` whose ``t - acc`` rounds past float range (x = FLT_MAX onto acc = -3 2^103)."""
+    reaches the sum as it would without it (``comp`` then turns NaN: :func:`compensated` drops it). ``comp`` also
+    turns NaN where a finite ``t``'s ``t - acc`` rounds past float range (x = FLT_MAX onto acc = -3 2^103)."""
     t = acc + x
     z = t - acc
     return t, comp + ((acc - (t - z)) + (x - z))
