@@ -3,6 +3,8 @@
 ``rstd = 1 / sqrt(mean(x^2) + eps)`` in fp32 (fp64 for fp64 inputs), IEEE-rounded (torch's CUDA kernel takes
 ``rsqrt``); ``x * rstd`` is formed in that dtype and multiplied by the weight in the promoted dtype of the two
 (fp64 for a float64 weight of a narrower input: ``WACC``), as torch's, then rounded once to the input's dtype.
+float32 outputs (``ONCE``): rstd in float64 as a float32 pair and ``x * rstd * weight`` rounded once
+(``kernels.normalize``), half torch's float32 error above the rounding floor.
 
 ``SINGLE``: a block of BLOCK_M rows in registers (one read, one write); ``COLS`` (``threads_per_row``): each row
 over a few threads, its other columns in their registers (``kernels.welford.short_rows_tile``). The loop: a first
@@ -16,56 +18,19 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import div_exact, sqrt_exact
+from ...kernels.normalize import normalized, rstd_of
 from ...kernels.rows import group_barrier, restate_multiple, row_block
 from ...kernels.welford import short_rows_tile
 
 
 @triton.jit
-def _rstd(ss, N, eps, eps_lo, ACC: tl.constexpr, PAIR: tl.constexpr = False):
-    """1 / sqrt(ss / N + eps) per row, IEEE-rounded (eps arrives as two float32 parts: ``f32_split``), and 0s.
-    PAIR (float32 outputs, :func:`_times`): in float64, returned as float32 hi + lo (hi the rounded rstd, lo the
-    rest): the four float32 roundings of ss / N, + eps, sqrt and 1 / were each rstd's error again, one error for
-    the whole row (lo is 0 where hi is not finite: ss and eps 0)."""
-    if PAIR:
-        r = 1.0 / tl.sqrt(ss.to(tl.float64) / N + (tl.cast(eps, tl.float64) + tl.cast(eps_lo, tl.float64)))
-        hi = r.to(tl.float32)
-        lo = tl.where(tl.abs(hi) < float("inf"), (r - hi.to(tl.float64)).to(tl.float32), 0.0)
-        return hi, lo
-    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)
-    r = div_exact(1.0, sqrt_exact(div_exact(ss, N, ACC) + eps, ACC), ACC)
-    return r, tl.zeros_like(r)
-
-
-@triton.jit
 def _scale(x, rstd, rstd_lo, w_ptr, cols, c_ok, HAS_W: tl.constexpr, WACC: tl.constexpr, ONCE: tl.constexpr):
-    """x * rstd * weight[cols] in WACC (the promoted dtype of the accumulator and the weight), by :func:`_times`."""
+    """x * rstd * weight[cols] in WACC (the promoted dtype of the accumulator and the weight): ``normalized``."""
     if HAS_W:
         w = tl.load(w_ptr + cols, mask=c_ok, other=0)
     else:
         w = 1.0
-    return _times(x, rstd, rstd_lo, w, HAS_W, WACC, ONCE)
-
-
-@triton.jit
-def _times(x, rstd, rstd_lo, w, HAS_W: tl.constexpr, WACC: tl.constexpr, ONCE: tl.constexpr):
-    """x * rstd * w. ONCE (float32 output and weight): x times the pair rstd + rstd_lo (:func:`_rstd`) times w,
-    rounded once where torch's rounds twice: p = fl(x rstd) and its rounding error e = x rstd - p exactly (an fma),
-    plus x rstd_lo; then fl(p w + e w) (an fma; e w's own rounding is u^2 small). Three flops more an element.
-    (rms_norm 16384x4096 float32 on an H100 had 5.96e-8 relative error, eager 5.58e-8, the rounding floor 2.53e-8:
-    torch's second rounding and rstd's own error, shared by a row.) A row whose rstd is inf (ss and eps 0) takes
-    the plain product, as torch's: x * inf."""
-    if ONCE:
-        p = x * rstd
-        e = tl.where(tl.abs(rstd) < float("inf"), tl.fma(x, rstd, -p) + x * rstd_lo, 0.0)
-        if HAS_W:
-            w = w.to(WACC)
-            return tl.fma(p, w, e * w)
-        return p + e
-    xh = x * rstd
-    if HAS_W:
-        xh = xh.to(WACC) * w.to(WACC)
-    return xh
+    return normalized(x, rstd, rstd_lo, w, 0.0, HAS_W, False, WACC, ONCE)
 
 
 @triton.jit
@@ -112,14 +77,14 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
     ONCE: tl.constexpr = ACC == tl.float32 and WACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32
     if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
         x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
-        rstd, rstd_lo = _rstd(tl.sum(tl.sum(x * x, 1), 1), N, eps, eps_lo, ACC, ONCE)  # (the register axis first)
+        rstd, rstd_lo = rstd_of(tl.sum(tl.sum(x * x, 1), 1), N, eps, eps_lo, ACC, ONCE)  # (the register axis first)
         w = 1.0
         if HAS_W:
             if EVEN:
                 w = tl.load(w_ptr + cols)
             else:
                 w = tl.load(w_ptr + cols, mask=cols < N, other=0)
-        y = _times(x, rstd[:, None, None], rstd_lo[:, None, None], w, HAS_W, WACC, ONCE)
+        y = normalized(x, rstd[:, None, None], rstd_lo[:, None, None], w, 0.0, HAS_W, False, WACC, ONCE)
         tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, _to_out(y, y_ptr), mask=mask)
     elif SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
@@ -129,7 +94,7 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
         else:
             mask = row_ok[:, None] & c_ok[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy=EVICT).to(ACC)
-        rstd, rstd_lo = _rstd(tl.sum(x * x, 1), N, eps, eps_lo, ACC, ONCE)
+        rstd, rstd_lo = rstd_of(tl.sum(x * x, 1), N, eps, eps_lo, ACC, ONCE)
         y = _scale(x, rstd[:, None], rstd_lo[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC, ONCE)
         tl.store(y_row[:, None] + cols[None, :] * s_yn, _to_out(y, y_ptr), mask=mask)
     else:  # the sum of squares per lane over the chunks, then the normalizing sweep from the row's end
@@ -141,7 +106,7 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_last").to(ACC)
             ss_l += x * x
-        rstd, rstd_lo = _rstd(tl.sum(ss_l, 1), N, eps, eps_lo, ACC, ONCE)
+        rstd, rstd_lo = rstd_of(tl.sum(ss_l, 1), N, eps, eps_lo, ACC, ONCE)
         for i in range(0, n_chunks):
             cols = (n_chunks - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
             c_ok = cols < N
@@ -188,7 +153,7 @@ def _split_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, part_ptr, count_ptr, R, N,
         if PHASE != 1:
             # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
             ss = tl.sum(tl.load(part_ptr + r * SPLIT_P2 + parts, mask=parts < SPLIT, other=0, cache_modifier=".cg"), 0)
-            rstd, rstd_lo = _rstd(ss, N, eps, eps_lo, ACC, ONCE)
+            rstd, rstd_lo = rstd_of(ss, N, eps, eps_lo, ACC, ONCE)
             if STORE_RSTD:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if part == 0:
                     tl.store(rstd_ptr + r, rstd)
