@@ -178,12 +178,12 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
         # weight and bias issued with the row (H200: +1-3 points over loading them after the statistics, bfloat16
         # too, unlike the one-warp tiles' PRELOAD_WB)
-        w_row = 1.0
-        b_row = 0.0
+        w_cols = 1.0
+        b_cols = 0.0
         if HAS_W:
-            w_row = _affine_load(w_ptr, cols, N, EVEN)
+            w_cols = _affine_load(w_ptr, cols, N, EVEN)
         if HAS_B:
-            b_row = _affine_load(b_ptr, cols, N, EVEN)
+            b_cols = _affine_load(b_ptr, cols, N, EVEN)
         mean0, corr, m2 = short_rows_stats(x, mask, tl.full([BLOCK_M], N, ACC), ACC, EVEN, True)
         mean = mean0 + corr
     elif SINGLE:
@@ -260,7 +260,7 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE and COLS > 0:
         d = (x - mean0[:, None, None]) - corr[:, None, None]  # (see chunk_stats)
-        y = normalized(d, rstd[:, None, None], rstd_lo[:, None, None], w_row, b_row, HAS_W, HAS_B, ACC, ONCE)
+        y = normalized(d, rstd[:, None, None], rstd_lo[:, None, None], w_cols, b_cols, HAS_W, HAS_B, ACC, ONCE)
         tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, y, mask=mask)
     elif SINGLE:
         if ALIGN > 0 or TAIL > 0:  # (with a tail, no preloaded weight and bias: the host gives no PRELOAD_WB)
