@@ -416,11 +416,5 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
                 if part == 0:
                     tl.store(mean_ptr + r, shift.to(ACC) + mean)
                     tl.store(rstd_ptr + r, rstd)
-            w = 1.0
-            b = 0.0
-            if HAS_W:
-                w = tl.load(w_ptr + cols, mask=ok, other=0)
-            if HAS_B:
-                b = tl.load(b_ptr + cols, mask=ok, other=0)
-            y = normalized(x - mean, rstd, rstd_lo, w, b, HAS_W, HAS_B, ACC, ONCE)
+            y = _affine(x - mean, rstd, rstd_lo, w_ptr, b_ptr, cols, ok, HAS_W, HAS_B, ACC, ONCE)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
