@@ -6,7 +6,8 @@ exact), then
 square root, as torch); short rows (``threads_per_row``) are held with each row over a few threads, the rest of
 it in their registers, weight and bias loaded beside it. ``multi_pass``: a first sweep keeps per-lane Welford
 (1962) statistics merged once (Chan et al. 1979), a second sweep normalizes and writes (the row's second read
-usually hits L2).
+usually hits L2). float32 outputs (``ONCE``): rstd in float64 as a float32 pair and ``(x - mean) * rstd * weight``
+rounded once (``kernels.normalize``); other dtypes round as torch's float32 arithmetic does.
 """
 
 from __future__ import annotations
