@@ -34,6 +34,7 @@ from ...kernels.welford import (
     short_rows_stats,
     short_rows_tile,
     single_tile,
+    stats_shift,
     tiles_stats,
     welford_step,
 )
@@ -163,16 +164,43 @@ def _stats_rows_block(x_ptr, out_ptr, mean_ptr, blk, R, N, K, s_xm, s_xn, s_xk, 
 
 @triton.jit
 def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_split,
-                       divisor, divisor_lo,
+                       divisor, divisor_lo, shift_ptr,
                        ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr, SPLIT: tl.constexpr,
-                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1):
+                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DIV: tl.constexpr = 1,
+                       SHIFT: tl.constexpr = False):
     """Columns: BLOCK_K adjacent k of one m over N (split slices or whole). DIV: K and the m and n strides are
-    multiples of DIV."""
+    multiples of DIV.
+
+    SHIFT (the loop; float32 inputs): the statistics of x less the mean of the column's first chunk (its first
+    BLOCK_N elements) where that chunk sits farther from 0 than its spread, added back to the mean once: here, or
+    by the combine kernel (split partial means are stored shifted; slice 0 stores the shift to ``shift_ptr``).
+    Each Welford step rounds a lane's mean at the scale of the data's mean, and split slices' means merge at that
+    scale: raw, 16384x4096 dim=0 at
+    100 sigma from zero had 2.29e-7 relative error on an H100, eager 1.93e-7 (plain inputs 6.4e-8); interpreter,
+    8192x64 at 100 sigma: 2.9e-7 -> 7.7e-8 (split), 5.9e-7 -> 1.2e-7 (loop). Shifted values round at the scale of
+    their distance to the shift: the first element as the shift, 1e4 among randn, put ulp(1e4) on each of them
+    (the variance off by ~1e-5), and that chunk's mean (~600) the mean off by ulp(600). One subtraction an element
+    and one chunk read twice (from L2). The rows' loop keeps raw lanes (their shift cost 2-8 points on 2-byte inputs;
+    float32 rows at an offset stay under eager's error: 1.18e-7 against 1.25e-7)."""
     K = restate_multiple(K, DIV)
     s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
     s_om = restate_multiple(s_om, DIV)
     m, ks, k_ok = col_block(K, BLOCK_K)
     x_col = x_ptr + m * s_xm + ks * s_xk
+    shift = tl.zeros([BLOCK_K], ACC)
+    if SHIFT:
+        ns = tl.arange(0, BLOCK_N)
+        mask = (ns < N)[:, None] & k_ok[None, :]
+        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        n0 = tl.minimum(N, BLOCK_N)
+        shift = div_exact(tl.sum(x, 0), n0, ACC)
+        d = tl.where(mask, x - shift[None, :], 0.0)
+        # only where the chunk sits farther from 0 than its spread (|mean| sqrt(n) > sqrt(M2)): nearer, raw lanes
+        # round no coarser than the spread, and a chunk of randn holding one 1e4 would shift the rest by ~600
+        shift = stats_shift(tl.where(tl.abs(shift) * tl.sqrt(n0.to(ACC)) > tl.sqrt(tl.sum(d * d, 0)), shift, 0.0))
+        if SPLIT > 1:  # noqa: SIM102 (a constexpr test beside a runtime one)
+            if tl.program_id(1) == 0:
+                tl.store(shift_ptr + m * K + ks, shift, mask=k_ok)
     n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
     n_hi = tl.minimum(N, n_lo + n_per_split)
     if SINGLE:
@@ -191,6 +219,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             ns = n_lo + i * BLOCK_N + tl.arange(0, BLOCK_N)
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=k_ok[None, :], other=0,
                         eviction_policy="evict_first").to(ACC)
+            if SHIFT:
+                x = x - shift[None, :]
             mean_l, m2_l = welford_step(mean_l, m2_l, x, div_exact(1.0, i + 1, ACC))
         mean, m2, cnt = merge_lanes(mean_l, m2_l, n_full, 0)  # (raw, as the rows')
         t0 = n_lo + n_full * BLOCK_N
@@ -198,6 +228,8 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
             ns = t0 + tl.arange(0, BLOCK_N)
             mask = (ns < n_hi)[:, None] & k_ok[None, :]
             x = tl.load(x_col[None, :] + ns[:, None] * s_xn, mask=mask, other=0, eviction_policy="evict_first").to(ACC)
+            if SHIFT:
+                x = tl.where(mask, x - shift[None, :], 0.0)  # (masked lanes hold 0: chunk_stats sums them)
             mean, m2, cnt = join_chunk(mean, m2, cnt, x, mask, tl.zeros([BLOCK_K], ACC) + (n_hi - t0), 0)
     if SPLIT > 1:
         offs = (m * K + ks) * SPLIT + tl.program_id(1)
@@ -205,17 +237,20 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
         divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)
-        _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
+        _finish(mean + shift, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
 
 
 @triton.jit
 def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_split, s_om, s_ok,
-                          divisor, divisor_lo, n_split, s_prow, s_pslice,
+                          divisor, divisor_lo, n_split, s_prow, s_pslice, shift_ptr,
                           ACC: tl.constexpr, STD: tl.constexpr, WANT_MEAN: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, WAIT: tl.constexpr = False):
+                          BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, WAIT: tl.constexpr = False,
+                          SHIFT: tl.constexpr = False):
     """Merge the n_split partial (mean, M2) of each output (output r's slice s at r * s_prow + s * s_pslice);
     slice s holds clamp(N - s*n_per_split) elements. n_split is a runtime argument (the batch size of two reduced
-    axes: no compile per batch size). WAIT: a dependent launch (``runtime.dependent_launch``)."""
+    axes: no compile per batch size). WAIT: a dependent launch (``runtime.dependent_launch``). SHIFT: the partial
+    means are of x less output r's ``shift_ptr[r]`` (the columns kernel's SHIFT), added back once after the
+    merge."""
     wait_for_previous_launch(WAIT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < R
@@ -227,6 +262,8 @@ def _stats_combine_kernel(pm2_ptr, pmean_ptr, out_ptr, mean_ptr, R, N, K, n_per_
     p_n = tl.minimum(tl.maximum(N - s.to(tl.int64) * n_per_split, 0), n_per_split).to(ACC)
     p_n = tl.where(mask, p_n[None, :], 0)
     mean, m2, cnt = tl.reduce((p_mean, p_m2, p_n), 1, chan_fn)
+    if SHIFT:
+        mean += tl.load(shift_ptr + rows, mask=row_ok, other=0)
     divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)
     _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, (rows // K) * s_om + (rows % K) * s_ok, row_ok, STD,
             WANT_MEAN)

@@ -28,11 +28,14 @@ def _launch(rec: Recorder, x: torch.Tensor, view: rt.View, out: torch.Tensor, me
     consts = dict(ACC=tl_dtype(acc), STD=std, WANT_MEAN=want_mean, num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
     single = cfg.strategy == "single_pass"
+    # float32 column loops: statistics of x less each column's first chunk's mean (the columns kernel's SHIFT)
+    shift = not rt.rows_layout(view) and not single and x.dtype == torch.float32
     if split > 1:
         p_m2 = rec.empty((R, split), acc, x.device)
         p_mean = rec.empty((R, split), acc, x.device)
+        p_shift = rec.empty((R,), acc, x.device) if shift else p_mean
     else:
-        p_m2, p_mean = out, mean_out
+        p_m2, p_mean, p_shift = out, mean_out, out
     name = ("std" if std else "var") + ("_mean" if want_mean else "")
     cols = rt.row_cols(cfg, x, name, rt.rows_layout(view), single, split)
     if rt.rows_layout(view):
@@ -49,14 +52,14 @@ def _launch(rec: Recorder, x: torch.Tensor, view: rt.View, out: torch.Tensor, me
         rt.no_tail(cfg, name)
         rec.launch(
             _stats_cols_kernel, (view.M * rt.cdiv(view.K, cfg.BLOCK_K), split), x, p_m2, p_mean, view.M, view.N, view.K,
-            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
-            BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), **consts)
+            sxm, sxn, sxk, som, sok, nps, *f32_split(divisor), p_shift, SPLIT=split, SINGLE=single, BLOCK_N=cfg.BLOCK_N,
+            BLOCK_K=cfg.BLOCK_K, DIV=rt.col_hint(view), SHIFT=shift, **consts)
     if split > 1:
         block_m, block_s = rt.combine_blocks(R, split)
         rec.launch(
             _stats_combine_kernel, (rt.cdiv(R, block_m),), p_m2, p_mean, out, mean_out, R, view.N, view.K, nps, som,
-            sok, *f32_split(divisor), split, split, 1, BLOCK_M=block_m, BLOCK_S=block_s,
-            **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
+            sok, *f32_split(divisor), split, split, 1, p_shift, BLOCK_M=block_m, BLOCK_S=block_s,
+            SHIFT=shift, **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
 #: Most partials per output the two-axes merge takes (one tile holds all of an output's partials).
@@ -109,7 +112,7 @@ def _launch_two_axes(rec: Recorder, x: torch.Tensor, view: rt.View, out_stride: 
     block_m, block_s = rt.combine_blocks(view.K, view.M)  # (output k's partials at k + m * K: rows * 1 + s * K)
     rec.launch(
         _stats_combine_kernel, (rt.cdiv(view.K, block_m),), p_m2, p_mean, out, mean_out, view.K, view.M * view.N, 1,
-        view.N, out_stride, 0, *f32_split(divisor), view.M, 1, view.K, BLOCK_M=block_m, BLOCK_S=block_s,
+        view.N, out_stride, 0, *f32_split(divisor), view.M, 1, view.K, p_mean, BLOCK_M=block_m, BLOCK_S=block_s,
         **rt.dependent_launch(x.device), **{**consts, "num_warps": 4})
 
 
