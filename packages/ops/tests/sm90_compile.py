@@ -99,6 +99,7 @@ def calls():
     yield "var_mean rows single", lambda: tr.var_mean(r(64, 1000), -1)
     yield "std rows split", lambda: tr.std(r(4, 200000), -1)
     yield "var columns", lambda: tr.var(r(4096, 512, dtype=bf), 0)
+    yield "var_mean columns float32, shifted, split", lambda: tr.var_mean(r(16384, 512), 0)
     yield "var two axes unrolled", lambda: tr.var(r(2, 4, 5120, dtype=bf).view(2, 4, 64, 80), (0, 2, 3))
     # short 2-byte rows, each over a few threads (threads_per_row): bf16 plain two-pass, fp16 corrected, two axes
     yield "var_mean rows over 8 threads each", lambda: tr.var_mean(r(64, 256, dtype=bf), -1)
@@ -148,6 +149,8 @@ def calls():
                                                        torch.ones(16, dtype=bf), None, None, True, 0.1, 1e-5)
     yield "batch_norm training statistics prefetched", lambda: tr.batch_norm(
         r(16, 8, 32, 32, dtype=bf), torch.zeros(8), torch.ones(8), r(8), r(8), True, 0.1, 1e-5)  # (float32 params)
+    yield "batch_norm training float32 (outputs rounded once)", lambda: tr.batch_norm(
+        r(32, 16, 28, 28), torch.zeros(16), torch.ones(16), r(16), r(16), True, 0.1, 1e-5)
     yield "batch_norm eval", lambda: tr.batch_norm(r(8, 16, 56, 56), torch.zeros(16), torch.ones(16), r(16), r(16),
                                                    False, 0.1, 1e-5)
     # other dtypes and layouts

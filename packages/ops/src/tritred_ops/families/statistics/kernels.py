@@ -189,12 +189,12 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     x_col = x_ptr + m * s_xm + ks * s_xk
     shift = tl.zeros([BLOCK_K], ACC)
     if SHIFT:
-        ns = tl.arange(0, BLOCK_N)
-        mask = (ns < N)[:, None] & k_ok[None, :]
-        x = tl.load(x_col[None, :] + ns[:, None].to(tl.int64) * s_xn, mask=mask, other=0).to(ACC)
+        rows0 = tl.arange(0, BLOCK_N)  # (names of their own: the loop's ns is int64)
+        mask0 = (rows0 < N)[:, None] & k_ok[None, :]
+        x0 = tl.load(x_col[None, :] + rows0[:, None].to(tl.int64) * s_xn, mask=mask0, other=0).to(ACC)
         n0 = tl.minimum(N, BLOCK_N)
-        shift = div_exact(tl.sum(x, 0), n0, ACC)
-        d = tl.where(mask, x - shift[None, :], 0.0)
+        shift = div_exact(tl.sum(x0, 0), n0, ACC)
+        d = tl.where(mask0, x0 - shift[None, :], 0.0)
         # only where the chunk sits farther from 0 than its spread (|mean| sqrt(n) > sqrt(M2)): nearer, raw lanes
         # round no coarser than the spread, and a chunk of randn holding one 1e4 would shift the rest by ~600
         shift = stats_shift(tl.where(tl.abs(shift) * tl.sqrt(n0.to(ACC)) > tl.sqrt(tl.sum(d * d, 0)), shift, 0.0))
