@@ -43,8 +43,8 @@ def _cls(family: str, name: str) -> type:
 
 
 #: (form, family, class, constructor arguments, input shape, exact): one class of every form; ``exact``: the same
-#: arithmetic as the family's forward (bit for bit on exact float16 sums; float32 results round once; the LayerNorm
-#: forms differ from torch's CPU layer_norm, which computes x * rstd - mean * rstd).
+#: arithmetic as the family's forward (bit for bit on exact sums; the LayerNorm forms differ from torch's CPU
+#: layer_norm, which computes x * rstd - mean * rstd).
 CASES = [
     ("llama", "llama", "LlamaRMSNorm", dict(hidden_size=H, eps=1e-6), (3, 5, H), True),
     ("llama", "qwen3", "Qwen3RMSNorm", dict(hidden_size=H, eps=0.25), (2, 3, 2, H), True),
@@ -102,10 +102,9 @@ def _run(module, x, dy):
 @pytest.mark.parametrize("form, family, name, kwargs, shape, exact", CASES, ids=IDS)
 def test_form(form, family, name, kwargs, shape, exact, device, monkeypatch):
     """The class is recognized as its form; patched, the module keeps its parameters and state_dict keys; outputs
-    equal the family's forward bit for bit on float16 inputs whose sums are exact (float32 and float64, which the
-    families normalize in float32: tritred's float32 results round once where the family rounds twice, within one
-    rounding) and within one rounding of the dtype on random inputs (bfloat16 too: Triton's interpreter truncates to
-    bfloat16 where torch rounds); input and weight gradients within one rounding."""
+    equal the family's forward bit for bit on inputs whose sums are exact (float16, float32, and float64, which the
+    families normalize in float32) and within one rounding of the dtype on random inputs (bfloat16 too: Triton's
+    interpreter truncates to bfloat16 where torch rounds); input and weight gradients within one rounding."""
     original = _module(family, name, kwargs).to(device)
     if form_of(type(original)) is None and _older_transformers():
         pytest.skip(f"{name}: its forward in this older transformers is none of the recognized forms (not patched)")
@@ -123,10 +122,9 @@ def test_form(form, family, name, kwargs, shape, exact, device, monkeypatch):
             x = (torch.randint(-16, 17, shape, generator=g) / 8).to(device=device, dtype=dtype)  # exact sums
             got, want = ours(x), theirs(x)
             assert got.dtype == want.dtype
-            if device == "cpu" and dtype == torch.float16:
+            if device == "cpu":
                 assert torch.equal(got, want), f"{dtype}: {(got.double() - want.double()).abs().max()}"
-            else:  # (torch's CUDA rsqrt is rsqrtf, not IEEE-rounded; a float32 result is x * rstd * weight rounded
-                # once, with rstd from float64, where the family rounds rstd and each product: kernels.normalize)
+            else:  # (torch's CUDA rsqrt is rsqrtf, not IEEE-rounded)
                 torch.testing.assert_close(got, want, **TOL[dtype])
         x = torch.randn(shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
         dy = torch.randn(shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)

@@ -11,12 +11,12 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact
-from ...kernels.normalize import rstd_of
 from ...kernels.rows import restate_multiple, wait_for_previous_launch
 from ...kernels.welford import add_pair
 from .kernels import (
     _channels,
     _edge_mask,
+    _invstd,
     _lanes,
     _merged_sum,
     _mirror_tile,
@@ -30,10 +30,11 @@ from .kernels import (
 def _channel_consts(mean_ptr, var_ptr, w_ptr, cs, c_ok, eps, eps_lo, FROM_RUNNING: tl.constexpr,
                     HAS_W: tl.constexpr, ACC: tl.constexpr, BLOCK_K: tl.constexpr):
     """(mean, invstd, weight) of channels ``cs``: training, the batch mean and invstd the forward saved; eval
-    (FROM_RUNNING), the running mean and 1 / sqrt(running_var + eps), each step rounded as torch rounds it."""
+    (FROM_RUNNING), the running mean and 1 / sqrt(running_var + eps), computed as the forward's eval does."""
     mean = tl.load(mean_ptr + cs, mask=c_ok, other=0).to(ACC)
     if FROM_RUNNING:
-        invstd, _ = rstd_of(tl.load(var_ptr + cs, mask=c_ok, other=1).to(ACC), 1, eps, eps_lo, ACC, False)
+        eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+        invstd = _invstd(tl.load(var_ptr + cs, mask=c_ok, other=1).to(ACC), eps, ACC)
     else:
         invstd = tl.load(var_ptr + cs, mask=c_ok, other=0).to(ACC)
     w = tl.zeros([BLOCK_K], ACC) + 1

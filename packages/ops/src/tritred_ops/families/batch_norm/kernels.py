@@ -5,8 +5,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import div_exact
-from ...kernels.normalize import normalized, rstd_of
+from ...kernels.combine import div_exact, sqrt_exact
 from ...kernels.rows import restate_multiple, wait_for_previous_launch
 from ...kernels.welford import chan_fn, chunk_stats, stats_shift
 
@@ -102,6 +101,12 @@ def _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, poffs, pmask):
     return tl.reduce((tl.load(pmean_ptr + poffs, mask=pmask, other=0),
                       tl.load(pm2_ptr + poffs, mask=pmask, other=0),
                       tl.load(pcnt_ptr + poffs, mask=pmask, other=0)), 1, chan_fn)
+
+
+@triton.jit
+def _invstd(var, eps, ACC: tl.constexpr):
+    """1 / sqrt(var + eps), each step correctly rounded (``div_exact``, ``sqrt_exact``), as torch computes it."""
+    return div_exact(1.0, sqrt_exact(var + eps, ACC), ACC)
 
 
 @triton.jit
@@ -239,18 +244,11 @@ def _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, 
 
 
 @triton.jit
-def _normalize(x, mean, rstd, rstd_lo, weight, bias, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ONCE: tl.constexpr):
-    """(x - mean) * rstd * weight + bias for a [lanes, channels] tile (no + 0 without bias: -0.0 stays). ONCE:
-    ``kernels.normalize.normalized``, the product rounded once; else ``(x - mean) * scale + bias`` with ``scale``
-    = rstd * weight per channel (passed as ``rstd``), one multiply an element fewer."""
-    d = x - mean[None, :]
-    if ONCE:
-        y = normalized(d, rstd[None, :], rstd_lo[None, :], weight[None, :], bias[None, :], HAS_W, HAS_B, tl.float32,
-                       True)
-    else:
-        y = d * rstd[None, :]
-        if HAS_B:
-            y = y + bias[None, :]
+def _normalize(x, mean, scale, bias, HAS_B: tl.constexpr):
+    """(x - mean) * (rstd * weight) + bias for a [lanes, channels] tile (no + 0 without bias: -0.0 stays)."""
+    y = (x - mean[None, :]) * scale[None, :]
+    if HAS_B:
+        y = y + bias[None, :]
     return y
 
 
@@ -285,9 +283,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     S = restate_multiple(S, DIV_S)
     s_b, s_c = restate_multiple(s_b, DIV_S), restate_multiple(s_c, DIV_S)
     y_b, y_c = restate_multiple(y_b, DIV_S), restate_multiple(y_c, DIV_S)
-    # float32 outputs: rstd in float64 as a float32 pair and each element's product rounded once
-    # (``kernels.normalize``), where scale = rstd * weight rounded per channel was one error shared by a channel.
-    ONCE: tl.constexpr = ACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     c_blocks = tl.cdiv(C, BLOCK_K)
     s_chunks = tl.cdiv(S, BLOCK_N)
     pid = tl.program_id(0)
@@ -295,9 +291,9 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
     first = pid < c_blocks  # the channel block's first program
     x_lanes = _lanes(x_ptr, cs, s_b, s_s, s_c, BLOCK_M, BLOCK_N)
     y_lanes = _lanes(y_ptr, cs, y_b, y_s, y_c, BLOCK_M, BLOCK_N)
-    weight = tl.zeros([BLOCK_K], ACC) + 1
+    scale = tl.zeros([BLOCK_K], ACC) + 1
     if HAS_W:
-        weight = tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
+        scale = tl.load(w_ptr + cs, mask=c_ok, other=0).to(ACC)
     bias = tl.zeros([BLOCK_K], ACC)
     if HAS_B:
         bias = tl.load(b_ptr + cs, mask=c_ok, other=0).to(ACC)
@@ -311,30 +307,27 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
         n = tl.zeros([BLOCK_K], ACC) + tl.minimum(B, BLOCK_M) * tl.minimum(S, BLOCK_N)
         mean0, corr, m2 = chunk_stats(x, mask, 0, n)
         mean = mean0 + corr
-        rstd, rstd_lo = rstd_of(m2, n, eps, eps_lo, ACC, ONCE)  # biased variance, as torch
+        rstd = _invstd(div_exact(m2, n, ACC), eps, ACC)  # biased variance, as torch
         if HAS_RUNNING:
             _update_running(rm_ptr, rv_ptr, rm_out_ptr, rv_out_ptr, cs, c_ok, mean, m2, n, tl.sum(x, 0), momentum,
                             momentum_lo, ACC, rm, rv)
         if STATS:
             tl.store(mean_out_ptr + cs, mean, mask=c_ok)
             tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
-        if not ONCE:
-            rstd = weight * rstd
-        tl.store(y_lanes, _normalize(x, mean, rstd, rstd_lo, weight, bias, HAS_W, HAS_B, ONCE), mask=mask)
+        tl.store(y_lanes, _normalize(x, mean, scale * rstd, bias, HAS_B), mask=mask)
     else:
         if FROM_RUNNING:
             mean = tl.load(rm_ptr + cs, mask=c_ok, other=0).to(ACC)
-            rstd, rstd_lo = rstd_of(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC), 1, eps, eps_lo, ACC, ONCE)
-        elif COEFS:  # merged once per channel by the finish launch (rstd's float32 rounding: its lo part is lost)
+            rstd = _invstd(tl.load(rv_ptr + cs, mask=c_ok, other=1).to(ACC), eps, ACC)
+        elif COEFS:  # merged once per channel by the finish launch
             mean = tl.load(mean_out_ptr + cs, mask=c_ok, other=0)
             rstd = tl.load(invstd_out_ptr + cs, mask=c_ok, other=0)
-            rstd_lo = tl.zeros_like(rstd)
         else:
             poffs, pmask = _partials(cs, c_ok, SPLIT, BLOCK_S)
             shift = _channel_shift(x_ptr, cs, c_ok, s_c, ACC)  # the statistics launch's: its partials are shifted
             mean, m2, n = _merged_stats(pmean_ptr, pm2_ptr, pcnt_ptr, poffs, pmask)
             mean = mean + shift
-            rstd, rstd_lo = rstd_of(m2, n, eps, eps_lo, ACC, ONCE)
+            rstd = _invstd(div_exact(m2, n, ACC), eps, ACC)
             if HAS_RUNNING:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if first:
                     total = _merged_sum(psum_ptr, poffs, pmask) + shift * n
@@ -344,8 +337,7 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
                 if first:
                     tl.store(mean_out_ptr + cs, mean, mask=c_ok)
                     tl.store(invstd_out_ptr + cs, rstd, mask=c_ok)
-        if not ONCE:
-            rstd = weight * rstd  # the per-channel scale
+        scale = scale * rstd
         q_end = SPLIT * tiles_per_split
         q_lo = (pid // c_blocks) * tiles_per_program
         for q in range(q_lo, tl.minimum(q_lo + tiles_per_program, q_end)):
@@ -354,8 +346,8 @@ def _apply_kernel(x_ptr, y_ptr, pmean_ptr, pm2_ptr, pcnt_ptr, psum_ptr, rm_ptr, 
             y_at = y_lanes + (b0.to(tl.int64) * y_b + s0.to(tl.int64) * y_s)
             if (b0 + BLOCK_M <= B) & (s0 + BLOCK_N <= S):
                 x = tl.load(x_at, mask=c_ok[None, :], other=0).to(ACC)
-                tl.store(y_at, _normalize(x, mean, rstd, rstd_lo, weight, bias, HAS_W, HAS_B, ONCE), mask=c_ok[None, :])
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=c_ok[None, :])
             else:
                 mask = _edge_mask(b0, s0, B, S, c_ok, BLOCK_M, BLOCK_N)
                 x = tl.load(x_at, mask=mask, other=0).to(ACC)
-                tl.store(y_at, _normalize(x, mean, rstd, rstd_lo, weight, bias, HAS_W, HAS_B, ONCE), mask=mask)
+                tl.store(y_at, _normalize(x, mean, scale, bias, HAS_B), mask=mask)

@@ -19,10 +19,9 @@ import triton
 import triton.language as tl
 
 from ...kernels.combine import div_exact
-from ...kernels.normalize import rstd_of
 from ...kernels.rows import wait_for_previous_launch
 from ...kernels.welford import chan_fn
-from .kernels import _channel_shift, _channels, _merged_stats, _merged_sum, _partials, _update_running
+from .kernels import _channel_shift, _channels, _invstd, _merged_stats, _merged_sum, _partials, _update_running
 
 
 @triton.jit
@@ -63,7 +62,8 @@ def _merge_ranks_kernel(g_ptr, stats_ptr, rm_ptr, rv_ptr, W, C, eps, eps_lo, mom
                                        tl.load(g_ptr + offs + 2 * C, mask=mask, other=0).to(ACC)), 0, chan_fn)
         mean, m2, n = chan_fn(mean, m2, n, mean_w, m2_w, n_w)
     n = tl.where(c_ok, n, 2)  # (lanes past C: no 0 / 0 here nor in the unbiased variance)
-    invstd, _ = rstd_of(m2, n, eps, eps_lo, ACC, False)  # as torch: each step rounded in ACC
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+    invstd = _invstd(div_exact(m2, n, ACC), eps, ACC)
     inv_n = div_exact(1.0, n, ACC)
     tl.store(stats_ptr + cs, mean, mask=c_ok)
     tl.store(stats_ptr + C + cs, invstd, mask=c_ok)

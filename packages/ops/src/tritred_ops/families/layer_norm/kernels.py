@@ -6,8 +6,7 @@ exact), then
 square root, as torch); short rows (``threads_per_row``) are held with each row over a few threads, the rest of
 it in their registers, weight and bias loaded beside it. ``multi_pass``: a first sweep keeps per-lane Welford
 (1962) statistics merged once (Chan et al. 1979), a second sweep normalizes and writes (the row's second read
-usually hits L2). float32 outputs (``ONCE``): rstd in float64 as a float32 pair and ``(x - mean) * rstd * weight``
-rounded once (``kernels.normalize``); other dtypes round as torch's float32 arithmetic does.
+usually hits L2).
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import div_exact
-from ...kernels.normalize import normalized, rstd_of
+from ...kernels.combine import div_exact, sqrt_exact
 from ...kernels.rows import (
     aligned_rows,
     edge_cols,
@@ -44,18 +42,14 @@ from ...kernels.welford import (
 
 
 @triton.jit
-def _affine(d, rstd, rstd_lo, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-            ONCE: tl.constexpr):
-    """d * rstd * weight[pos] + bias[pos] (``kernels.normalize.normalized``) for a tile whose lanes read the weight
-    and bias at ``pos`` (shifted tiles: the shifted copies of :func:`_shift_affine_kernel`, ``pos`` = tile column +
-    the row's shift x ``s_wl``)."""
-    w = 1.0
-    b = 0.0
+def _affine(y, w_ptr, b_ptr, pos, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """y * weight[pos] + bias[pos] for a tile whose lanes read the weight and bias at ``pos`` (shifted tiles:
+    the shifted copies of :func:`_shift_affine_kernel`, ``pos`` = tile column + the row's shift x ``s_wl``)."""
     if HAS_W:
-        w = tl.load(w_ptr + pos, mask=mask, other=0)
+        y = y * tl.load(w_ptr + pos, mask=mask, other=0).to(ACC)
     if HAS_B:
-        b = tl.load(b_ptr + pos, mask=mask, other=0)
-    return normalized(d, rstd, rstd_lo, w, b, HAS_W, HAS_B, ACC, ONCE)
+        y = y + tl.load(b_ptr + pos, mask=mask, other=0).to(ACC)
+    return y
 
 
 @triton.jit
@@ -91,35 +85,33 @@ def _shift_affine_kernel(w_ptr, b_ptr, w_sh_ptr, b_sh_ptr, N, s_wl, HAS_W: tl.co
 
 
 @triton.jit
-def _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd, rstd_lo, s_wl, HAS_W: tl.constexpr,
-                 HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr, ONCE: tl.constexpr):
+def _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean0, corr, rstd, s_wl, HAS_W: tl.constexpr,
+                 HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr):
     """Output of the row elements outside whole 16-byte chunks (shifted tiles with vector stores, ALIGN_Y),
     recomputed from a reload with the row's statistics: the same arithmetic as the chunks' own."""
     c, ok = edge_cols(lead, N, row_ok, ALIGN)
     x = tl.load(x_row[:, None] + c, mask=ok, other=0).to(ACC)
-    d = (x - mean0[:, None]) - corr[:, None]
-    y = _affine(d, rstd[:, None], rstd_lo[:, None], w_ptr, b_ptr, c + (lead.to(tl.int64) * s_wl)[:, None], ok, HAS_W,
-                HAS_B, ACC, ONCE)
+    y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]
+    y = _affine(y, w_ptr, b_ptr, c + (lead.to(tl.int64) * s_wl)[:, None], ok, HAS_W, HAS_B, ACC)
     tl.store(y_row[:, None] + c, y, mask=ok)
 
 
 @triton.jit
-def _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd, rstd_lo,
+def _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr,
-                ALIGN_Y: tl.constexpr, ONCE: tl.constexpr):
+                ALIGN_Y: tl.constexpr):
     """Normalize and store one tile of a single pass (the row's BLOCK_N lanes, or its TAIL) at tile columns
     ``cols``. ALIGN: weight and bias from the row's shifted copies (lane j holds element j - lead of each);
     ALIGN_Y: the tile's whole 16-byte chunks only, in vector stores (the caller writes the partial edges)."""
-    d = (x - mean0[:, None]) - corr[:, None]  # exact centering (see chunk_stats)
-    r, r_lo = rstd[:, None], rstd_lo[:, None]
+    y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
     if ALIGN > 0:
-        y = _affine(d, r, r_lo, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC, ONCE)
+        y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], lmask, HAS_W, HAS_B, ACC)
         if ALIGN_Y:
             tl.store(y_row[:, None] + cols[None, :], y, mask=inner_mask(cols, lead.to(tl.int32), N, row_ok, ALIGN))
         else:
             tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
-        y = _affine(d, r, r_lo, w_ptr, b_ptr, cols[None, :], mask, HAS_W, HAS_B, ACC, ONCE)
+        y = _affine(y, w_ptr, b_ptr, cols[None, :], mask, HAS_W, HAS_B, ACC)
         tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
 
 
@@ -166,7 +158,6 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
                       ALIGN_Y: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
                       PRELOAD_WB: tl.constexpr, UNROLL: tl.constexpr, TAIL: tl.constexpr,
                       COLS: tl.constexpr = 0, UNROLL_OUT: tl.constexpr = False):
-    ONCE: tl.constexpr = ACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32  # (kernels.normalize)
     rows, row_ok, m_idx, k_idx = row_block(blk, R, K, BLOCK_M)
     x_off = m_idx * s_xm + k_idx * s_xk
     y_off = m_idx * s_ym + k_idx * s_yk
@@ -179,12 +170,10 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
         # weight and bias issued with the row (H200: +1-3 points over loading them after the statistics, bfloat16
         # too, unlike the one-warp tiles' PRELOAD_WB)
-        w_cols = 1.0
-        b_cols = 0.0
         if HAS_W:
-            w_cols = _affine_load(w_ptr, cols, N, EVEN)
+            w_row = _affine_load(w_ptr, cols, N, EVEN)
         if HAS_B:
-            b_cols = _affine_load(b_ptr, cols, N, EVEN)
+            b_row = _affine_load(b_ptr, cols, N, EVEN)
         mean0, corr, m2 = short_rows_stats(x, mask, tl.full([BLOCK_M], N, ACC), ACC, EVEN, True)
         mean = mean0 + corr
     elif SINGLE:
@@ -255,37 +244,38 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         # The mean unshifted (one rounding, as torch's): the second sweep centers x on it with one subtraction
         # per element, as before the shift.
         mean = shift + mean
-    rstd, rstd_lo = rstd_of(m2, N, eps, eps_lo, ACC, ONCE)  # per row: exact rounding is cheap
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
+    rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)  # per row: exact rounding is cheap
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=row_ok)
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
     if SINGLE and COLS > 0:
-        d = (x - mean0[:, None, None]) - corr[:, None, None]  # (see chunk_stats)
-        y = normalized(d, rstd[:, None, None], rstd_lo[:, None, None], w_cols, b_cols, HAS_W, HAS_B, ACC, ONCE)
+        y = ((x - mean0[:, None, None]) - corr[:, None, None]) * rstd[:, None, None]  # (see chunk_stats)
+        if HAS_W:
+            y = y * w_row.to(ACC)
+        if HAS_B:
+            y = y + b_row.to(ACC)
         tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, y, mask=mask)
     elif SINGLE:
         if ALIGN > 0 or TAIL > 0:  # (with a tail, no preloaded weight and bias: the host gives no PRELOAD_WB)
             _single_out(x, cols, mask, lmask, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0, corr, rstd,
-                        rstd_lo, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, ONCE)
+                        HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
             if TAIL > 0:
                 _single_out(x_t, cols_t, mask_t, lmask_t, y_row, w_ptr, b_ptr, lead, N, row_ok, s_yn, s_wl, mean0,
-                            corr, rstd, rstd_lo, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, ONCE)
+                            corr, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y)
             if ALIGN_Y:  # the rows' partial edge chunks (the tiles stored their whole 16-byte chunks)
-                _store_edges(x_row, y_row, w_ptr, b_ptr, lead32, N, row_ok, mean0, corr, rstd, rstd_lo, s_wl, HAS_W,
-                             HAS_B, ACC, ALIGN, ONCE)
+                _store_edges(x_row, y_row, w_ptr, b_ptr, lead32, N, row_ok, mean0, corr, rstd, s_wl, HAS_W, HAS_B,
+                             ACC, ALIGN)
         else:
-            d = (x - mean0[:, None]) - corr[:, None]  # exact centering (see chunk_stats)
-            w = 1.0
-            b = 0.0
+            y = ((x - mean0[:, None]) - corr[:, None]) * rstd[:, None]  # exact centering (see chunk_stats)
             if HAS_W:
                 if not PRELOAD_WB:  # loaded now, after the statistics
                     w_row = tl.load(w_ptr + cols, mask=cols < N, other=0)
-                w = w_row[None, :]
+                y = y * w_row.to(ACC)[None, :]
             if HAS_B:
                 if not PRELOAD_WB:
                     b_row = tl.load(b_ptr + cols, mask=cols < N, other=0)
-                b = b_row[None, :]
-            y = normalized(d, rstd[:, None], rstd_lo[:, None], w, b, HAS_W, HAS_B, ACC, ONCE)
+                y = y + b_row.to(ACC)[None, :]
             tl.store(y_row[:, None] + cols[None, :].to(tl.int64) * s_yn, y, mask=mask)
     else:
         # Second sweep from the row's end: the chunks read last by the first sweep are the likeliest in L2. The
@@ -302,29 +292,26 @@ def _layer_norm_block(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, blk, R, N,
         if UNROLL > 0 and UNROLL_OUT:  # (ALIGN == 0, N == UNROLL x BLOCK_N) all of the sweep's loads in flight
             for i in tl.static_range(UNROLL):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (UNROLL - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
-                                 s_yn, s_wl, mean, rstd, rstd_lo, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N,
-                                 ONCE)
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
         else:
             for i in range(0, n_chunks - n_whole - head):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (n_chunks - 1 - i) * BLOCK_N, lead, N, row_ok, s_xn,
-                                 s_yn, s_wl, mean, rstd, rstd_lo, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N,
-                                 ONCE)
+                                 s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
             for i in range(0, n_whole):
                 _normalize_chunk(x_row, y_row, w_ptr, b_ptr, (head + n_whole - 1 - i) * BLOCK_N, lead, N, row_ok,
-                                 s_xn, s_yn, s_wl, mean, rstd, rstd_lo, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True,
-                                 BLOCK_N, ONCE)
+                                 s_xn, s_yn, s_wl, mean, rstd, HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, True, BLOCK_N)
         if ALIGN > 0:
-            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, 0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd, rstd_lo,
-                             HAS_W, HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N, ONCE)
+            _normalize_chunk(x_row, y_row, w_ptr, b_ptr, 0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd, HAS_W,
+                             HAS_B, ACC, ALIGN, ALIGN_Y, False, BLOCK_N)
             if ALIGN_Y:
-                _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean, tl.zeros_like(mean), rstd, rstd_lo,
-                             s_wl, HAS_W, HAS_B, ACC, ALIGN, ONCE)
+                _store_edges(x_row, y_row, w_ptr, b_ptr, lead, N, row_ok, mean, tl.zeros_like(mean), rstd, s_wl,
+                             HAS_W, HAS_B, ACC, ALIGN)
 
 
 @triton.jit
-def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd, rstd_lo,
+def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, lead, N, row_ok, s_xn, s_yn, s_wl, mean, rstd,
                      HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ALIGN: tl.constexpr,
-                     ALIGN_Y: tl.constexpr, WHOLE: tl.constexpr, BLOCK_N: tl.constexpr, ONCE: tl.constexpr):
+                     ALIGN_Y: tl.constexpr, WHOLE: tl.constexpr, BLOCK_N: tl.constexpr):
     """y = (x - mean) * rstd * w + b for tile columns [n0, n0 + BLOCK_N) of the loop's rows. WHOLE: every column
     is in the row (only rows past the end are masked: per row, no column compare). ALIGN: shifted rows, weight
     and bias the shifted copies (see the kernel); ALIGN_Y: the partial 16-byte chunks are written by
@@ -347,19 +334,14 @@ def _normalize_chunk(x_row, y_row, w_ptr, b_ptr, n0, lead, N, row_ok, s_xn, s_yn
         mask = row_ok[:, None] & c_ok[None, :]
         lmask = mask
     x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=lmask, other=0, eviction_policy="evict_first").to(ACC)
-    d = x - mean[:, None]
-    r, r_lo = rstd[:, None], rstd_lo[:, None]
+    y = (x - mean[:, None]) * rstd[:, None]
     if ALIGN > 0:
-        y = _affine(d, r, r_lo, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], w_mask, HAS_W, HAS_B, ACC,
-                    ONCE)
+        y = _affine(y, w_ptr, b_ptr, cols[None, :] + (lead * s_wl)[:, None], w_mask, HAS_W, HAS_B, ACC)
     else:
-        w = 1.0
-        b = 0.0
         if HAS_W:
-            w = tl.load(w_ptr + cols, mask=c_ok, other=fill)[None, :]
+            y = y * tl.load(w_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
         if HAS_B:
-            b = tl.load(b_ptr + cols, mask=c_ok, other=fill)[None, :]
-        y = normalized(d, r, r_lo, w, b, HAS_W, HAS_B, ACC, ONCE)
+            y = y + tl.load(b_ptr + cols, mask=c_ok, other=fill).to(ACC)[None, :]
     tl.store(y_row[:, None] + cols[None, :] * s_yn, y, mask=mask, eviction_policy="evict_first")
 
 
@@ -382,7 +364,7 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
     and 2 are the halves as two launches (the interpreter, or no group fits the device), PHASE 2 reading the row
     again.
     """
-    ONCE: tl.constexpr = ACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32  # (kernels.normalize)
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)  # float64 scalars arrive as two float32 parts (f32_split)
     part = tl.program_id(0) % SPLIT
     group = tl.program_id(0) // SPLIT
     groups = tl.num_programs(0) // SPLIT
@@ -412,10 +394,14 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
                                      tl.load(base + SPLIT_P2 + parts, mask=slots, other=0, cache_modifier=".cg"),
                                      tl.load(base + 2 * SPLIT_P2 + parts, mask=slots, other=0,
                                              cache_modifier=".cg")), 0, chan_fn)
-            rstd, rstd_lo = rstd_of(m2, N, eps, eps_lo, ACC, ONCE)
+            rstd = div_exact(1.0, sqrt_exact(div_exact(m2, N, ACC) + eps, ACC), ACC)
             if STORE_STATS:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if part == 0:
                     tl.store(mean_ptr + r, shift.to(ACC) + mean)
                     tl.store(rstd_ptr + r, rstd)
-            y = _affine(x - mean, rstd, rstd_lo, w_ptr, b_ptr, cols, ok, HAS_W, HAS_B, ACC, ONCE)
+            y = (x - mean) * rstd
+            if HAS_W:
+                y = y * tl.load(w_ptr + cols, mask=ok, other=0).to(ACC)
+            if HAS_B:
+                y = y + tl.load(b_ptr + cols, mask=ok, other=0).to(ACC)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)

@@ -3,8 +3,6 @@
 ``rstd = 1 / sqrt(mean(x^2) + eps)`` in fp32 (fp64 for fp64 inputs), IEEE-rounded (torch's CUDA kernel takes
 ``rsqrt``); ``x * rstd`` is formed in that dtype and multiplied by the weight in the promoted dtype of the two
 (fp64 for a float64 weight of a narrower input: ``WACC``), as torch's, then rounded once to the input's dtype.
-float32 outputs (``ONCE``): rstd in float64 as a float32 pair and ``x * rstd * weight`` rounded once
-(``kernels.normalize``), half torch's float32 error above the rounding floor.
 
 ``SINGLE``: a block of BLOCK_M rows in registers (one read, one write); ``COLS`` (``threads_per_row``): each row
 over a few threads, its other columns in their registers (``kernels.welford.short_rows_tile``). The loop: a first
@@ -18,19 +16,25 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.normalize import normalized, rstd_of
+from ...kernels.combine import div_exact, sqrt_exact
 from ...kernels.rows import group_barrier, restate_multiple, row_block
 from ...kernels.welford import short_rows_tile
 
 
 @triton.jit
-def _scale(x, rstd, rstd_lo, w_ptr, cols, c_ok, HAS_W: tl.constexpr, WACC: tl.constexpr, ONCE: tl.constexpr):
-    """x * rstd * weight[cols] in WACC (the promoted dtype of the accumulator and the weight): ``normalized``."""
+def _rstd(ss, N, eps, eps_lo, ACC: tl.constexpr):
+    """1 / sqrt(ss / N + eps) per row, IEEE-rounded (eps arrives as two float32 parts: ``f32_split``)."""
+    eps = tl.cast(eps, ACC) + tl.cast(eps_lo, ACC)
+    return div_exact(1.0, sqrt_exact(div_exact(ss, N, ACC) + eps, ACC), ACC)
+
+
+@triton.jit
+def _scale(xh, w_ptr, cols, c_ok, HAS_W: tl.constexpr, WACC: tl.constexpr):
+    """x_hat * weight[cols] in WACC (the promoted dtype of the accumulator and the weight)."""
     if HAS_W:
         w = tl.load(w_ptr + cols, mask=c_ok, other=0)
-    else:
-        w = 1.0
-    return normalized(x, rstd, rstd_lo, w, 0.0, HAS_W, False, WACC, ONCE)
+        xh = xh.to(WACC) * w.to(WACC)
+    return xh
 
 
 @triton.jit
@@ -74,17 +78,16 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
     rows, row_ok, m, k = row_block(blk, R, K, BLOCK_M)
     x_row = x_ptr + (m * s_xm + k * s_xk)
     y_row = y_ptr + (m * s_ym + k * s_yk)
-    ONCE: tl.constexpr = ACC == tl.float32 and WACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32
     if SINGLE and COLS > 0:  # short rows, each over a few threads (threads_per_row)
         x, cols, mask = short_rows_tile(x_row, N, row_ok, s_xn, ACC, BLOCK_N, COLS, EVEN, EVICT)
-        rstd, rstd_lo = rstd_of(tl.sum(tl.sum(x * x, 1), 1), N, eps, eps_lo, ACC, ONCE)  # (the register axis first)
-        w = 1.0
+        rstd = _rstd(tl.sum(tl.sum(x * x, 1), 1), N, eps, eps_lo, ACC)  # (the register axis first)
+        y = x * rstd[:, None, None]
         if HAS_W:
             if EVEN:
                 w = tl.load(w_ptr + cols)
             else:
                 w = tl.load(w_ptr + cols, mask=cols < N, other=0)
-        y = normalized(x, rstd[:, None, None], rstd_lo[:, None, None], w, 0.0, HAS_W, False, WACC, ONCE)
+            y = y.to(WACC) * w.to(WACC)
         tl.store(y_row[:, None, None] + cols.to(tl.int64) * s_yn, _to_out(y, y_ptr), mask=mask)
     elif SINGLE:
         cols = tl.arange(0, BLOCK_N).to(tl.int64)
@@ -94,8 +97,8 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
         else:
             mask = row_ok[:, None] & c_ok[None, :]
         x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0, eviction_policy=EVICT).to(ACC)
-        rstd, rstd_lo = rstd_of(tl.sum(x * x, 1), N, eps, eps_lo, ACC, ONCE)
-        y = _scale(x, rstd[:, None], rstd_lo[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC, ONCE)
+        rstd = _rstd(tl.sum(x * x, 1), N, eps, eps_lo, ACC)
+        y = _scale(x * rstd[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC)
         tl.store(y_row[:, None] + cols[None, :] * s_yn, _to_out(y, y_ptr), mask=mask)
     else:  # the sum of squares per lane over the chunks, then the normalizing sweep from the row's end
         ss_l = tl.zeros([BLOCK_M, BLOCK_N], ACC)
@@ -106,14 +109,14 @@ def _rms_norm_block(x_ptr, w_ptr, y_ptr, rstd_ptr, blk, R, N, K, s_xm, s_xn, s_x
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_last").to(ACC)
             ss_l += x * x
-        rstd, rstd_lo = rstd_of(tl.sum(ss_l, 1), N, eps, eps_lo, ACC, ONCE)
+        rstd = _rstd(tl.sum(ss_l, 1), N, eps, eps_lo, ACC)
         for i in range(0, n_chunks):
             cols = (n_chunks - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
             c_ok = cols < N
             mask = row_ok[:, None] & c_ok[None, :]
             x = tl.load(x_row[:, None] + cols[None, :] * s_xn, mask=mask, other=0,
                         eviction_policy="evict_first").to(ACC)
-            y = _scale(x, rstd[:, None], rstd_lo[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC, ONCE)
+            y = _scale(x * rstd[:, None], w_ptr, cols[None, :], c_ok[None, :], HAS_W, WACC)
             tl.store(y_row[:, None] + cols[None, :] * s_yn, _to_out(y, y_ptr), mask=mask,
                      eviction_policy="evict_first")
     if STORE_RSTD:
@@ -136,7 +139,6 @@ def _split_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, part_ptr, count_ptr, R, N,
     loops over the rows; PHASE 1 and 2 are the halves as two launches (the interpreter, or no group fits the device),
     PHASE 2 reading the row again.
     """
-    ONCE: tl.constexpr = ACC == tl.float32 and WACC == tl.float32 and y_ptr.dtype.element_ty == tl.float32
     part = tl.program_id(0) % SPLIT
     group = tl.program_id(0) // SPLIT
     groups = tl.num_programs(0) // SPLIT
@@ -153,9 +155,9 @@ def _split_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, part_ptr, count_ptr, R, N,
         if PHASE != 1:
             # .cg: read at L2, where the other programs' partials are (never a stale L1 line)
             ss = tl.sum(tl.load(part_ptr + r * SPLIT_P2 + parts, mask=parts < SPLIT, other=0, cache_modifier=".cg"), 0)
-            rstd, rstd_lo = rstd_of(ss, N, eps, eps_lo, ACC, ONCE)
+            rstd = _rstd(ss, N, eps, eps_lo, ACC)
             if STORE_RSTD:  # noqa: SIM102 (a constexpr test beside a runtime one)
                 if part == 0:
                     tl.store(rstd_ptr + r, rstd)
-            y = _scale(x, rstd, rstd_lo, w_ptr, cols, ok, HAS_W, WACC, ONCE)
+            y = _scale(x * rstd, w_ptr, cols, ok, HAS_W, WACC)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, _to_out(y, y_ptr), mask=ok)
