@@ -182,68 +182,6 @@ def test_col_branches(name, cfg, force, device):
     assert_close(_call(name, x3, 1), _ref(name, x3, 1), n=50, scale=10, what=f"{name} 3d {cfg}")
 
 
-@pytest.mark.parametrize("cfg", [None, *COL_CONFIGS[1:3]], ids=lambda c: f"cols-{c['strategy']}" if c else "rule")
-@pytest.mark.parametrize("name", ["sum", "mean"])
-def test_float32_column_sums_are_compensated(name, cfg, force, device, launch_spy):
-    """A float32 column sum keeps each lane's rounding errors beside it (``kernels.combine.two_sum``): columns of
-    one value in [1, 2) and 8191 values below half its ulp come within 4 ulp of float64 (the tree over the tile's
-    lanes: log2(BLOCK_N) roundings). A lane's plain sequential sum loses every small value it adds: 8192 / BLOCK_N
-    of them, 10 ulp and more. Infs, NaN and an overflow come out as torch's."""
-    if cfg is not None:
-        force(name, **cfg)
-    _check_compensated(name, 0, lambda x: x, "_cols_kernel", device, launch_spy, cfg)
-
-
-@pytest.mark.parametrize("view", ["contiguous", "shifted"])
-@pytest.mark.parametrize("cfg", [ROW_CONFIGS[i] for i in (1, 2, 5, 6)],
-                         ids=lambda c: f"rows-{c['strategy']}-s{c.get('num_stages', 1)}")
-@pytest.mark.parametrize("name", ["sum", "mean"])
-def test_float32_row_sums_are_compensated(name, cfg, view, force, device, launch_spy):
-    """The row kernel's loops (plain, whole chunks unrolled by num_stages, split slices; rows shifted off a 16-byte
-    boundary) keep a float32 sum's rounding errors as the column kernel does: rows of 2048 (one value in [1, 2),
-    2047 below half its ulp: a plain lane of 16 or 8 loses 20-40 ulp) within 4 ulp."""
-    force(name, **cfg)
-
-    def lay(x):  # rows of x as a (5, 2048) view whose rows start 4 bytes past a 16-byte boundary ("shifted")
-        if view == "contiguous":
-            return x.t().contiguous()
-        wide = torch.empty((x.shape[1], x.shape[0] + 1), dtype=x.dtype, device=x.device).fill_(float("nan"))
-        wide[:, 1:] = x.t()
-        return wide[:, 1:]
-
-    _check_compensated(name, 1, lay, "_rows_kernel", device, launch_spy, cfg, n=2048)
-
-
-def _check_compensated(name, dim, lay, kernel, device, launch_spy, cfg, n=8192):
-    """Sums of (n, 5) columns laid out by ``lay`` and reduced over ``dim`` by ``kernel``: one value in [1, 2)
-    and n - 1 below half its ulp within 4 ulp of float64; infs, NaN and overflow as torch; FLT_MAX onto -3 2^103
-    (TwoSum's t - acc rounds past float range while the sum is finite) finite."""
-    g = torch.Generator().manual_seed(seed())
-    x = torch.rand((n, 5), generator=g, dtype=torch.float64) * 5.9e-8
-    x[int(torch.randint(0, 64, ()))] = 1 + torch.rand(5, generator=g, dtype=torch.float64)
-    x = x.to(torch.float32)
-    launch_spy.clear()
-    out = _call(name, lay(x.to(device)), dim).cpu().double()
-    assert launch_spy and launch_spy[0][0].endswith(kernel), launch_spy
-    ref = _ref(name, x.double(), 0)
-    ulp = torch.finfo(torch.float32).eps * ref.abs()
-    assert ((out - ref).abs() <= 4 * ulp).all(), ((out - ref) / ulp, cfg)
-    z = x.clone()
-    z[5, 0], z[9, 1], z[300, 1], z[17, 2], z[3, 3], z[n - 100, 3] = (float("inf"), float("inf"), -float("inf"),
-                                                                   float("nan"), 3e38, 3e38)
-    out = _call(name, lay(z.to(device)), dim).cpu()
-    ref = z.double().sum(0).float()  # (column 3: 6e38 in float64, inf in float32: torch's float32 sum and mean)
-    ref = ref / z.shape[0] if name == "mean" else ref
-    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf()), (out, ref)
-    assert torch.equal(out[out.isinf()], ref[ref.isinf()])
-    # column c holds the two in rows 0 and c + 1 (the same lane for any BLOCK_N below 64)
-    big = torch.zeros(64, 63)
-    big[0] = -3 * 2.0**103
-    big[torch.arange(1, 64), torch.arange(63)] = torch.finfo(torch.float32).max
-    for sign in (1, -1):
-        assert _call(name, lay((sign * big).to(device)), dim).isfinite().all(), (sign, cfg)
-
-
 def test_bfloat16_outputs_round_to_nearest_even(device):
     """A bfloat16 sum is its float32 sum rounded to nearest even, as torch rounds: sums of multiples of 1/64 are
     exact in float32 and fall between bfloat16 values, ties among them (on the CPU the harness converts as the GPU

@@ -47,27 +47,6 @@ def combine(a, b, OP: tl.constexpr):
 
 
 @triton.jit
-def two_sum(acc, comp, x):
-    """``acc + x`` and ``comp`` plus that addition's rounding error, found exactly by TwoSum's six additions (Knuth
-    1969; any order of magnitudes). A loop that keeps ``comp`` beside its sum and adds it once at the end
-    (:func:`compensated`) is Ogita, Rump & Oishi's Sum2 (2005): an error of about u |sum| + n^2 u^2 sum |x|
-    instead of the n u sum |x| of a lane's sequential sum. ``comp`` never feeds back into ``acc``, so an inf or NaN
-    reaches the sum as it would without it (``comp`` then turns NaN: :func:`compensated` drops it). ``comp`` also
-    turns NaN where a finite ``t``'s ``t - acc`` rounds past float range (x = FLT_MAX onto acc = -3 2^103)."""
-    t = acc + x
-    z = t - acc
-    return t, comp + ((acc - (t - z)) + (x - z))
-
-
-@triton.jit
-def compensated(acc, comp):
-    """The sum of :func:`two_sum`'s loop: ``acc + comp`` where ``acc`` is finite and ``comp`` not NaN, else ``acc``
-    (an inf or NaN sum; or the plain sum, where one step's error overflowed)."""
-    s = acc + comp
-    return tl.where((tl.abs(acc) < float("inf")) & (s == s), s, acc)
-
-
-@triton.jit
 def tile_reduce(x, axis: tl.constexpr, OP: tl.constexpr):
     """Reduce a tile along ``axis`` with op code OP (a fixed tree: deterministic for a given config)."""
     if OP == 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.combine import combine, compensated, div_exact, tile_reduce, two_sum
+from ...kernels.combine import combine, div_exact, tile_reduce
 from ...kernels.rows import (
     aligned_rows,
     col_block,
@@ -63,31 +63,17 @@ def _rows_kernel(x_ptr, out_ptr, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
 
 
 @triton.jit
-def _whole_chunk(acc, seen, comp, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr,
-                 PRE: tl.constexpr, CAST: tl.constexpr, BLOCK_N: tl.constexpr, TRACK: tl.constexpr = False,
-                 COMP: tl.constexpr = False):
-    """(``acc``, ``seen``, ``comp``) combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``,
-    all in the row (no column mask; rows out of range load 0 and are never stored). TRACK: ``seen`` as
-    :func:`_specials_seen`; COMP: ``comp`` the lanes' rounding errors (:func:`_accumulate`)."""
+def _whole_chunk(acc, seen, x_row, n0, row_ok, s_xn, OP: tl.constexpr, ACC: tl.constexpr, PRE: tl.constexpr,
+                 CAST: tl.constexpr, BLOCK_N: tl.constexpr, TRACK: tl.constexpr = False):
+    """(``acc``, ``seen``) combined with the chunk of columns [n0, n0 + BLOCK_N) of the rows at ``x_row``, all in
+    the row (no column mask; rows out of range load 0 and are never stored). TRACK: ``seen`` as
+    :func:`_specials_seen`."""
     cols = n0 + tl.arange(0, BLOCK_N)
     x = tl.load(x_row[:, None] + cols[None, :].to(tl.int64) * s_xn, mask=row_ok[:, None], other=0)
     x = x.to(PRE).to(CAST).to(ACC)
     if TRACK:
         seen = _specials_seen(seen, x, ACC)
-    acc, comp = _accumulate(acc, comp, x, OP, COMP)
-    return acc, seen, comp
-
-
-@triton.jit
-def _accumulate(acc, comp, x, OP: tl.constexpr, COMP: tl.constexpr):
-    """``acc`` combined with ``x`` lane by lane; COMP (a float32 sum): by :func:`two_sum`, the rounding errors kept
-    in ``comp`` (a lane of a row loop adds N / BLOCK_N values in sequence: the sum of 268M float32 values 100
-    deviations from zero had 2.87x eager's error on an H100)."""
-    if COMP:
-        acc, comp = two_sum(acc, comp, x)
-    else:
-        acc = combine(acc, x, OP)
-    return acc, comp
+    return combine(acc, x, OP), seen
 
 
 @triton.jit
@@ -106,12 +92,12 @@ def _specials_seen(seen, x, ACC: tl.constexpr):
 
 
 @triton.jit
-def _masked_chunk(acc, seen, comp, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
+def _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.constexpr, IDENT: tl.constexpr,
                   ACC: tl.constexpr, PRE: tl.constexpr, CAST: tl.constexpr, ALIGN: tl.constexpr, BLOCK_N: tl.constexpr,
-                  TRACK: tl.constexpr = False, COMP: tl.constexpr = False):
-    """(``acc``, ``seen``, ``comp``) combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end
-    at column ``n_hi`` (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows
-    (:func:`row_masks`; ``n_hi`` the row's length, or a split slice's). TRACK, COMP: as :func:`_whole_chunk`."""
+                  TRACK: tl.constexpr = False):
+    """(``acc``, ``seen``) combined with tile columns [n0, n0 + BLOCK_N) of the rows at ``x_row`` that end at
+    column ``n_hi`` (a split slice's end, or N), lanes outside the rows at the identity; ALIGN: shifted rows
+    (:func:`row_masks`; ``n_hi`` the row's length, or a split slice's). TRACK: ``seen`` as :func:`_specials_seen`."""
     cols = n0 + tl.arange(0, BLOCK_N)
     mask, lmask = row_masks(cols, lead, n_hi, row_ok, ALIGN)
     # (no L2 hint in row loops: evict-first made long fp32 rows slower, 1024x131072: 95 -> 91 %)
@@ -119,8 +105,7 @@ def _masked_chunk(acc, seen, comp, x_row, n0, lead, n_hi, row_ok, s_xn, OP: tl.c
     x = tl.where(mask, x.to(PRE).to(CAST).to(ACC), IDENT)
     if TRACK:
         seen = _specials_seen(seen, x, ACC)
-    acc, comp = _accumulate(acc, comp, x, OP, COMP)
-    return acc, seen, comp
+    return combine(acc, x, OP), seen
 
 
 @triton.jit
@@ -160,14 +145,6 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
         seen = tl.full([BLOCK_M, BLOCK_N], 1.0, ACC)
     else:
         seen = 0.0
-    # A float32 sum's loops keep each lane's rounding errors beside it (:func:`_accumulate`); a single tile and the
-    # few chunks of an unrolled row go through the tile's tree alone. Half and bfloat16 sums round to their floor.
-    COMP: tl.constexpr = (OP == 0 and ACC == tl.float32 and x_ptr.dtype.element_ty == tl.float32 and not SINGLE
-                          and UNROLL == 0)
-    if COMP:
-        comp = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-    else:
-        comp = 0.0
     if SINGLE:  # the row is one tile: no loop, no loop-carried accumulator
         lead32 = lead.to(tl.int32)  # (int32 compares: see row_masks)
         r = _single_tile(x_row, tl.arange(0, BLOCK_N), lead32, N, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST, ALIGN)
@@ -177,8 +154,7 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
     elif UNROLL > 0:  # N == UNROLL * BLOCK_N: whole chunks, unrolled (all of the row's loads in flight at once)
         acc = tl.full([BLOCK_M, BLOCK_N], IDENT, ACC)
         for i in tl.static_range(UNROLL):
-            acc, seen, _ = _whole_chunk(acc, seen, comp, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST,
-                                        BLOCK_N, TRACK)
+            acc, seen = _whole_chunk(acc, seen, x_row, i * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N, TRACK)
         r = tile_reduce(acc, 1, OP)
     else:
         n_lo = tl.program_id(1).to(tl.int64) * n_per_split  # int64: split slices may start past 2^31
@@ -195,23 +171,20 @@ def _rows_block(x_ptr, out_ptr, blk, R, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_pe
             n_whole = n_lo + (n_hi - n_lo) // (PART * BLOCK_N) * (PART * BLOCK_N)
             for g0 in range(n_lo, n_whole, PART * BLOCK_N):
                 for u in tl.static_range(PART):
-                    acc, seen, comp = _whole_chunk(acc, seen, comp, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC,
-                                                   PRE, CAST, BLOCK_N, TRACK, COMP)
+                    acc, seen = _whole_chunk(acc, seen, x_row, g0 + u * BLOCK_N, row_ok, s_xn, OP, ACC, PRE, CAST,
+                                             BLOCK_N, TRACK)
             n_lo = n_whole
         if ALIGN > 0 and BLOCK_N >= ALIGN:
             # Shifted rows: the head chunk (the shift's lanes) masked, then the chunks inside every row with no
             # element mask or select (as softmax._chunk_in), then the tail below, masked.
-            acc, seen, comp = _masked_chunk(acc, seen, comp, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC,
-                                            PRE, CAST, ALIGN, BLOCK_N, TRACK, COMP)
+            acc, seen = _masked_chunk(acc, seen, x_row, 0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
+                                      ALIGN, BLOCK_N, TRACK)
             for n0 in range(BLOCK_N, n_row // BLOCK_N * BLOCK_N, BLOCK_N):
-                acc, seen, comp = _whole_chunk(acc, seen, comp, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N,
-                                               TRACK, COMP)
+                acc, seen = _whole_chunk(acc, seen, x_row, n0, row_ok, s_xn, OP, ACC, PRE, CAST, BLOCK_N, TRACK)
             n_lo = tl.maximum(n_row // BLOCK_N * BLOCK_N, BLOCK_N).to(tl.int64)
         for n0 in range(n_lo, n_end, BLOCK_N):
-            acc, seen, comp = _masked_chunk(acc, seen, comp, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC,
-                                            PRE, CAST, ALIGN, BLOCK_N, TRACK, COMP)
-        if COMP:
-            acc = compensated(acc, comp)
+            acc, seen = _masked_chunk(acc, seen, x_row, n0, lead, n_hi, row_ok, s_xn, OP, IDENT, ACC, PRE, CAST,
+                                      ALIGN, BLOCK_N, TRACK)
         r = tile_reduce(acc, 1, OP)
     if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
         if SPLIT > 1:  # this program's slice
@@ -271,14 +244,6 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
         seen = tl.full([BLOCK_N, BLOCK_K], 1.0, ACC)
     else:
         seen = 0.0
-    # A float32 column sum keeps each lane's rounding errors beside it (:func:`two_sum`): a lane adds N / BLOCK_N
-    # values in sequence, where torch's column reduce spreads them over more partial sums (sum dim=1 of
-    # 64x4096x256 float32 on an H100: 1.96x eager's error). Half and bfloat16 sums round to their own floor.
-    COMP: tl.constexpr = OP == 0 and ACC == tl.float32 and x_ptr.dtype.element_ty == tl.float32
-    if COMP:
-        comp = tl.zeros([BLOCK_N, BLOCK_K], ACC)
-    else:
-        comp = 0.0
     for n0 in range(n_lo, n_hi, BLOCK_N * LOADS):
         for u in tl.static_range(LOADS):
             ns = n0 + u * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -290,12 +255,7 @@ def _cols_kernel(x_ptr, out_ptr, M, N, K, s_xm, s_xn, s_xk, s_om, s_ok, n_per_sp
                 x = tl.where(mask, x, IDENT)
             if TRACK:
                 seen = _specials_seen(seen, x, ACC)
-            if COMP:
-                acc, comp = two_sum(acc, comp, x)
-            else:
-                acc = combine(acc, x, OP)
-    if COMP:
-        acc = compensated(acc, comp)
+            acc = combine(acc, x, OP)
     r = tile_reduce(acc, 0, OP)
     if OP == 1 and (ACC == tl.float32 or ACC == tl.float64):
         k_blocks = tl.cdiv(K, BLOCK_K)
