@@ -238,7 +238,9 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         tl.store(mean_ptr + offs, mean, mask=k_ok)
     else:
         divisor = tl.cast(divisor, ACC) + tl.cast(divisor_lo, ACC)
-        _finish(mean + shift, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
+        if SHIFT:
+            mean = mean + shift
+        _finish(mean, m2, cnt, divisor, out_ptr, mean_ptr, m * s_om + ks * s_ok, k_ok, STD, WANT_MEAN)
 
 
 @triton.jit
