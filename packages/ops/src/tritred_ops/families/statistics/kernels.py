@@ -175,11 +175,11 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     BLOCK_N elements) where that chunk sits farther from 0 than its spread, added back to the mean once: here, or
     by the combine kernel (split partial means are stored shifted; slice 0 stores the shift to ``shift_ptr``).
     Each Welford step rounds a lane's mean at the scale of the data's mean, and split slices' means merge at that
-    scale: raw, 16384x4096 dim=0 at
-    100 sigma from zero had 2.29e-7 relative error on an H100, eager 1.93e-7 (plain inputs 6.4e-8); interpreter,
-    8192x64 at 100 sigma: 2.9e-7 -> 7.7e-8 (split), 5.9e-7 -> 1.2e-7 (loop). Shifted values round at the scale of
-    their distance to the shift: the first element as the shift, 1e4 among randn, put ulp(1e4) on each of them
-    (the variance off by ~1e-5), and that chunk's mean (~600) the mean off by ulp(600). One subtraction an element
+    scale: raw, 16384x4096 dim=0 at 100 sigma from zero had 2.29e-7 relative error on an H100, eager 1.93e-7
+    (plain inputs 6.4e-8); interpreter, 8192x64 at 100 sigma: 2.9e-7 -> 7.7e-8 (split), 5.9e-7 -> 1.2e-7 (loop).
+    Shifted values round at the scale of their distance to the shift: the first element as the shift, 1e4 among
+    randn, put ulp(1e4) on each of them (the variance off by ~1e-5), and that chunk's mean (~600) the mean off by
+    ulp(600). One subtraction an element
     and one chunk read twice (from L2): lanes on x less a shift cost the columns 2.4 points of copy on the H200
     (var dim=0, 82 % and 1.11x the best peer before), and float32 rows 8 (var_mean 1024x131072: 94.6 -> 86.2 %), so
     the rows' loop keeps raw lanes (float32 rows at an offset: 1.18e-7 against eager's 1.25e-7)."""
@@ -194,11 +194,10 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
         mask0 = (rows0 < N)[:, None] & k_ok[None, :]
         x0 = tl.load(x_col[None, :] + rows0[:, None].to(tl.int64) * s_xn, mask=mask0, other=0).to(ACC)
         n0 = tl.minimum(N, BLOCK_N)
-        shift = div_exact(tl.sum(x0, 0), n0, ACC)
-        d = tl.where(mask0, x0 - shift[None, :], 0.0)
+        shift, _, m2_0 = chunk_stats(x0, mask0, 0, n0, CORRECT=False)  # (the plain two-pass: a shift needs no more)
         # only where the chunk sits farther from 0 than its spread (|mean| sqrt(n) > sqrt(M2)): nearer, raw lanes
         # round no coarser than the spread, and a chunk of randn holding one 1e4 would shift the rest by ~600
-        shift = stats_shift(tl.where(tl.abs(shift) * tl.sqrt(n0.to(ACC)) > tl.sqrt(tl.sum(d * d, 0)), shift, 0.0))
+        shift = stats_shift(tl.where(tl.abs(shift) * tl.sqrt(n0.to(ACC)) > tl.sqrt(m2_0), shift, 0.0))
         if SPLIT > 1:  # noqa: SIM102 (a constexpr test beside a runtime one)
             if tl.program_id(1) == 0:
                 tl.store(shift_ptr + m * K + ks, shift, mask=k_ok)
