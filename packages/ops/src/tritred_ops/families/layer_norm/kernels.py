@@ -399,9 +399,5 @@ def _split_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, part_ptr,
                 if part == 0:
                     tl.store(mean_ptr + r, shift.to(ACC) + mean)
                     tl.store(rstd_ptr + r, rstd)
-            y = (x - mean) * rstd
-            if HAS_W:
-                y = y * tl.load(w_ptr + cols, mask=ok, other=0).to(ACC)
-            if HAS_B:
-                y = y + tl.load(b_ptr + cols, mask=ok, other=0).to(ACC)
+            y = _affine((x - mean) * rstd, w_ptr, b_ptr, cols, ok, HAS_W, HAS_B, ACC)
             tl.store(y_ptr + (r // K) * s_ym + (r % K) * s_yk + cols * s_yn, y, mask=ok)
