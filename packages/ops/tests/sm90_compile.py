@@ -99,7 +99,7 @@ def calls():
     yield "var_mean rows single", lambda: tr.var_mean(r(64, 1000), -1)
     yield "std rows split", lambda: tr.std(r(4, 200000), -1)
     yield "var columns", lambda: tr.var(r(4096, 512, dtype=bf), 0)
-    yield "var_mean columns float32, shifted, split", lambda: tr.var_mean(r(16384, 512), 0)
+    yield "var_mean columns float32, shifted, split", lambda: tr.var_mean(torch.empty(16384, 4096), 0)
     yield "var two axes unrolled", lambda: tr.var(r(2, 4, 5120, dtype=bf).view(2, 4, 64, 80), (0, 2, 3))
     # short 2-byte rows, each over a few threads (threads_per_row): bf16 plain two-pass, fp16 corrected, two axes
     yield "var_mean rows over 8 threads each", lambda: tr.var_mean(r(64, 256, dtype=bf), -1)
@@ -110,6 +110,8 @@ def calls():
     yield "layer_norm float32 rows over 32 threads each, stats, no bias", lambda: tr.layer_norm_with_stats(
         r(64, 1024), (1024,), r(1024))
     yield "softmax rows single", lambda: tr.softmax(r(64, 1000, dtype=bf), -1)
+    yield "softmax float32 rows single, libdevice exp", lambda: tr.softmax(r(64, 1000), -1)
+    yield "softmax float32 rows single, 32 warps, split exp2", lambda: tr.softmax(r(16, 32768), -1)
     yield "log_softmax tiny rows, a row a thread", lambda: tr.log_softmax(r(4099, 7, dtype=bf), -1)
     yield "logsumexp few long rows, split", lambda: tr.logsumexp(r(2, 300000, dtype=bf), -1)
     yield "log_softmax rows loop", lambda: tr.log_softmax(r(8, 50257, dtype=bf), -1)
