@@ -179,10 +179,10 @@ def _stats_cols_kernel(x_ptr, out_ptr, mean_ptr, M, N, K, s_xm, s_xn, s_xk, s_om
     (plain inputs 6.4e-8); interpreter, 8192x64 at 100 sigma: 2.9e-7 -> 7.7e-8 (split), 5.9e-7 -> 1.2e-7 (loop).
     Shifted values round at the scale of their distance to the shift: the first element as the shift, 1e4 among
     randn, put ulp(1e4) on each of them (the variance off by ~1e-5), and that chunk's mean (~600) the mean off by
-    ulp(600). One subtraction an element
-    and one chunk read twice (from L2): lanes on x less a shift cost the columns 2.4 points of copy on the H200
-    (var dim=0, 82 % and 1.11x the best peer before), and float32 rows 8 (var_mean 1024x131072: 94.6 -> 86.2 %), so
-    the rows' loop keeps raw lanes (float32 rows at an offset: 1.18e-7 against eager's 1.25e-7)."""
+    ulp(600). One subtraction an element and one chunk read twice (from L2): on an H100, 1-2 points of copy on
+    sweeps of 64 chunks, 6 on a sweep of 8 (the launch shifts sweeps of 32 chunks or more, ``SHIFT_SWEEP``); float32
+    rows lost 8 points on the H200 (var_mean 1024x131072: 94.6 -> 86.2 %), so the rows' loop keeps raw lanes (float32
+    rows at an offset: 1.18e-7 against eager's 1.25e-7)."""
     K = restate_multiple(K, DIV)
     s_xm, s_xn = restate_multiple(s_xm, DIV), restate_multiple(s_xn, DIV)
     s_om = restate_multiple(s_om, DIV)
