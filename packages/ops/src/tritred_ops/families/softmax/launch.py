@@ -65,13 +65,13 @@ def _launch(rec: Recorder, mode: int, x: torch.Tensor, view: rt.View, y: torch.T
         # 1024x131072, against 69 % for softmax's 32-register loop); capped, ptxas (sm_90a, Triton 3.6) fits it
         # in 32 with no spill. The other modes and dtypes already use 32 or fewer.
         cap = 32 if not single and cfg.num_warps == 32 and acc_dtype(cast) == torch.float32 else None
-        if exact and single and cfg.num_warps < 32:
+        if exact and single and cfg.num_warps < 32 and not rt.interpreting():
             # libdevice's expf (kernels._exp): float32 single passes at or below eager's error at the same speed on
             # an H100 (16384x4096 1.02 -> 1.00x eager's error, 262144x256 1.06 -> 1.00x, 99 % of copy both); in a
             # 32-warp tile (4096x32768: 64 registers a thread) it cost 99 -> 93 % and keeps the split exp2 form.
             # The interpreter has no libdevice (Triton 3.9 returns None): it keeps the split form, and the GPU suite
             # and the sm_90 compile check cover this branch.
-            common["EXACT"] = 1 if rt.interpreting() else 2
+            common["EXACT"] = 2
         rec.launch(_rows_kernel, (programs,), x, y, rows, view.N, view.K, sxm, sxn, sxk, sym, syn,
                    syk, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, PERSIST=persist, LOOP_STAGES=cfg.num_stages,
                    ALIGN=align, ALIGN_Y=rt.row_align_out(y, x, view, align),
