@@ -377,3 +377,25 @@ def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, wait_sp
     assert seen == [None, False], seen
     for a, b in zip(out if op == "max" else (out,), plain if op == "max" else (plain,), strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["sum", "amax", "max", "var_mean", "logsumexp"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_middle_dim_of_a_sliced_view_is_gathered_in_order(name, keepdim, device, caplog):
+    """dim=1 of NCHW rows sliced from wider ones (W 5 of 16): H and W make no single strided axis, so the input is
+    copied in its own order (a copy at copy speed) and reduced by the column kernels, not by rows read across
+    the reduced dim; every family that gathers (plain, arg, statistics, logsumexp) gives torch's result."""
+    x = randn((3, 37, 4, 16), torch.float32, device, offset=0.25)[..., :5]
+    x[1, 7, 2, 3] = float("nan")
+    with caplog.at_level("DEBUG", logger="tritred"):
+        out = getattr(tr, name)(x, 1, keepdim=keepdim)
+    assert any("gathered in order" in r.getMessage() for r in caplog.records), name
+    xd = x.double()
+    ref = torch.max(xd, 1, keepdim) if name == "max" else getattr(torch, name)(xd, 1, keepdim=keepdim)
+    outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape
+        if o.dtype == torch.int64:
+            assert torch.equal(o.cpu(), r.cpu())
+        else:
+            assert_close(o, r, n=37, scale=4, what=name)

@@ -91,8 +91,9 @@ class Problem(_Frozen):
     ``M`` is the product of the kept dims before the reduced axis, ``K`` of those after it, ``N`` of the reduced
     dims; ``stride_*`` are element strides of that view (any value: views, transposes and expanded inputs keep
     their layout). ``layout`` says how the view was obtained: ``"strided"`` is a free view of the caller's
-    tensor, ``"gathered"`` means the reduced dims could not be expressed as one strided axis and were packed
-    into a contiguous buffer first (one extra copy, logged). ``direction`` says which pass of the op it is: the
+    tensor, ``"gathered"`` means the dims could not be expressed as one strided reduced axis and at most two
+    kept ones, and were packed into a contiguous buffer first (one extra copy, logged: in the input's own order
+    where that gives such a view, else kept dims first). ``direction`` says which pass of the op it is: the
     forward pass, or the backward pass's kernel over the same view (the gradient of a row from the row's saved
     output or statistics, weight gradients as column reductions); the built-in rules answer both, and a
     plugin that tunes only the forward pass returns None for ``direction="backward"``.
