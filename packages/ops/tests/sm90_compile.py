@@ -125,6 +125,9 @@ def calls():
                                                      r(1024, dtype=bf))
     yield "layer_norm unrolled", lambda: tr.layer_norm(r(16, 12288, dtype=bf), (12288,), r(12288, dtype=bf))
     yield "layer_norm loop", lambda: tr.layer_norm(r(4, 65536), (65536,))
+    yield "layer_norm masked rows past the L2, its loop", lambda: tr.layer_norm(
+        torch.empty(8192, 18944, dtype=torch.float16), (18944,))
+    yield "std float32 rows of 3, 64 a warp", lambda: tr.std(r(506640, 3), -1, keepdim=True)
     yield "layer_norm odd width", lambda: tr.layer_norm(r(64, 300, dtype=bf), (300,))
     yield "layer_norm odd width, shifted weight and bias", lambda: tr.layer_norm(
         r(64, 999, dtype=bf), (999,), r(999, dtype=bf), r(999, dtype=bf))

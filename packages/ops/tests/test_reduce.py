@@ -381,15 +381,21 @@ def test_split_merge_is_the_dependent_launch(op, shape, dim, cfg, force, wait_sp
 
 @pytest.mark.parametrize("name", ["sum", "amax", "max", "var_mean", "logsumexp"])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_middle_dim_of_a_sliced_view_is_gathered_in_order(name, keepdim, device, caplog):
+@pytest.mark.parametrize("in_order", [True, False])
+def test_middle_dim_of_a_sliced_view_is_gathered(name, keepdim, in_order, device, caplog, monkeypatch):
     """dim=1 of NCHW rows sliced from wider ones (W 5 of 16): H and W make no single strided axis, so the input is
-    copied in its own order (a copy at copy speed) and reduced by the column kernels, not by rows read across
-    the reduced dim; every family that gathers (plain, arg, statistics, logsumexp) gives torch's result."""
+    copied: in its own order from ``IN_ORDER_BYTES`` (a copy at copy speed, then the column kernels), else kept
+    dims first (then the row kernels); every family that gathers (plain, arg, statistics, logsumexp) gives
+    torch's result either way."""
+    from tritred_ops.runtime import view as view_module
+
+    monkeypatch.setattr(view_module, "IN_ORDER_BYTES", 0 if in_order else 1 << 40)
     x = randn((3, 37, 4, 16), torch.float32, device, offset=0.25)[..., :5]
     x[1, 7, 2, 3] = float("nan")
     with caplog.at_level("DEBUG", logger="tritred"):
         out = getattr(tr, name)(x, 1, keepdim=keepdim)
-    assert any("gathered in order" in r.getMessage() for r in caplog.records), name
+    messages = [r.getMessage() for r in caplog.records if "gathered" in r.getMessage()]
+    assert messages and all(("in order" in m) == in_order for m in messages), messages
     xd = x.double()
     ref = torch.max(xd, 1, keepdim) if name == "max" else getattr(torch, name)(xd, 1, keepdim=keepdim)
     outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
@@ -399,3 +405,17 @@ def test_middle_dim_of_a_sliced_view_is_gathered_in_order(name, keepdim, device,
             assert torch.equal(o.cpu(), r.cpu())
         else:
             assert_close(o, r, n=37, scale=4, what=name)
+
+
+def test_gathered_in_order_from_32_mib():
+    """The copy's order by size (meta tensors, nothing allocated): dim=1 of a sliced view, 32 MiB and more in the
+    input's own order (the reduced axis then strides over H*W: column kernels), less kept dims first (rows)."""
+    from tritred_ops.runtime.view import IN_ORDER_BYTES, gathering
+
+    for rows, in_order in ((-(-IN_ORDER_BYTES // (2 * 256 * 28 * 28)), True), (2, False)):
+        x = torch.empty((rows, 256, 28, 64), dtype=torch.bfloat16, device="meta")[..., :28]
+        assert (x.numel() * 2 >= IN_ORDER_BYTES) == in_order
+        out = torch.empty((rows, 28, 28), dtype=torch.bfloat16, device="meta")
+        src, view, layout = gathering("amax", x, (1,), out, False)
+        assert layout == "gathered" and src.is_contiguous()
+        assert (view.N, view.strides[0][1]) == (256, 28 * 28 if in_order else 1), (rows, view)

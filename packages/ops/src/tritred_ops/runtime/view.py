@@ -132,6 +132,14 @@ def out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool
     return strides
 
 
+#: Inputs of at least this many bytes whose kept dims merge in no order are copied in their own order (then the column
+#: kernels); smaller ones take the permuted copy (then the row kernels). H100, dim=1 of sliced views, us, the
+#: permuted copy -> the in-order one: amax 128x768x28x28 bf16 (154 MB) 633 -> 267 (eager 91), var 64x256x28x28 fp32
+#: (52 MB) 129 -> 121 (eager 46), amin 32x192x8x8 fp16 (0.8 MB) 121 -> 242 (eager 22: a gathered call runs its
+#: whole host path, and the in-order one launched three kernels, the copy and a split's two). 32 MiB: chosen between.
+IN_ORDER_BYTES = 32 << 20
+
+
 def gathering(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool,
              reorder: bool = True) -> tuple[torch.Tensor, View, str]:
     """Joint canonical view of ``x`` and ``out``; gathers ``x`` when its reduced dims are not one strided axis."""
@@ -139,11 +147,10 @@ def gathering(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tens
     view = canonical_view(x.shape, strides, dims, reorder_reduced=reorder)
     if view is not None:
         return x, view, "strided"
-    if not x.is_contiguous():
+    if not x.is_contiguous() and x.numel() * x.element_size() >= IN_ORDER_BYTES:
         # Kept dims that merge in no order (a middle dim of a sliced NCHW view: H and W rows 64 apart, 28 long)
         # merge in a contiguous copy in x's own order, which reads and writes at copy speed; the permuted copy
-        # below reads the reduced dim across rows, one sector an element (amax dim=1 of a sliced 128x768x28x28
-        # bf16: 633 us on an H100, eager 91).
+        # below reads the reduced dim across rows, one sector an element.
         c = x.contiguous()
         view = canonical_view(c.shape, [list(c.stride()), strides[1]], dims, reorder_reduced=reorder)
         if view is not None:

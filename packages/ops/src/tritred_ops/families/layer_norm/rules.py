@@ -30,6 +30,7 @@ from ...rules import (
     warps,
 )
 from ...runtime.launch import next_pow2
+from ..softmax.rules import l2_loop
 
 
 @named
@@ -132,7 +133,11 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
       fp16 too (42.7 -> 44.9): the bound, 3 x 4 x SMs rows (1584 on an H200), lies between them.
     - other 2-byte rows over 4096, multiples of 512, whose tile is 3/8 or more masked: a loop over chunks of the
       largest power of two dividing N (512-2048 elements), one warp per 1024, so that no lane is masked (bf16
-      16384x5120 61 -> 71 %, 4096x20480 50 -> 67).
+      16384x5120 61 -> 71 %, 4096x20480 50 -> 67), where the rows such programs hold at once fit the L2 (16384x5120:
+      4224 rows of 10 KB, 43 MB), whose second sweep then reads it; else softmax's L2 loop
+      (``softmax.rules.l2_loop``): fp16 8192x18944 (4224 rows of 37 KB, 160 MB: the second sweep from DRAM, 3 bytes
+      moved for 2) 67.7 % of copy on one warp a 512 chunk, 88.7 on 8 warps a 4096 chunk (1056 rows, 40 MB), 73.9 on
+      16 a 8192, 74.5 in one 32768 tile (H100, forced configs, two rounds).
 
     Where the same changes lost, the rule does not reach: float32 two-row tiles of 4096 (16384x2560 86 -> 74 %) and
     16384 (4096x12288 90 -> 81), float32 loops (4096x20480 78 -> 68, 2048x24576 76 -> 63), rolled 2-byte loops over
@@ -160,6 +165,10 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         chunk_warps = max(1, chunk // 1024)
+        # rows in flight: up to 32 programs a SM (Hopper's resident-block limit), each row read twice
+        in_flight = min(problem.outputs, caps.sm_count * min(32, 64 // chunk_warps)) * N * itemsize(problem)
+        if caps.l2_bytes and in_flight > caps.l2_bytes:
+            return l2_loop(problem, caps)
         return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk_warps),
                        f"multi_pass, BLOCK_N={chunk}, num_warps={chunk_warps}: 2-byte rows of {N} (a {block_n} "
                        "tile 3/8 or more masked) loop over the largest power of two dividing them, no lane masked, "

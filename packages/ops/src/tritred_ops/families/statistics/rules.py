@@ -13,6 +13,7 @@ from tritred_core import LaunchConfig, Problem, ReductionSpec
 
 from ...rules import (
     Caps,
+    because,
     cols_config,
     itemsize,
     named,
@@ -39,6 +40,9 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
     if not caps.gpu:
         rows_tile = min(rows_tile, caps.tile)
     if problem.inner and caps.gpu:
+        tiny = tiny_rows(problem, caps)
+        if tiny is not None:
+            return tiny
         for rule in (tail_rows, odd_rows_loop, short_rows, wide_rows):
             cfg = rule(spec, problem, caps)
             if cfg is not None:
@@ -51,3 +55,21 @@ def config(spec: ReductionSpec, problem: Problem, caps: Caps) -> LaunchConfig:
         return rows_config(problem, caps, True, single_cap, rows_tile, caps.chunk, caps.stats_loop_warps,
                            caps.short_row, False, True)
     return cols_config(problem, caps, True, single_cap, 4, caps.programs, 64 if itemsize(problem) <= 2 else 32)
+
+
+@named
+def tiny_rows(problem: Problem, caps: Caps) -> LaunchConfig | None:
+    """float32 rows of at most 4 elements (a 4-wide tile), enough of them for 4 such tiles a SM: one-warp tiles of
+    64 rows, 8 elements a thread; None elsewhere.
+
+    Why: each row's corrected two-pass ends in an exact division and square root per row (``_finish``), so a
+    tile's time is its rows' arithmetic more than its loads, and smaller tiles put more warps on each SM (up to
+    32 one-warp programs) to hide it. std of 506640x3 float32 (H100, forced configs, two rounds): 64 rows a warp
+    15.4 us, 256 (the one-warp tile of 1024 elements) 26.0, 512 on 4 warps 18.8, 1024 on 4 warps 20.3-20.8;
+    eager 16.5-17.1. Only this shape was measured: 2-byte rows and rows of 5-8 keep the shared rules.
+    """
+    if problem.N > 4 or itemsize(problem) != 4 or problem.stride_n != 1 or problem.outputs < 64 * caps.programs:
+        return None  # (fewer rows: the shared rules' small grids shrink the tiles further)
+    return because(LaunchConfig(strategy="single_pass", BLOCK_M=64, BLOCK_N=4, num_warps=1),
+                   f"single_pass, BLOCK_M=64, BLOCK_N=4, num_warps=1: float32 rows of {problem.N}, 64 a one-warp "
+                   "tile (8 elements a thread): more warps a SM for the rows' exact division and square root")
