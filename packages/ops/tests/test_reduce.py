@@ -193,13 +193,20 @@ def test_bfloat16_outputs_round_to_nearest_even(device):
     assert torch.equal(out, ref), (out - ref).nonzero()
 
 
-def test_gathered_layout(device, caplog):
+@pytest.mark.parametrize("in_order_bytes", [0, None])
+def test_gathered_layout(in_order_bytes, device, caplog, monkeypatch):
     # dims (0, 2) of a tensor sliced in two dims: no reduced dim can go first with the others' kept dims as two
-    # strided axes, so the input is gathered (one copy, logged); still exact
+    # strided axes, so the input is gathered (one copy, logged); still exact. Its own order merges nothing either:
+    # the permuted copy, whatever the size
+    if in_order_bytes is not None:
+        from tritred_ops.runtime import view as view_module
+
+        monkeypatch.setattr(view_module, "IN_ORDER_BYTES", in_order_bytes)
     x = randn((6, 7, 8, 9, 10), torch.float32, device)[:, ::2, :, ::3, :]
     with caplog.at_level("DEBUG", logger="tritred"):
         out = tr.sum(x, (0, 2))
-    assert any("gathered" in r.getMessage() for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records if "gathered" in r.getMessage()]
+    assert messages and not any("in order" in m for m in messages)
     assert_close(out, x.double().sum((0, 2)), n=48, scale=7, what="gathered")
 
 

@@ -151,12 +151,12 @@ def gathering(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tens
         # Kept dims that merge in no order (a middle dim of a sliced NCHW view: H and W rows 64 apart, 28 long)
         # merge in a contiguous copy in x's own order, which reads and writes at copy speed; the permuted copy
         # below reads the reduced dim across rows, one sector an element.
-        c = x.contiguous()
-        view = canonical_view(c.shape, [list(c.stride()), strides[1]], dims, reorder_reduced=reorder)
+        dense = list(torch.empty(x.shape, device="meta").stride())  # (the copy's strides, before copying)
+        view = canonical_view(x.shape, [dense, strides[1]], dims, reorder_reduced=reorder)
         if view is not None:
             log.debug("tritred.%s: the kept dims of a %s tensor with strides %s merge in no order: gathered "
                       "in order (one contiguous copy)", name, tuple(x.shape), x.stride())
-            return c, view, "gathered"
+            return x.contiguous(), view, "gathered"
     kept = [d for d in range(x.dim()) if d not in dims]
     log.debug("tritred.%s: reduced dims %s of a %s tensor with strides %s are gathered (one copy)",
                 name, dims, tuple(x.shape), x.stride())
