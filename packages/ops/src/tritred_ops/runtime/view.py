@@ -142,7 +142,9 @@ IN_ORDER_BYTES = 32 << 20
 
 def gathering(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, keepdim: bool,
              reorder: bool = True) -> tuple[torch.Tensor, View, str]:
-    """Joint canonical view of ``x`` and ``out``; gathers ``x`` when its reduced dims are not one strided axis."""
+    """Joint canonical view of ``x`` and ``out``; gathers ``x`` (one copy, logged) when its reduced dims are not one
+    strided axis or its kept dims more than two: in its own order from ``IN_ORDER_BYTES`` where that gives a view,
+    else kept dims first. Returns (the tensor to read, the view, ``"strided"`` or ``"gathered"``)."""
     strides = [list(x.stride()), out_strides(out, x.dim(), dims, keepdim)]
     view = canonical_view(x.shape, strides, dims, reorder_reduced=reorder)
     if view is not None:
