@@ -91,7 +91,8 @@ def assert_same_state(a: torch.nn.Module, b: torch.nn.Module, what: str, grads: 
                       grad_atol_scale: float | None = None) -> None:
     """Every parameter (and its ``.grad`` when ``grads``) and every buffer of ``a`` close to ``b``'s; the same
     names. Integer buffers (``num_batches_tracked``) exactly equal. ``param_atol``: an absolute slack for the
-    parameters alone (see :data:`ADAM_SLACK`)."""
+    parameters alone (see :data:`ADAM_SLACK`); ``grad_atol_scale``: the gradients' own ``atol_scale`` (default
+    ``atol_scale``; see :data:`ADAM_GRAD_ATOL_SCALE`)."""
     pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
     assert pa.keys() == pb.keys()
     for name, p in pb.items():

@@ -100,6 +100,7 @@ from .replay import Plan, Recorder, find_plan, replay_plan, replayed, tensor_key
 from .view import (
     View,
     canonical_view,
+    contiguous_strides,
     dim_groups,
     gathering,
     map_view,
@@ -137,6 +138,7 @@ __all__ = [
     "col_hint",
     "combine_blocks",
     "compiles_to",
+    "contiguous_strides",
     "decide",
     "dependent_launch",
     "device_info",

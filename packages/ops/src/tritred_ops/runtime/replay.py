@@ -35,6 +35,7 @@ from .caches import OWNER, Caches, caches
 from .checks import Unset
 from .native import extension, native_plan
 from .trace import Launch, active
+from .view import contiguous_strides
 
 
 def tensor_key(t: torch.Tensor | None) -> Hashable:
@@ -461,7 +462,7 @@ class Recorder:
                     return  # (an output that must start at zero: not a case the plans handle)
                 continue
             shape, stride, dtype, _ = alloc
-            if stride != _contiguous_strides(shape):
+            if stride != contiguous_strides(shape):
                 return  # temporaries are contiguous by construction; anything else runs in full
             where[s] = self.n_inputs + len(out_slots) + len(temps)
             temps.append((alloc, ws_bytes))
@@ -477,10 +478,3 @@ class Recorder:
         if plan.native is not None and state.native_replay is None:  # (the extension is loaded from now on)
             state.load_native()
 
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))

@@ -119,6 +119,15 @@ def map_view(x: torch.Tensor, y: torch.Tensor, dims: tuple[int, ...]) -> tuple[t
 
 
 
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape`` (torch's: a dim of size 0 or 1 steps as if it were 1)."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
 def out_strides(out: torch.Tensor, ndim: int, dims: Sequence[int], keepdim: bool) -> list[int]:
     """Strides of ``out`` over the input's dims (0 on reduced dims), for the joint canonical view."""
     strides, j = [], 0
@@ -153,7 +162,7 @@ def gathering(name: str, x: torch.Tensor, dims: tuple[int, ...], out: torch.Tens
         # Kept dims that merge in no order (a middle dim of a sliced NCHW view: H and W rows 64 apart, 28 long)
         # merge in a contiguous copy in x's own order, which reads and writes at copy speed; the permuted copy
         # below reads the reduced dim across rows, one sector an element.
-        dense = list(torch.empty(x.shape, device="meta").stride())  # (the copy's strides, before copying)
+        dense = list(contiguous_strides(x.shape))  # (the copy's strides, before copying)
         view = canonical_view(x.shape, [dense, strides[1]], dims, reorder_reduced=reorder)
         if view is not None:
             log.debug("tritred.%s: the kept dims of a %s tensor with strides %s merge in no order: gathered "

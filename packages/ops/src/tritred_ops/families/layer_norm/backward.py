@@ -40,14 +40,6 @@ def _joint_view(x: torch.Tensor, g: torch.Tensor, out_strides: Sequence[int], di
     return x, g, view
 
 
-def _contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return strides[::-1]
-
-
 def _check_config(cfg: LaunchConfig, op: str) -> bool:
     """Whether ``cfg`` is a single pass (else the loop); ValueError for what the backward kernel does not take."""
     who = cfg.decided_by or "the launch-config hook"
@@ -126,7 +118,7 @@ def norm_backward(spec: ReductionSpec, grad_out: torch.Tensor, input: torch.Tens
         return dx, dw, db
     dims = tuple(range(input.dim() - D, input.dim()))
     out = dx  # (what the kernel writes: dx, or a contiguous buffer copied into it)
-    out_strides = list(dx.stride()) if dx is not None else _contiguous_strides(input.shape)
+    out_strides = list(dx.stride()) if dx is not None else list(rt.contiguous_strides(input.shape))
     x, g, view = _joint_view(input, grad_out, out_strides, dims)
     if view is None:  # (a dx laid out as a dy whose strides no view shares with contiguous copies: one more copy)
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)

@@ -30,7 +30,7 @@ from ...rules import (
     warps,
 )
 from ...runtime.launch import next_pow2
-from ..softmax.rules import l2_loop
+from ..softmax.rules import l2_loop, places
 
 
 @named
@@ -165,8 +165,8 @@ def masked_rows(problem: Problem, caps: Caps, block_n: int) -> LaunchConfig | No
     if N > 4096 and 8 * N <= 5 * block_n and N % 512 == 0:
         chunk = min(2048, N & -N)  # (N & -N: the largest power of two dividing N)
         chunk_warps = max(1, chunk // 1024)
-        # rows in flight: up to 32 programs a SM (Hopper's resident-block limit), each row read twice
-        in_flight = min(problem.outputs, caps.sm_count * min(32, 64 // chunk_warps)) * N * itemsize(problem)
+        # rows in flight (one a program, as many as the device holds at once), each read twice
+        in_flight = min(problem.outputs, places(chunk_warps, caps)) * N * itemsize(problem)
         if caps.l2_bytes and in_flight > caps.l2_bytes:
             return l2_loop(problem, caps)
         return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=chunk, num_warps=chunk_warps),

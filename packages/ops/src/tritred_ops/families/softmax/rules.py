@@ -25,6 +25,7 @@ from ...rules import (
     split_rows_config,
     tail_rows,
 )
+from ...runtime.device import programs_per_sm
 from ...runtime.launch import cdiv, next_pow2
 
 
@@ -158,19 +159,26 @@ def l2_loop(problem: Problem, caps: Caps) -> LaunchConfig:
                       (caps.norm_chunk, caps.max_warps), "a row")
 
 
+def places(warps: int, caps: Caps) -> int:
+    """Programs of ``warps`` warps the device holds at once (``runtime.device.programs_per_sm`` at 32 registers a
+    thread: only the 2048 threads and the 32 programs a SM bind); the rows in flight of a loop of one row a program
+    (:func:`_l2_chunks`, ``layer_norm.rules.masked_rows``)."""
+    return caps.sm_count * programs_per_sm(32, warps)
+
+
 def _l2_chunks(rows: int, row_bytes: int, programs: tuple[tuple[int, int], ...], caps: Caps,
                fallback: tuple[int, int], what: str) -> LaunchConfig:
     """The first (BLOCK_N, num_warps) of ``programs`` whose rows in flight (``row_bytes`` each, as many as the
     device holds such programs at once, at most ``rows``) fit the L2 and whose grid fills half of those places,
     else ``fallback``; with its reason (:func:`l2_loop`, :func:`backward_loop`)."""
     for block_n, warps in programs:
-        places = caps.sm_count * (2048 // (32 * warps))  # programs the device holds at once (threads per SM)
-        in_flight = min(rows, places) * row_bytes
-        if 2 * rows >= places and in_flight <= caps.l2_bytes:
+        held = places(warps, caps)
+        in_flight = min(rows, held) * row_bytes
+        if 2 * rows >= held and in_flight <= caps.l2_bytes:
             return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps),
                            f"multi_pass, BLOCK_N={block_n}, num_warps={warps}: the narrowest program whose rows in "
-                           f"flight ({min(rows, places)} x {row_bytes} bytes of {what}) fit the L2 "
-                           f"({caps.l2_bytes >> 20} MiB) and whose {rows} rows fill half of its {places} places: "
+                           f"flight ({min(rows, held)} x {row_bytes} bytes of {what}) fit the L2 "
+                           f"({caps.l2_bytes >> 20} MiB) and whose {rows} rows fill half of its {held} places: "
                            "the second sweep reads L2")
     block_n, warps = fallback
     return because(LaunchConfig(strategy="multi_pass", BLOCK_M=1, BLOCK_N=block_n, num_warps=warps),
